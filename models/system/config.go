@@ -1,0 +1,133 @@
+package system
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// Config is one simulated system.
+type Config struct {
+	Seed     uint64
+	Workload Workload
+	Pooler   Pooler
+	Server   Server
+}
+
+// Workload is what the clients do.
+type Workload struct {
+	Clients        int      // closed workload: sessions connecting at t=0
+	ArrivalRate    float64  // open workload: session arrivals per second (0 = closed)
+	Duration       sim.Time // open workload: arrivals stop after this
+	TxnsPerSession int
+	StmtsPerTxn    int
+	Query          sim.Dist // server time per statement
+	Think          sim.Dist // client time after each statement but the session's last
+}
+
+// Open reports whether the workload is open (Poisson arrivals).
+func (w Workload) Open() bool { return w.ArrivalRate > 0 }
+
+// Pooler is the pooler between clients and server (ignored in Direct mode).
+type Pooler struct {
+	Mode                  poolmode.Mode
+	Hop                   sim.Time // one-way client<->pooler latency per message
+	MaxClientConn         int
+	DefaultPoolSize       int
+	MaxDBConnections      int      // 0 = unlimited
+	QueryWaitTimeout      sim.Time // 0 = wait forever
+	MaxPreparedStatements int
+}
+
+// Server is the PostgreSQL server.
+type Server struct {
+	MaxConnections     int
+	Connect            sim.Dist // cost of starting one backend
+	ConnectConcurrency int      // backends that can start at once
+}
+
+// Default is a stock installation: PgBouncer's and PostgreSQL's defaults,
+// one client running one one-statement transaction.
+func Default() Config {
+	return Config{
+		Seed: 1,
+		Workload: Workload{
+			Clients:        1,
+			TxnsPerSession: 1,
+			StmtsPerTxn:    1,
+		},
+		Pooler: Pooler{
+			Mode:                  poolmode.Session, // PgBouncer's pool_mode default
+			MaxClientConn:         100,
+			DefaultPoolSize:       20,
+			QueryWaitTimeout:      120 * sim.Second,
+			MaxPreparedStatements: 200, // PgBouncer 1.24+
+		},
+		Server: Server{
+			MaxConnections:     100,
+			ConnectConcurrency: 1,
+		},
+	}
+}
+
+// ErrInvalid wraps every configuration error.
+var ErrInvalid = errors.New("invalid system")
+
+// Validate checks that the configuration can be simulated.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	w := c.Workload
+	switch {
+	case w.Open() && w.Clients > 0:
+		bad("workload: clients and arrival_rate both set: use clients for a closed workload or arrival_rate with duration for an open one")
+	case w.Open() && w.Duration <= 0:
+		bad("workload.duration must be above 0 with arrival_rate")
+	case !w.Open() && w.Clients <= 0:
+		bad("workload.clients must be at least 1 (or set arrival_rate for an open workload)")
+	}
+	if w.TxnsPerSession < 1 {
+		bad("workload.txns_per_session must be at least 1, got %d", w.TxnsPerSession)
+	}
+	if w.StmtsPerTxn < 1 {
+		bad("workload.stmts_per_txn must be at least 1, got %d", w.StmtsPerTxn)
+	}
+	p := c.Pooler
+	if p.Mode > poolmode.Statement {
+		bad("pooler.mode %v is not a mode", p.Mode)
+	}
+	if p.MaxClientConn < 1 {
+		bad("pooler.max_client_conn must be at least 1, got %d", p.MaxClientConn)
+	}
+	if p.DefaultPoolSize < 1 {
+		bad("pooler.default_pool_size must be at least 1, got %d", p.DefaultPoolSize)
+	}
+	if p.MaxDBConnections < 0 {
+		bad("pooler.max_db_connections must be 0 (unlimited) or more, got %d", p.MaxDBConnections)
+	}
+	if p.Hop < 0 || p.QueryWaitTimeout < 0 {
+		bad("pooler durations must not be negative")
+	}
+	s := c.Server
+	if s.MaxConnections < 1 {
+		bad("server.max_connections must be at least 1, got %d", s.MaxConnections)
+	}
+	if s.ConnectConcurrency < 1 {
+		bad("server.connect_concurrency must be at least 1, got %d", s.ConnectConcurrency)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+}
+
+// poolLimit is how many server connections the pool may open.
+func (c Config) poolLimit() int {
+	n := min(c.Pooler.DefaultPoolSize, c.Server.MaxConnections)
+	if c.Pooler.MaxDBConnections > 0 {
+		n = min(n, c.Pooler.MaxDBConnections)
+	}
+	return n
+}

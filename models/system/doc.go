@@ -1,0 +1,29 @@
+// Package system simulates clients, a PgBouncer-style pooler and a
+// PostgreSQL server on the sim engine, and measures what a capacity planner
+// asks about: throughput, transaction latency, the wait for a server
+// connection, refusals and timeouts.
+//
+// What it models (shared/PRODUCT.md, "Semantics"):
+//
+//   - workload: a closed workload of Clients sessions that all try to
+//     connect at t=0 in index order, or an open workload of Poisson session
+//     arrivals at ArrivalRate for Duration; each session runs
+//     TxnsPerSession transactions of StmtsPerTxn statements, with Think
+//     after every statement but the session's last;
+//   - pooler: the four modes, with the assign/release rule read from
+//     models/poolmode (the same code the live proxy runs): lazy assignment,
+//     FIFO waiters, LIFO idle servers, hand-off on release, one server login
+//     at a time, max_client_conn, default_pool_size, max_db_connections and
+//     query_wait_timeout; statement mode runs a transaction's statements as
+//     autocommit statements;
+//   - server: max_connections slots and backend start-up costing Connect,
+//     at most ConnectConcurrency at once, the rest queued in arrival order.
+//
+// Units: durations are sim.Time (int64 nanoseconds); reported times are in
+// milliseconds (fields ending _ms) or seconds (wait_W); rates per second.
+//
+// Guarantees: Run is deterministic — the same Config gives the same
+// Result, bit for bit — and starts no goroutines. Transactions are
+// conserved: attempted = ok + refused + timed out + unfinished, counted
+// independently.
+package system

@@ -1,0 +1,79 @@
+package sim
+
+import "fmt"
+
+// Handler is a simulated system: it reacts to each event in turn.
+type Handler interface {
+	Handle(s *Sim, e Event)
+}
+
+// Sim is the engine: a clock and a queue of pending events.
+// The zero value is ready to use, with the clock at 0.
+type Sim struct {
+	now     Time
+	seq     uint64
+	events  eventHeap
+	handled uint64
+	stopped bool
+}
+
+// Now is the current virtual time.
+func (s *Sim) Now() Time { return s.now }
+
+// Pending is the number of scheduled events not yet handled.
+func (s *Sim) Pending() int { return len(s.events) }
+
+// Handled is the number of events handled so far.
+func (s *Sim) Handled() uint64 { return s.handled }
+
+// At schedules an event at time t. Scheduling in the past is a bug in the
+// model and panics.
+func (s *Sim) At(t Time, kind, id int32, arg int64) {
+	if t < s.now {
+		panic(fmt.Sprintf("sim: event kind %d for %d scheduled at %v, before now (%v)", kind, id, t, s.now))
+	}
+	s.seq++
+	s.events.push(Event{At: t, seq: s.seq, Kind: kind, ID: id, Arg: arg})
+}
+
+// After schedules an event d after now; d must not be negative.
+func (s *Sim) After(d Time, kind, id int32, arg int64) {
+	if d < 0 {
+		panic(fmt.Sprintf("sim: event kind %d for %d scheduled %v after now: negative delay", kind, id, d))
+	}
+	s.At(s.now+d, kind, id, arg)
+}
+
+// Step handles the earliest pending event and reports whether there was one.
+func (s *Sim) Step(h Handler) bool {
+	if len(s.events) == 0 {
+		return false
+	}
+	e := s.events.pop()
+	s.now = e.At
+	s.handled++
+	h.Handle(s, e)
+	return true
+}
+
+// Run handles events until none are left or Stop is called.
+func (s *Sim) Run(h Handler) {
+	s.stopped = false
+	for !s.stopped && s.Step(h) {
+	}
+}
+
+// RunUntil handles events up to and including time t, then sets the clock
+// to t (if it is later than the last event handled).
+func (s *Sim) RunUntil(h Handler, t Time) {
+	s.stopped = false
+	for !s.stopped && len(s.events) > 0 && s.events[0].At <= t {
+		s.Step(h)
+	}
+	if !s.stopped && t > s.now {
+		s.now = t
+	}
+}
+
+// Stop makes Run or RunUntil return after the current event.
+func (s *Sim) Stop() { s.stopped = true }
