@@ -20,6 +20,7 @@ type Metrics struct {
 	WaitMeanMs   float64 `json:"wait_mean_ms"`
 	WaitP50Ms    float64 `json:"wait_p50_ms"`
 	WaitP99Ms    float64 `json:"wait_p99_ms"`
+	WaitProb     float64 `json:"wait_prob"` // fraction of assignments that waited at all (Erlang C's P(wait))
 	HopMsPerTxn  float64 `json:"hop_ms_per_txn"`
 	ServerUtil   float64 `json:"server_util"`
 	// Little's law on the pooler's wait queue over the whole run: the time

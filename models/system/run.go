@@ -63,7 +63,7 @@ type model struct {
 	attempted             bool
 	hopTotal              sim.Time
 	end                   sim.Time // time of the last state change
-	serverOf              []int32  // server index -> client (unused beyond counting)
+	waited                int64    // assignments that waited
 }
 
 // Run simulates cfg and returns its measurements. cfg must be valid
@@ -256,6 +256,9 @@ func (m *model) assign(s *sim.Sim, id, srv int32, waited sim.Time) {
 	c.server, c.waitNo = srv, 0
 	m.wait.Add(waited)
 	m.m.Assignments++
+	if waited > 0 {
+		m.waited++
+	}
 	m.busy.Add(s.Now(), 1)
 	m.startQuery(s, id)
 }
@@ -410,6 +413,9 @@ func (m *model) result(s *sim.Sim) Result {
 	mt.WaitMeanMs = ms(m.wait.Mean())
 	mt.WaitP50Ms = ms(m.wait.Percentile(50))
 	mt.WaitP99Ms = ms(m.wait.Percentile(99))
+	if mt.Assignments > 0 {
+		mt.WaitProb = float64(m.waited) / float64(mt.Assignments)
+	}
 	if mt.OKTxns > 0 {
 		mt.HopMsPerTxn = ms(m.hopTotal) / float64(mt.OKTxns)
 	}

@@ -1,0 +1,14 @@
+// Package scenarios loads and validates scenario YAML (shared/PRODUCT.md,
+// "Scenario YAML") into system configurations, expands the sweep: block
+// into points, applies --set overrides, and holds the built-in scenarios
+// embedded in the binary.
+//
+// Loading is strict: an unknown or repeated key is an error naming the key
+// and its line, and every value is range-checked with a message that says
+// what was expected. The same field table serves the YAML file, the sweep:
+// block and --set key=value, so the three accept exactly the same values.
+// Defaults are PgBouncer's and PostgreSQL's own (system.Default).
+//
+// Durations are Go duration strings ("300us", "5.48ms", "3s"); rates are a
+// number per second, written "80/s", "4800/min" or "80".
+package scenarios

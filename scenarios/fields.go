@@ -1,0 +1,368 @@
+package scenarios
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/sim"
+	"go.yaml.in/yaml/v3"
+)
+
+// field is one settable scenario value.
+type field struct {
+	key string // dotted path, e.g. "workload.clients"
+	doc string // what it is and what it accepts
+	set func(c *system.Config, n *yaml.Node) error
+}
+
+// fields lists every settable key in documentation order.
+var fields = []field{
+	{"seed", "random seed (non-negative integer)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 0, math.MaxInt64)
+		c.Seed = uint64(v)
+		return err
+	}},
+	{"workload.clients", "closed workload: sessions that all connect at t=0 (1..10000000); setting it makes the workload closed", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 1, 10_000_000)
+		c.Workload.Clients, c.Workload.ArrivalRate = int(v), 0
+		return err
+	}},
+	{"workload.arrival_rate", "open workload: Poisson session arrivals, e.g. 80/s or 4800/min; setting it makes the workload open", func(c *system.Config, n *yaml.Node) error {
+		v, err := rateValue(n)
+		c.Workload.ArrivalRate, c.Workload.Clients = v, 0
+		return err
+	}},
+	{"workload.duration", "open workload: how long arrivals go on (duration above 0)", func(c *system.Config, n *yaml.Node) error {
+		return durationInto(&c.Workload.Duration, n)
+	}},
+	{"workload.txns_per_session", "transactions per client session (1..1000000)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 1, 1_000_000)
+		c.Workload.TxnsPerSession = int(v)
+		return err
+	}},
+	{"workload.stmts_per_txn", "statements per transaction (1..100000)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 1, 100_000)
+		c.Workload.StmtsPerTxn = int(v)
+		return err
+	}},
+	{"workload.query", "server time per statement: a duration or {dist: const|exp|uniform|lognormal, ...}", func(c *system.Config, n *yaml.Node) error {
+		return distInto(&c.Workload.Query, n)
+	}},
+	{"workload.think", "client time after each statement but the session's last: a duration or a distribution", func(c *system.Config, n *yaml.Node) error {
+		return distInto(&c.Workload.Think, n)
+	}},
+	{"pooler.mode", "direct | session | transaction | statement (PgBouncer's default: session)", func(c *system.Config, n *yaml.Node) error {
+		s, err := scalar(n)
+		if err != nil {
+			return err
+		}
+		c.Pooler.Mode, err = poolmode.Parse(s)
+		return err
+	}},
+	{"pooler.hop", "one-way client<->pooler latency paid by every message each way (duration)", func(c *system.Config, n *yaml.Node) error {
+		return durationInto(&c.Pooler.Hop, n)
+	}},
+	{"pooler.max_client_conn", "client connections the pooler accepts (1..10000000; PgBouncer's default 100)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 1, 10_000_000)
+		c.Pooler.MaxClientConn = int(v)
+		return err
+	}},
+	{"pooler.default_pool_size", "server connections per pool (1..100000; default 20)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 1, 100_000)
+		c.Pooler.DefaultPoolSize = int(v)
+		return err
+	}},
+	{"pooler.max_db_connections", "server connections per database, 0 = unlimited (default 0)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 0, 100_000)
+		c.Pooler.MaxDBConnections = int(v)
+		return err
+	}},
+	{"pooler.query_wait_timeout", "longest a client waits for a server before FATAL query_wait_timeout; 0s disables (default 120s)", func(c *system.Config, n *yaml.Node) error {
+		return durationInto(&c.Pooler.QueryWaitTimeout, n)
+	}},
+	{"pooler.max_prepared_statements", "protocol-level prepared statements tracked per server, 0 = off (default 200)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 0, 1_000_000)
+		c.Pooler.MaxPreparedStatements = int(v)
+		return err
+	}},
+	{"server.max_connections", "PostgreSQL max_connections (1..1000000; default 100)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 1, 1_000_000)
+		c.Server.MaxConnections = int(v)
+		return err
+	}},
+	{"server.connect", "cost of starting one backend: a duration or a distribution (default 0s)", func(c *system.Config, n *yaml.Node) error {
+		return distInto(&c.Server.Connect, n)
+	}},
+	{"server.connect_concurrency", "backends that can start at once; the rest queue in arrival order (1..100000; default 1)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 1, 100_000)
+		c.Server.ConnectConcurrency = int(v)
+		return err
+	}},
+}
+
+func lookup(key string) (field, bool) {
+	for _, f := range fields {
+		if f.key == key {
+			return f, true
+		}
+	}
+	return field{}, false
+}
+
+// sections are the top-level mappings whose keys are fields.
+var sections = []string{"workload", "pooler", "server"}
+
+func keysUnder(prefix string) []string {
+	var ks []string
+	for _, f := range fields {
+		if k, ok := strings.CutPrefix(f.key, prefix+"."); ok {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// Fields describes every settable key, in order, as "key: doc" lines (for
+// help texts).
+func Fields() []string {
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = fmt.Sprintf("%-34s %s", f.key, f.doc)
+	}
+	return out
+}
+
+func scalar(n *yaml.Node) (string, error) {
+	if n.Kind != yaml.ScalarNode {
+		return "", fmt.Errorf("want a single value, got a %s", kindName(n))
+	}
+	return n.Value, nil
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.AliasNode:
+		return "alias"
+	}
+	return "value"
+}
+
+func intValue(n *yaml.Node, lo, hi int64) (int64, error) {
+	s, err := scalar(n)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("want a whole number from %d to %d, got %q", lo, hi, s)
+	}
+	if v < lo || v > hi {
+		return 0, fmt.Errorf("must be from %d to %d, got %d", lo, hi, v)
+	}
+	return v, nil
+}
+
+// maxDuration bounds every duration: a week of virtual time.
+const maxDuration = 7 * 24 * time.Hour
+
+func durationValue(n *yaml.Node) (sim.Time, error) {
+	s, err := scalar(n)
+	if err != nil {
+		return 0, err
+	}
+	if s == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("want a duration such as 300us, 5.48ms or 3s, got %q", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("must not be negative, got %s", s)
+	}
+	if d > maxDuration {
+		return 0, fmt.Errorf("must be at most %s, got %s", maxDuration, s)
+	}
+	return sim.FromDuration(d), nil
+}
+
+func durationInto(dst *sim.Time, n *yaml.Node) error {
+	d, err := durationValue(n)
+	if err == nil {
+		*dst = d
+	}
+	return err
+}
+
+func rateValue(n *yaml.Node) (float64, error) {
+	s, err := scalar(n)
+	if err != nil {
+		return 0, err
+	}
+	num, unit, _ := strings.Cut(s, "/")
+	per := 1.0
+	switch unit {
+	case "", "s":
+	case "ms":
+		per = 1e-3
+	case "min":
+		per = 60
+	case "h":
+		per = 3600
+	default:
+		return 0, fmt.Errorf("want a rate such as 80/s or 4800/min, got %q", s)
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("want a rate such as 80/s or 4800/min, got %q", s)
+	}
+	v /= per
+	if v <= 0 || v > 1e9 {
+		return 0, fmt.Errorf("must be above 0 and at most 1e9 per second, got %q", s)
+	}
+	return v, nil
+}
+
+// distInto reads a duration (a constant) or a distribution mapping:
+//
+//	{dist: const, mean: 1ms}
+//	{dist: exp, mean: 300us}
+//	{dist: uniform, min: 100us, max: 500us}
+//	{dist: lognormal, mean: 1ms, p99: 5ms}   (or sigma: 0.5)
+func distInto(dst *sim.Dist, n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		d, err := durationValue(n)
+		if err == nil {
+			*dst = sim.ConstDist(d)
+		}
+		return err
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("want a duration or a mapping such as {dist: exp, mean: 300us}, got a %s", kindName(n))
+	}
+	vals := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i].Value
+		switch k {
+		case "dist", "mean", "min", "max", "p99", "sigma":
+		default:
+			return fmt.Errorf("line %d: unknown key %q in a distribution: want dist, mean, min, max, p99 or sigma", n.Content[i].Line, k)
+		}
+		if _, dup := vals[k]; dup {
+			return fmt.Errorf("line %d: key %q repeated", n.Content[i].Line, k)
+		}
+		vals[k] = n.Content[i+1]
+	}
+	kn, ok := vals["dist"]
+	if !ok {
+		return fmt.Errorf("a distribution needs dist: const, exp, uniform or lognormal")
+	}
+	ks, err := scalar(kn)
+	if err != nil {
+		return fmt.Errorf("dist: %w", err)
+	}
+	kind, err := sim.ParseDistKind(ks)
+	if err != nil {
+		return err
+	}
+	need := func(keys ...string) error {
+		allowed := map[string]bool{"dist": true}
+		for _, k := range keys {
+			allowed[k] = true
+		}
+		for k, v := range vals {
+			if !allowed[k] {
+				return fmt.Errorf("line %d: %q does not apply to dist %s (it takes %s)", v.Line, k, ks, strings.Join(keys, ", "))
+			}
+		}
+		return nil
+	}
+	dur := func(k string) (sim.Time, error) {
+		v, ok := vals[k]
+		if !ok {
+			return 0, fmt.Errorf("dist %s needs %s", ks, k)
+		}
+		d, err := durationValue(v)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", k, err)
+		}
+		return d, nil
+	}
+	switch kind {
+	case sim.Const, sim.Exp:
+		if err := need("mean"); err != nil {
+			return err
+		}
+		mean, err := dur("mean")
+		if err != nil {
+			return err
+		}
+		*dst = sim.Dist{Kind: kind, Mean: mean}
+	case sim.Uniform:
+		if err := need("min", "max"); err != nil {
+			return err
+		}
+		lo, err := dur("min")
+		if err != nil {
+			return err
+		}
+		hi, err := dur("max")
+		if err != nil {
+			return err
+		}
+		if hi < lo {
+			return fmt.Errorf("uniform: max (%v) is below min (%v)", hi, lo)
+		}
+		*dst = sim.UniformDist(lo, hi)
+	case sim.Lognormal:
+		_, hasP99 := vals["p99"]
+		_, hasSigma := vals["sigma"]
+		if hasP99 == hasSigma {
+			return fmt.Errorf("dist lognormal needs mean and exactly one of p99 or sigma")
+		}
+		mean, err := dur("mean")
+		if err != nil {
+			return err
+		}
+		if mean <= 0 {
+			return fmt.Errorf("lognormal: mean must be above 0")
+		}
+		if hasP99 {
+			if err := need("mean", "p99"); err != nil {
+				return err
+			}
+			p99, err := dur("p99")
+			if err != nil {
+				return err
+			}
+			d, err := sim.LognormalP99(mean, p99)
+			if err != nil {
+				return err
+			}
+			*dst = d
+			return nil
+		}
+		if err := need("mean", "sigma"); err != nil {
+			return err
+		}
+		s, err := scalar(vals["sigma"])
+		if err != nil {
+			return fmt.Errorf("sigma: %w", err)
+		}
+		sigma, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(sigma >= 0 && sigma <= 5) {
+			return fmt.Errorf("sigma: want a number from 0 to 5, got %q", s)
+		}
+		*dst = sim.LognormalDist(mean, sigma)
+	}
+	return nil
+}

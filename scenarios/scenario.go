@@ -1,0 +1,335 @@
+package scenarios
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/poolsim/poolsim/models/system"
+	"go.yaml.in/yaml/v3"
+)
+
+// Scenario is a loaded scenario: a base system, and the sweep that varies it.
+type Scenario struct {
+	Name        string
+	Description string
+	Source      string // the file it came from, or "builtin:NAME"
+	Base        system.Config
+	Sweep       []Axis
+}
+
+// Axis is one swept key with its values, in the order written.
+type Axis struct {
+	Key    string
+	Values []*yaml.Node
+}
+
+// ErrInvalid wraps every error about a scenario's content or an override,
+// so callers can tell a bad scenario (a usage error) from other failures.
+var ErrInvalid = errors.New("invalid scenario")
+
+// ErrNotFound is returned when a name is neither a file nor a built-in.
+var ErrNotFound = errors.New("no such scenario")
+
+func invalid(source string, line int, format string, args ...any) error {
+	where := source
+	if line > 0 {
+		where = fmt.Sprintf("%s:%d", source, line)
+	}
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, where, fmt.Sprintf(format, args...))
+}
+
+//go:embed builtin/*.yaml
+var builtinFS embed.FS
+
+// Info names a built-in scenario.
+type Info struct{ Name, Description string }
+
+// Builtins lists the built-in scenarios, sorted by name.
+func Builtins() []Info {
+	entries, _ := fs.ReadDir(builtinFS, "builtin")
+	var out []Info
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.Name(), ".yaml")
+		s, err := Builtin(name)
+		if err != nil {
+			panic(fmt.Sprintf("scenarios: built-in %s does not load: %v", name, err))
+		}
+		out = append(out, Info{s.Name, s.Description})
+	}
+	return out
+}
+
+// Builtin loads the built-in scenario name.
+func Builtin(name string) (*Scenario, error) {
+	data, err := builtinFS.ReadFile(path.Join("builtin", name+".yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("%w %q", ErrNotFound, name)
+	}
+	return Parse(data, "builtin:"+name)
+}
+
+// BuiltinYAML is the text of the built-in scenario name.
+func BuiltinYAML(name string) ([]byte, error) {
+	data, err := builtinFS.ReadFile(path.Join("builtin", name+".yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("%w %q", ErrNotFound, name)
+	}
+	return data, nil
+}
+
+// Load reads a scenario from a YAML file, or, when no such file exists and
+// the argument is a plain name, the built-in scenario of that name.
+func Load(nameOrPath string) (*Scenario, error) {
+	data, err := os.ReadFile(nameOrPath)
+	if err == nil {
+		return Parse(data, nameOrPath)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("load scenario: %w", err)
+	}
+	if strings.ContainsAny(nameOrPath, "/.") {
+		return nil, fmt.Errorf("%w: %s: file not found", ErrNotFound, nameOrPath)
+	}
+	s, err := Builtin(nameOrPath)
+	if err != nil {
+		var names []string
+		for _, b := range Builtins() {
+			names = append(names, b.Name)
+		}
+		return nil, fmt.Errorf("%w %q: not a file, and the built-ins are %s", ErrNotFound, nameOrPath, strings.Join(names, ", "))
+	}
+	return s, nil
+}
+
+// Parse reads scenario YAML; source names it in errors.
+func Parse(data []byte, source string) (*Scenario, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, invalid(source, 0, "not valid YAML: %v", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, invalid(source, extra.Line, "more than one YAML document; a scenario is one")
+	}
+	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, invalid(source, doc.Line, "a scenario is a mapping with name, workload, pooler, server and sweep")
+	}
+	s := &Scenario{Source: source, Base: system.Default()}
+	if err := s.parseTop(doc.Content[0]); err != nil {
+		return nil, err
+	}
+	if s.Name == "" {
+		return nil, invalid(source, 0, "name is missing")
+	}
+	// Every point must be valid; checking them all here means a run never
+	// starts on a scenario that fails half-way.
+	if _, err := s.Points(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Scenario) parseTop(m *yaml.Node) error {
+	seen := map[string]int{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if line, dup := seen[k.Value]; dup {
+			return invalid(s.Source, k.Line, "key %q repeated (first on line %d)", k.Value, line)
+		}
+		seen[k.Value] = k.Line
+		switch k.Value {
+		case "name", "description":
+			str, err := scalar(v)
+			if err != nil {
+				return invalid(s.Source, v.Line, "%s: %v", k.Value, err)
+			}
+			if k.Value == "name" {
+				s.Name = str
+			} else {
+				s.Description = str
+			}
+		case "seed":
+			if err := s.setNode("seed", v); err != nil {
+				return err
+			}
+		case "workload", "pooler", "server":
+			if err := s.parseSection(k.Value, v); err != nil {
+				return err
+			}
+		case "sweep":
+			if err := s.parseSweep(v); err != nil {
+				return err
+			}
+		default:
+			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, workload, pooler, server or sweep", k.Value)
+		}
+	}
+	return nil
+}
+
+func (s *Scenario) parseSection(name string, m *yaml.Node) error {
+	if m.Kind != yaml.MappingNode {
+		return invalid(s.Source, m.Line, "%s must be a mapping of its settings (%s)", name, strings.Join(keysUnder(name), ", "))
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := m.Content[i]
+		if line, dup := seen[k.Value]; dup {
+			return invalid(s.Source, k.Line, "key %s.%s repeated (first on line %d)", name, k.Value, line)
+		}
+		seen[k.Value] = k.Line
+		if _, ok := lookup(name + "." + k.Value); !ok {
+			return invalid(s.Source, k.Line, "unknown key %q in %s: want one of %s", k.Value, name, strings.Join(keysUnder(name), ", "))
+		}
+	}
+	if _, c := seen["clients"]; c {
+		if l, a := seen["arrival_rate"]; a {
+			return invalid(s.Source, l, "workload has both clients and arrival_rate: a closed workload has clients, an open one arrival_rate and duration")
+		}
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if err := s.setNode(name+"."+m.Content[i].Value, m.Content[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Scenario) parseSweep(m *yaml.Node) error {
+	if m.Kind != yaml.MappingNode {
+		return invalid(s.Source, m.Line, "sweep must map keys to lists of values, e.g. pooler.mode: [session, transaction]")
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		f, ok := lookup(k.Value)
+		if !ok {
+			return invalid(s.Source, k.Line, "sweep: unknown key %q: want a dotted key such as workload.clients or pooler.mode", k.Value)
+		}
+		for _, a := range s.Sweep {
+			if a.Key == k.Value {
+				return invalid(s.Source, k.Line, "sweep: key %q repeated", k.Value)
+			}
+		}
+		if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+			return invalid(s.Source, v.Line, "sweep: %s must be a non-empty list of values", k.Value)
+		}
+		for _, val := range v.Content {
+			probe := s.Base
+			if err := f.set(&probe, val); err != nil {
+				return invalid(s.Source, val.Line, "sweep: %s: %v", k.Value, err)
+			}
+		}
+		s.Sweep = append(s.Sweep, Axis{Key: k.Value, Values: v.Content})
+	}
+	return nil
+}
+
+func (s *Scenario) setNode(key string, v *yaml.Node) error {
+	f, _ := lookup(key)
+	if err := f.set(&s.Base, v); err != nil {
+		return invalid(s.Source, v.Line, "%s: %v", key, err)
+	}
+	return nil
+}
+
+// Set overrides one field by its dotted key with a value written as in
+// YAML (a scalar such as 500 or 2ms, or a flow mapping such as
+// {dist: exp, mean: 1ms}). Setting a swept key replaces its sweep axis
+// with the single value.
+func (s *Scenario) Set(key, value string) error {
+	where := fmt.Sprintf("--set %s=%s", key, value)
+	f, ok := lookup(key)
+	if !ok {
+		var all []string
+		for _, f := range fields {
+			all = append(all, f.key)
+		}
+		return fmt.Errorf("%w: %s: unknown key %q: want one of %s", ErrInvalid, where, key, strings.Join(all, ", "))
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(value), &doc); err != nil || len(doc.Content) != 1 {
+		return fmt.Errorf("%w: %s: the value is not valid YAML", ErrInvalid, where)
+	}
+	base := s.Base
+	if err := f.set(&base, doc.Content[0]); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, where, err)
+	}
+	s.Base = base
+	for i, a := range s.Sweep {
+		if a.Key == key {
+			s.Sweep = append(s.Sweep[:i], s.Sweep[i+1:]...)
+			break
+		}
+	}
+	if _, err := s.Points(); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	return nil
+}
+
+// Param is one swept key's value at a point.
+type Param struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Point is one run of the sweep: its parameters and its full system.
+type Point struct {
+	Params []Param
+	Config system.Config
+}
+
+// Points expands the sweep into its runs: the cartesian product of the
+// axes, the first key outermost, so rows come in the order written. A
+// scenario without a sweep has one point.
+func (s *Scenario) Points() ([]Point, error) {
+	points := []Point{{Config: s.Base}}
+	for _, a := range s.Sweep {
+		f, _ := lookup(a.Key)
+		next := make([]Point, 0, len(points)*len(a.Values))
+		for _, p := range points {
+			for _, v := range a.Values {
+				q := Point{Params: append(append([]Param(nil), p.Params...), Param{a.Key, valueText(v)}), Config: p.Config}
+				if err := f.set(&q.Config, v); err != nil {
+					return nil, invalid(s.Source, v.Line, "sweep: %s: %v", a.Key, err)
+				}
+				next = append(next, q)
+			}
+		}
+		points = next
+	}
+	for _, p := range points {
+		if err := p.Config.Validate(); err != nil {
+			where := ""
+			for _, pr := range p.Params {
+				where += fmt.Sprintf(" %s=%s", pr.Key, pr.Value)
+			}
+			if where != "" {
+				where = " (at" + where + ")"
+			}
+			return nil, fmt.Errorf("%w: %s%s: %v", ErrInvalid, s.Source, where, errors.Unwrap(err))
+		}
+	}
+	return points, nil
+}
+
+// valueText is a value as written: the scalar, or a flow-style mapping.
+func valueText(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		return n.Value
+	}
+	c := *n
+	c.Style = yaml.FlowStyle
+	b, err := yaml.Marshal(&c)
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}
