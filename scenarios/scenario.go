@@ -286,10 +286,20 @@ type Point struct {
 	Config system.Config
 }
 
+// MaxPoints bounds the points of one sweep, so a typo cannot exhaust memory.
+const MaxPoints = 100_000
+
 // Points expands the sweep into its runs: the cartesian product of the
 // axes, the first key outermost, so rows come in the order written. A
 // scenario without a sweep has one point.
 func (s *Scenario) Points() ([]Point, error) {
+	total := 1
+	for _, a := range s.Sweep {
+		total *= len(a.Values)
+		if total > MaxPoints {
+			return nil, fmt.Errorf("%w: %s: the sweep has more than %d points; split it (poolsim sweep --shard) or vary fewer values", ErrInvalid, s.Source, MaxPoints)
+		}
+	}
 	points := []Point{{Config: s.Base}}
 	for _, a := range s.Sweep {
 		f, _ := lookup(a.Key)
@@ -314,7 +324,7 @@ func (s *Scenario) Points() ([]Point, error) {
 			if where != "" {
 				where = " (at" + where + ")"
 			}
-			return nil, fmt.Errorf("%w: %s%s: %v", ErrInvalid, s.Source, where, errors.Unwrap(err))
+			return nil, fmt.Errorf("%w: %s%s: %s", ErrInvalid, s.Source, where, strings.TrimPrefix(err.Error(), system.ErrInvalid.Error()+": "))
 		}
 	}
 	return points, nil

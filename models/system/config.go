@@ -3,6 +3,7 @@ package system
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/sim"
@@ -120,7 +121,11 @@ func (c Config) Validate() error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(msgs, "; "))
 }
 
 // poolLimit is how many server connections the pool may open.

@@ -1,0 +1,214 @@
+package scenarios
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/sim"
+)
+
+func TestPgbouncerModesMatchesTheSeedCounts(t *testing.T) {
+	s, err := Builtin("pgbouncer-modes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := s.Points()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := Run(points, 0)
+	if len(rows) != 8 {
+		t.Fatalf("got %d rows, want 8", len(rows))
+	}
+	for _, r := range rows {
+		c, m := r.Config, r.Metrics
+		n := int64(c.Workload.Clients)
+		switch c.Pooler.Mode {
+		case poolmode.Direct:
+			// 20 slots: the first 20 clients run 3 transactions each, the rest are refused.
+			if m.OKTxns != 60 || m.ConnRefused != n-20 || m.HopMsPerTxn != 0 {
+				t.Errorf("direct, %d clients: ok %d refused %d hop %.2f; want 60, %d, 0", n, m.OKTxns, m.ConnRefused, m.HopMsPerTxn, n-20)
+			}
+		default:
+			if m.OKTxns != 3*n || m.ConnRefused != 0 || m.WaitTimeouts != 0 {
+				t.Errorf("%v, %d clients: ok %d refused %d timeouts %d; want %d, 0, 0", c.Pooler.Mode, n, m.OKTxns, m.ConnRefused, m.WaitTimeouts, 3*n)
+			}
+			// 6 statements × 2 hops × 25us.
+			if math.Abs(m.HopMsPerTxn-0.30) > 1e-9 {
+				t.Errorf("%v, %d clients: hop %.4f ms/txn, want 0.30", c.Pooler.Mode, n, m.HopMsPerTxn)
+			}
+			if m.ServerConns != 20 {
+				t.Errorf("%v, %d clients: %d server connections, want the pool's 20", c.Pooler.Mode, n, m.ServerConns)
+			}
+		}
+	}
+}
+
+func TestBuiltinsHoldLittleAndConservation(t *testing.T) {
+	for _, b := range Builtins() {
+		s, err := Builtin(b.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		points, _ := s.Points()
+		for _, r := range Run(points, 0) {
+			m := r.Metrics
+			if lw := m.WaitLambda * m.WaitW; math.Abs(m.WaitL-lw) > 0.01*m.WaitL+1e-12 {
+				t.Errorf("%s %v: wait_L %.6g, wait_lambda × wait_W %.6g", b.Name, r.Params, m.WaitL, lw)
+			}
+			if sum := m.OKTxns + m.RefusedTxns + m.TimedOutTxns + m.UnfinishedTxn; sum != m.AttemptedTxns {
+				t.Errorf("%s %v: ok+refused+timed out+unfinished = %d, attempted %d", b.Name, r.Params, sum, m.AttemptedTxns)
+			}
+		}
+	}
+}
+
+func TestRunIsDeterministic(t *testing.T) {
+	// A scenario with every random distribution, run twice and on one and
+	// two workers, must give identical rows.
+	src := `
+name: random
+seed: 42
+workload:
+  clients: 60
+  txns_per_session: 5
+  stmts_per_txn: 3
+  query: {dist: lognormal, mean: 300us, p99: 2ms}
+  think: {dist: uniform, min: 100us, max: 900us}
+pooler:
+  mode: transaction
+  hop: 25us
+  default_pool_size: 8
+  query_wait_timeout: 3ms
+server:
+  connect: {dist: exp, mean: 1ms}
+sweep:
+  pooler.mode: [session, transaction, statement]
+`
+	s, err := Parse([]byte(src), "random.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, _ := s.Points()
+	a, b := Run(points, 1), Run(points, 2)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("two runs of the same scenario differ")
+	}
+	if a[0].Metrics.P99Ms == a[0].Metrics.P50Ms {
+		t.Error("random distributions gave a flat latency distribution; were they applied?")
+	}
+	s2, _ := Parse([]byte(strings.Replace(src, "seed: 42", "seed: 43", 1)), "random.yaml")
+	p2, _ := s2.Points()
+	if reflect.DeepEqual(a, Run(p2, 1)) {
+		t.Error("another seed gave the same rows")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"malformed", "name: x\nworkload: [\n", "not valid YAML"},
+		{"unknown top key", "name: x\nworkload: {clients: 1}\nbogus: 1\n", `x.yaml:3: unknown key "bogus"`},
+		{"unknown section key", "name: x\nworkload:\n  clients: 1\n  client: 2\n", `x.yaml:4: unknown key "client" in workload`},
+		{"repeated key", "name: x\nworkload:\n  clients: 1\n  clients: 2\n", "repeated"},
+		{"negative duration", "name: x\nworkload:\n  clients: 1\n  think: -1ms\n", "x.yaml:4: workload.think: must not be negative"},
+		{"bad duration", "name: x\nworkload:\n  clients: 1\n  query: 3 ms\n", "want a duration such as"},
+		{"unknown mode", "name: x\nworkload: {clients: 1}\npooler:\n  mode: pooled\n", `unknown pool mode "pooled"`},
+		{"zero clients", "name: x\nworkload:\n  clients: 0\n", "workload.clients: must be from 1"},
+		{"both workloads", "name: x\nworkload:\n  clients: 5\n  arrival_rate: 10/s\n  duration: 1s\n", "both clients and arrival_rate"},
+		{"open without duration", "name: x\nworkload:\n  arrival_rate: 10/s\n", "workload.duration must be above 0"},
+		{"bad rate", "name: x\nworkload:\n  arrival_rate: fast\n  duration: 1s\n", "want a rate such as 80/s"},
+		{"bad dist", "name: x\nworkload:\n  clients: 1\n  query: {dist: normal, mean: 1ms}\n", `unknown distribution "normal"`},
+		{"dist key", "name: x\nworkload:\n  clients: 1\n  query: {dist: exp, mean: 1ms, max: 2ms}\n", `"max" does not apply to dist exp`},
+		{"lognormal p99", "name: x\nworkload:\n  clients: 1\n  query: {dist: lognormal, mean: 1ms, p99: 1ms}\n", "p99 (1ms) must be above the mean"},
+		{"sweep key", "name: x\nworkload: {clients: 1}\nsweep:\n  pooler.modes: [session]\n", `sweep: unknown key "pooler.modes"`},
+		{"sweep value", "name: x\nworkload: {clients: 1}\nsweep:\n  pooler.mode: [session, pooled]\n", `x.yaml:4: sweep: pooler.mode: unknown pool mode "pooled"`},
+		{"no name", "workload: {clients: 1}\n", "name is missing"},
+		{"not a mapping", "- 1\n- 2\n", "a scenario is a mapping"},
+		{"two documents", "name: x\nworkload: {clients: 1}\n---\nname: y\n", "more than one YAML document"},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.yaml), "x.yaml")
+		if err == nil {
+			t.Errorf("%s: Parse succeeded, want an error containing %q", tt.name, tt.want)
+			continue
+		}
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: error %q does not wrap ErrInvalid", tt.name, err)
+		}
+		if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %q, want it to contain %q", tt.name, err, tt.want)
+		}
+		if strings.Count(err.Error(), "\n") > 0 {
+			t.Errorf("%s: error spans lines: %q", tt.name, err)
+		}
+	}
+}
+
+func TestSet(t *testing.T) {
+	s, err := Builtin("pgbouncer-modes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set("workload.clients", "500"); err != nil {
+		t.Fatal(err)
+	}
+	points, _ := s.Points()
+	if len(points) != 4 || points[0].Config.Workload.Clients != 500 {
+		t.Errorf("after --set workload.clients=500: %d points, clients %d; want 4 points of 500 (the axis replaced)", len(points), points[0].Config.Workload.Clients)
+	}
+	if err := s.Set("workload.query", "{dist: exp, mean: 2ms}"); err != nil {
+		t.Fatal(err)
+	}
+	if q := s.Base.Workload.Query; q.Kind != sim.Exp || q.Mean != 2*sim.Millisecond {
+		t.Errorf("query = %v, want exp(mean 2ms)", q)
+	}
+	before := s.Base
+	for _, kv := range [][2]string{{"pooler.nope", "1"}, {"workload.clients", "-1"}, {"pooler.hop", "-2ms"}, {"pooler.mode", "[a, b]"}} {
+		err := s.Set(kv[0], kv[1])
+		if err == nil || !errors.Is(err, ErrInvalid) {
+			t.Errorf("Set(%q, %q) = %v, want an ErrInvalid", kv[0], kv[1], err)
+		}
+	}
+	if !reflect.DeepEqual(before, s.Base) {
+		t.Error("a failed Set changed the scenario")
+	}
+	// Switching an open workload to a closed one by --set is allowed.
+	e, _ := Builtin("erlang-c")
+	if err := e.Set("workload.clients", "10"); err != nil {
+		t.Errorf("--set workload.clients on an open workload: %v", err)
+	}
+}
+
+func TestSweepOrder(t *testing.T) {
+	s, err := Parse([]byte("name: x\nworkload: {clients: 1}\nsweep:\n  workload.clients: [1, 2]\n  pooler.mode: [session, statement]\n"), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, _ := s.Points()
+	var got []string
+	for _, p := range points {
+		got = append(got, p.Params[0].Value+"/"+p.Params[1].Value)
+	}
+	want := []string{"1/session", "1/statement", "2/session", "2/statement"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("points %v, want %v (first key outermost)", got, want)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	if _, err := Load("no-such-scenario"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Load of an unknown name: %v, want ErrNotFound", err)
+	}
+	if _, err := Load("./missing.yaml"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Load of a missing file: %v, want ErrNotFound", err)
+	}
+	if _, err := Load("pgbouncer-modes"); err != nil {
+		t.Errorf("Load(pgbouncer-modes): %v", err)
+	}
+}
