@@ -167,7 +167,13 @@ func writeTable(w io.Writer, r report) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := []string{"mode", "clients"}
+	loadHead := "clients"
+	for _, x := range r.Rows {
+		if x.Config.Workload.Open() {
+			loadHead = "load" // arrivals per second
+		}
+	}
+	head := []string{"mode", loadHead}
 	for _, k := range extra {
 		head = append(head, k[strings.LastIndexByte(k, '.')+1:])
 	}

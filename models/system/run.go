@@ -43,11 +43,10 @@ type model struct {
 	free    []int32 // finished client slots for reuse (open workload)
 
 	// server
-	backends  int       // open backend connections (direct clients and pool servers)
-	starting  int       // backends starting now
-	startupQ  []int32   // waiting to start: client index or poolLogin
-	busy      sim.Level // backends linked to a client
-	connected int       // clients connected to the pooler
+	backends  int           // open backend connections (direct clients and pool servers)
+	startup   *sim.Resource // backend start-up workers (connect_concurrency); ids are clients or poolLogin
+	busy      sim.Level     // backends linked to a client
+	connected int           // clients connected to the pooler
 
 	// pooler
 	idle     []int32 // idle servers, LIFO (top is the end)
@@ -82,6 +81,7 @@ func Run(cfg Config) Result {
 		connect: sim.NewRand(cfg.Seed, "connect"),
 		waitQ:   sim.NewFIFO(0),
 		busy:    sim.NewLevel(0),
+		startup: sim.NewResource(0, cfg.Server.ConnectConcurrency),
 	}
 	var s sim.Sim
 	w := cfg.Workload
@@ -153,8 +153,7 @@ func (m *model) connectClient(s *sim.Sim, id int32) {
 	m.m.Sessions++
 	m.m.AttemptedTxns += int64(m.cfg.Workload.TxnsPerSession)
 	if m.mode == poolmode.Direct {
-		m.startupQ = append(m.startupQ, id)
-		m.startBackends(s)
+		m.startBackend(s, id)
 		return
 	}
 	if m.connected >= m.cfg.Pooler.MaxClientConn {
@@ -171,41 +170,53 @@ func (m *model) refuse(id int32) {
 	m.finish(id)
 }
 
-// startBackends starts queued backends while start-up capacity is free. A
-// backend claims its max_connections slot when it starts; a direct client
-// that finds every slot taken is refused (sorry, too many clients already).
-func (m *model) startBackends(s *sim.Sim) {
-	for m.starting < m.cfg.Server.ConnectConcurrency && len(m.startupQ) > 0 {
-		id := m.startupQ[0]
-		m.startupQ = m.startupQ[1:]
-		if m.backends >= m.cfg.Server.MaxConnections {
-			if id == poolLogin { // cannot happen while the pool limit is capped at max_connections
-				m.loggedIn = false
-				m.servers--
-			} else {
-				m.refuse(id)
-			}
-			continue
-		}
-		m.backends++
-		m.starting++
-		s.After(m.cfg.Server.Connect.Sample(m.connect), evStartupDone, id, 0)
+// startBackend asks a start-up worker to start a backend for id (a direct
+// client or poolLogin); requests beyond connect_concurrency queue in
+// arrival order.
+func (m *model) startBackend(s *sim.Sim, id int32) {
+	if m.startup.Acquire(s.Now(), id) {
+		m.beginStartup(s, id)
 	}
 }
 
+// beginStartup runs on a worker that took id. The backend claims its
+// max_connections slot as it starts; a direct client that finds every slot
+// taken is refused (sorry, too many clients already) and the worker moves
+// straight on to the next request.
+func (m *model) beginStartup(s *sim.Sim, id int32) {
+	for m.backends >= m.cfg.Server.MaxConnections {
+		if id == poolLogin { // cannot happen while the pool limit is capped at max_connections
+			m.loggedIn = false
+			m.servers--
+		} else {
+			m.refuse(id)
+		}
+		next, ok := m.startup.Release(s.Now())
+		if !ok {
+			return
+		}
+		id = next
+	}
+	m.backends++
+	s.After(m.cfg.Server.Connect.Sample(m.connect), evStartupDone, id, 0)
+}
+
 func (m *model) startupDone(s *sim.Sim, id int32) {
-	m.starting--
 	if id == poolLogin {
 		m.loggedIn = false
 		m.m.ServerConns = max(m.m.ServerConns, int64(m.servers))
 		m.releaseServer(s, int32(m.servers-1))
-		m.grow(s)
 	} else {
 		m.busy.Add(s.Now(), 1)
 		m.m.ServerConns = max(m.m.ServerConns, int64(m.backends))
 		m.send(s, id)
 	}
-	m.startBackends(s)
+	if next, ok := m.startup.Release(s.Now()); ok {
+		m.beginStartup(s, next)
+	}
+	if id == poolLogin {
+		m.grow(s)
+	}
 }
 
 // send is a client sending its next statement.
@@ -275,8 +286,7 @@ func (m *model) grow(s *sim.Sim) {
 	}
 	m.loggedIn = true
 	m.servers++
-	m.startupQ = append(m.startupQ, poolLogin)
-	m.startBackends(s)
+	m.startBackend(s, poolLogin)
 }
 
 // releaseServer returns srv to the pool: to the oldest waiter if there is
@@ -343,7 +353,6 @@ func (m *model) disconnect(s *sim.Sim, id int32) {
 		m.backends--
 		m.busy.Add(s.Now(), -1)
 		m.finish(id)
-		m.startBackends(s)
 		return
 	}
 	m.connected--

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Benchmark poolsim's pooling proxy against a real PgBouncer, side by side.
+#
+# Usage: bench/proxy-vs-pgbouncer.sh [-M simple|extended]
+#
+# Starts a throwaway PostgreSQL (initdb into a temporary folder, a free
+# loopback port, max_connections 100, fsync off), loads `pgbench -i -s 10`,
+# starts a real PgBouncer (transaction mode, default_pool_size 20,
+# max_client_conn 200) and `poolsim proxy` with the same settings, then runs
+# `pgbench -S -c 50 -j 2 -T $DURATION -n` through each, interleaved
+# (pgbouncer, proxy, pgbouncer, proxy, ...), and prints every round, the
+# median TPS and average latency per target, and the ratio proxy/pgbouncer.
+# Everything it starts is stopped and removed on exit.
+#
+# Environment: DURATION (seconds per run, default 20), ROUNDS (default 3),
+# CLIENTS (50), JOBS (2), SCALE (10), TARGETS ("pgbouncer proxy"; set
+# TARGETS=pgbouncer to measure PgBouncer alone).
+# Needs: Go, the PostgreSQL server binaries (initdb, pg_ctl, pgbench) and
+# pgbouncer (Debian: apt-get install postgresql pgbouncer). As root, the
+# servers run as the postgres account.
+set -euo pipefail
+
+MODE=simple
+while getopts "M:h" opt; do
+  case $opt in
+    M) MODE=$OPTARG ;;
+    h) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "usage: $0 [-M simple|extended]" >&2; exit 2 ;;
+  esac
+done
+case $MODE in simple|extended) ;; *) echo "$0: -M $MODE: expected simple or extended" >&2; exit 2 ;; esac
+DURATION=${DURATION:-20} ROUNDS=${ROUNDS:-3} CLIENTS=${CLIENTS:-50} JOBS=${JOBS:-2} SCALE=${SCALE:-10}
+TARGETS=${TARGETS:-pgbouncer proxy}
+for t in $TARGETS; do
+  case $t in pgbouncer|proxy) ;; *) echo "$0: TARGETS: unknown target $t (pgbouncer, proxy)" >&2; exit 2 ;; esac
+done
+want() { [[ " $TARGETS " == *" $1 "* ]]; }
+
+die() { echo "$0: $*" >&2; exit 1; }
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+# --- find the binaries -------------------------------------------------------
+bindir=
+if p=$(command -v postgres 2>/dev/null); then
+  d=$(dirname "$(readlink -f "$p")")
+  [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && bindir=$d
+fi
+if [ -z "$bindir" ]; then
+  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+  [ -n "$d" ] && [ -x "$d/initdb" ] && bindir=$d
+fi
+[ -n "$bindir" ] || die "no PostgreSQL server binaries (postgres, initdb, pg_ctl) in \$PATH or /usr/lib/postgresql/*/bin; install them: apt-get install postgresql"
+pgbench=$bindir/pgbench
+[ -x "$pgbench" ] || pgbench=$(command -v pgbench) || die "pgbench not found"
+if want pgbouncer; then
+  bouncer=$(command -v pgbouncer 2>/dev/null || true)
+  [ -n "$bouncer" ] || { [ -x /usr/sbin/pgbouncer ] && bouncer=/usr/sbin/pgbouncer; } || die "pgbouncer not found; install it: apt-get install pgbouncer"
+fi
+
+if [ "$(id -u)" = 0 ]; then
+  id postgres >/dev/null 2>&1 || die "running as root, but initdb and pgbouncer refuse root and there is no postgres account"
+  as_pg() { runuser -u postgres -- "$@"; }
+else
+  as_pg() { "$@"; }
+fi
+
+# --- temporary folder and cleanup ---------------------------------------------
+tmp=$(mktemp -d /tmp/poolsim-bench.XXXXXX)
+pg_started= proxy_pid=
+cleanup() {
+  set +e
+  [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null && wait "$proxy_pid" 2>/dev/null
+  [ -f "$tmp/pgbouncer.pid" ] && kill "$(cat "$tmp/pgbouncer.pid")" 2>/dev/null
+  [ -n "$pg_started" ] && as_pg "$bindir/pg_ctl" -D "$tmp/data" -m immediate -w -t 10 stop >/dev/null 2>&1
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+[ "$(id -u)" = 0 ] && chown postgres: "$tmp"
+
+free_port() {
+  local p
+  for _ in $(seq 1 100); do
+    p=$((20000 + RANDOM % 40000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+  die "no free port found"
+}
+wait_port() { # wait_port PORT NAME LOG
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return
+    sleep 0.05
+  done
+  tail -n 20 "$3" >&2 || true
+  die "$2 did not accept connections on port $1 within 10s"
+}
+
+# --- poolsim ------------------------------------------------------------------
+if want proxy; then
+  echo "building poolsim ..."
+  (cd "$root" && go build -o "$tmp/poolsim" ./cmd/poolsim) || die "go build ./cmd/poolsim failed"
+  if ! "$tmp/poolsim" proxy --help >/dev/null 2>&1; then
+    die "'poolsim proxy' is not available in this build (the subcommand does not exist yet); run with TARGETS=pgbouncer to measure PgBouncer alone"
+  fi
+fi
+
+# --- PostgreSQL ---------------------------------------------------------------
+pgport=$(free_port)
+echo "initdb + PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$pgport ..."
+as_pg "$bindir/initdb" -D "$tmp/data" -U postgres -A trust -E UTF8 --locale=C --no-sync >"$tmp/initdb.log" 2>&1 \
+  || { cat "$tmp/initdb.log" >&2; die "initdb failed"; }
+as_pg "$bindir/pg_ctl" -D "$tmp/data" -l "$tmp/postgres.log" -w -t 60 \
+  -o "-p $pgport -c listen_addresses=127.0.0.1 -c unix_socket_directories=$tmp -c max_connections=100 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+  start >/dev/null || { tail -n 20 "$tmp/postgres.log" >&2; die "PostgreSQL did not start"; }
+pg_started=1
+echo "pgbench -i -s $SCALE ..."
+"$pgbench" -i -q -s "$SCALE" -h 127.0.0.1 -p "$pgport" -U postgres postgres >"$tmp/pgbench-init.log" 2>&1 \
+  || { tail -n 20 "$tmp/pgbench-init.log" >&2; die "pgbench -i failed"; }
+
+# --- PgBouncer ----------------------------------------------------------------
+if want pgbouncer; then
+  bport=$(free_port)
+  cat >"$tmp/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=$pgport
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $bport
+unix_socket_dir = $tmp
+auth_type = trust
+auth_file = $tmp/users.txt
+admin_users = postgres
+pool_mode = transaction
+default_pool_size = 20
+max_client_conn = 200
+logfile = $tmp/pgbouncer.log
+pidfile = $tmp/pgbouncer.pid
+INI
+  echo '"postgres" ""' >"$tmp/users.txt"
+  [ "$(id -u)" = 0 ] && chown postgres: "$tmp/pgbouncer.ini" "$tmp/users.txt"
+  as_pg "$bouncer" -d "$tmp/pgbouncer.ini" || { cat "$tmp/pgbouncer.log" >&2 || true; die "pgbouncer did not start"; }
+  wait_port "$bport" pgbouncer "$tmp/pgbouncer.log"
+  echo "$("$bouncer" --version | head -n 1) on 127.0.0.1:$bport"
+fi
+
+# --- poolsim proxy ------------------------------------------------------------
+if want proxy; then
+  pport=$(free_port)
+  "$tmp/poolsim" proxy --listen "127.0.0.1:$pport" --upstream "postgres://postgres@127.0.0.1:$pgport/postgres" \
+    --mode transaction --pool-size 20 --max-client-conn 200 >"$tmp/proxy.log" 2>&1 &
+  proxy_pid=$!
+  wait_port "$pport" "poolsim proxy" "$tmp/proxy.log"
+  echo "poolsim proxy on 127.0.0.1:$pport"
+fi
+
+# --- rounds -------------------------------------------------------------------
+port_of() { case $1 in pgbouncer) echo "$bport" ;; proxy) echo "$pport" ;; esac; }
+results=$tmp/results.tsv
+: >"$results"
+echo "pgbench -S -c $CLIENTS -j $JOBS -T $DURATION -n -M $MODE, $ROUNDS round(s) per target"
+printf '%-6s %-10s %12s %14s\n' round target tps latency_ms
+for r in $(seq 1 "$ROUNDS"); do
+  for t in $TARGETS; do
+    out=$tmp/run-$r-$t.log
+    if ! "$pgbench" -S -c "$CLIENTS" -j "$JOBS" -T "$DURATION" -n -M "$MODE" \
+      -h 127.0.0.1 -p "$(port_of "$t")" -U postgres postgres >"$out" 2>&1; then
+      tail -n 20 "$out" >&2
+      die "pgbench through $t failed (round $r)"
+    fi
+    tps=$(awk '/^tps = / {print $3; exit}' "$out")
+    lat=$(awk '/^latency average = / {print $4; exit}' "$out")
+    [ -n "$tps" ] && [ -n "$lat" ] || { cat "$out" >&2; die "could not parse pgbench output ($t, round $r)"; }
+    printf '%-6s %-10s %12.1f %14.3f\n' "$r" "$t" "$tps" "$lat"
+    printf '%s\t%s\t%s\n' "$t" "$tps" "$lat" >>"$results"
+  done
+done
+
+median() { # median TARGET COLUMN
+  awk -F'\t' -v t="$1" -v c="$2" '$1 == t {print $c}' "$results" | sort -g |
+    awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+echo
+printf '%-10s %12s %14s\n' target median_tps median_lat_ms
+for t in $TARGETS; do
+  printf '%-10s %12.1f %14.3f\n' "$t" "$(median "$t" 2)" "$(median "$t" 3)"
+done
+if want pgbouncer && want proxy; then
+  awk -v a="$(median proxy 2)" -v b="$(median pgbouncer 2)" -v c="$(median proxy 3)" -v d="$(median pgbouncer 3)" \
+    'BEGIN {printf "proxy/pgbouncer: tps %.3f, latency %.3f\n", a / b, c / d}'
+fi

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/poolsim/poolsim/scenarios"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func runCmd(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(context.Background(), args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestRunGolden(t *testing.T) {
+	for _, format := range formats {
+		code, out, errOut := runCmd("run", "pgbouncer-modes", "--format", format)
+		if code != 0 {
+			t.Fatalf("run pgbouncer-modes --format %s: exit %d: %s", format, code, errOut)
+		}
+		golden := filepath.Join("testdata", "pgbouncer-modes."+format)
+		if *update {
+			if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run 'go test ./cmd/poolsim -update' to create it)", err)
+		}
+		if out != string(want) {
+			t.Errorf("run pgbouncer-modes --format %s differs from %s:\n%s", format, golden, out)
+		}
+	}
+}
+
+func TestRunIsByteIdentical(t *testing.T) {
+	for _, b := range scenarios.Builtins() {
+		for _, format := range formats {
+			_, a, _ := runCmd("run", b.Name, "--format", format)
+			_, c, _ := runCmd("run", b.Name, "--format", format)
+			if a != c || a == "" {
+				t.Errorf("run %s --format %s: two runs differ (or printed nothing)", b.Name, format)
+			}
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"malformed yaml", []string{"run", write("bad.yaml", "name: x\nworkload: [\n")}, "not valid YAML"},
+		{"unknown key", []string{"run", write("key.yaml", "name: x\nworkload:\n  clients: 3\n  thinks: 1ms\n")}, `key.yaml:4: unknown key "thinks" in workload`},
+		{"negative duration", []string{"run", write("neg.yaml", "name: x\nworkload:\n  clients: 3\n  query: -1ms\n")}, "workload.query: must not be negative"},
+		{"unknown mode", []string{"run", "pgbouncer-modes", "--set", "pooler.mode=pooled"}, `unknown pool mode "pooled"`},
+		{"set missing path", []string{"run", "pgbouncer-modes", "--set", "pooler.size=3"}, `unknown key "pooler.size"`},
+		{"set without =", []string{"run", "pgbouncer-modes", "--set", "pooler.mode"}, "want key=value"},
+		{"unknown scenario", []string{"run", "no-such"}, `no such scenario "no-such"`},
+		{"missing file", []string{"run", "./nope.yaml"}, "file not found"},
+		{"bad format", []string{"run", "pgbouncer-modes", "--format", "xml"}, `--format "xml"`},
+		{"bad flag", []string{"run", "pgbouncer-modes", "--bogus"}, "unknown flag: --bogus"},
+		{"no scenario", []string{"run"}, "want exactly one SCENARIO"},
+		{"unknown command", []string{"simulate"}, `unknown command "simulate"`},
+	}
+	for _, tt := range tests {
+		code, out, errOut := runCmd(tt.args...)
+		if code != exitUsage {
+			t.Errorf("%s: exit %d, want %d (stderr %q)", tt.name, code, exitUsage, errOut)
+		}
+		if out != "" {
+			t.Errorf("%s: printed to stdout: %q", tt.name, out)
+		}
+		if !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: stderr %q, want it to contain %q", tt.name, errOut, tt.want)
+		}
+		if tt.name != "unknown command" && strings.Count(strings.TrimSpace(errOut), "\n") > 0 && !strings.Contains(errOut, "Usage") {
+			t.Errorf("%s: error is more than one line: %q", tt.name, errOut)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"run", "--help"}, {"scenarios", "--help"}} {
+		code, out, errOut := runCmd(args...)
+		if code != exitOK || !strings.Contains(out+errOut, "Exit status") {
+			t.Errorf("%v: exit %d, help without an exit-status section:\n%s%s", args, code, out, errOut)
+		}
+	}
+	code, out, _ := runCmd("scenarios")
+	if code != 0 || !strings.Contains(out, "pgbouncer-modes") {
+		t.Errorf("scenarios: exit %d, output %q", code, out)
+	}
+	code, out, _ = runCmd("scenarios", "pgbouncer-modes")
+	if code != 0 || !strings.Contains(out, "name: pgbouncer-modes") {
+		t.Errorf("scenarios pgbouncer-modes: exit %d, output %q", code, out)
+	}
+}

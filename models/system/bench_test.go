@@ -1,0 +1,37 @@
+package system
+
+import (
+	"testing"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// BenchmarkMillionTransactions runs 1,000,000 one-statement transactions
+// through a transaction pooler (open M/M/10 at ρ = 0.8).
+func BenchmarkMillionTransactions(b *testing.B) {
+	cfg := openPool(80, 10, sim.ExpDist(100*sim.Millisecond), 12_500*sim.Second)
+	var m Metrics
+	for b.Loop() {
+		m = Run(cfg).Metrics
+	}
+	b.ReportMetric(float64(m.OKTxns), "txns")
+	b.ReportMetric(float64(m.Events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkClosedSixStatements is the seed-001 shape at 2,000 clients
+// (360,000 statements) in transaction mode.
+func BenchmarkClosedSixStatements(b *testing.B) {
+	cfg := Default()
+	cfg.Workload = Workload{Clients: 2000, TxnsPerSession: 30, StmtsPerTxn: 6,
+		Query: sim.ExpDist(300 * sim.Microsecond), Think: sim.ExpDist(800 * sim.Microsecond)}
+	cfg.Pooler.Mode = poolmode.Transaction
+	cfg.Pooler.Hop = 25 * sim.Microsecond
+	cfg.Pooler.MaxClientConn = 10_000
+	cfg.Server.MaxConnections = 20
+	var m Metrics
+	for b.Loop() {
+		m = Run(cfg).Metrics
+	}
+	b.ReportMetric(float64(m.Events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}

@@ -1,0 +1,151 @@
+package system
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/sim"
+)
+
+func closed(mode poolmode.Mode, clients, txns, stmts int, query, think sim.Time) Config {
+	c := Default()
+	c.Workload = Workload{Clients: clients, TxnsPerSession: txns, StmtsPerTxn: stmts,
+		Query: sim.ConstDist(query), Think: sim.ConstDist(think)}
+	c.Pooler.Mode = mode
+	c.Pooler.MaxClientConn = 10_000
+	return c
+}
+
+func TestMaxClientConnRefuses(t *testing.T) {
+	c := closed(poolmode.Transaction, 150, 1, 1, sim.Millisecond, 0)
+	c.Pooler.MaxClientConn = 100 // PgBouncer's default
+	m := Run(c).Metrics
+	if m.ConnRefused != 50 || m.OKTxns != 100 {
+		t.Errorf("150 clients, max_client_conn 100: refused %d ok %d, want 50 and 100", m.ConnRefused, m.OKTxns)
+	}
+}
+
+func TestQueryWaitTimeoutDisconnects(t *testing.T) {
+	// One server, 10 ms statements, 5 clients at once, 25 ms timeout: the
+	// clients served at 0, 10 and 20 ms finish; those that would start at
+	// 30 and 40 ms are disconnected at 25 ms.
+	c := closed(poolmode.Transaction, 5, 1, 1, 10*sim.Millisecond, 0)
+	c.Pooler.DefaultPoolSize = 1
+	c.Pooler.QueryWaitTimeout = 25 * sim.Millisecond
+	m := Run(c).Metrics
+	if m.OKTxns != 3 || m.WaitTimeouts != 2 || m.TimedOutTxns != 2 {
+		t.Errorf("ok %d timeouts %d timed-out txns %d, want 3, 2, 2", m.OKTxns, m.WaitTimeouts, m.TimedOutTxns)
+	}
+	// All five wait at t=0: even the first waits for the pool's first
+	// (instant) login, as servers open only on demand.
+	if m.WaitMaxLen != 5 {
+		t.Errorf("longest queue %d, want 5", m.WaitMaxLen)
+	}
+	checkLittle(t, m)
+	checkConservation(t, m)
+}
+
+func TestSessionModeHoldsTheServerForTheSession(t *testing.T) {
+	// One server; two clients each run 2 transactions of 1 statement (1 ms)
+	// with 1 ms think. Session mode: the second client waits for the whole
+	// first session (1+1+1 = 3 ms); transaction mode: only for a statement.
+	sess := closed(poolmode.Session, 2, 2, 1, sim.Millisecond, sim.Millisecond)
+	sess.Pooler.DefaultPoolSize = 1
+	tx := sess
+	tx.Pooler.Mode = poolmode.Transaction
+	ms, mt := Run(sess).Metrics, Run(tx).Metrics
+	if ms.WaitP99Ms != 3 || ms.Assignments != 2 {
+		t.Errorf("session: wait p99 %v ms over %d assignments, want 3 ms over 2", ms.WaitP99Ms, ms.Assignments)
+	}
+	if mt.WaitP99Ms != 1 || mt.Assignments != 4 {
+		t.Errorf("transaction: wait p99 %v ms over %d assignments, want 1 ms over 4", mt.WaitP99Ms, mt.Assignments)
+	}
+}
+
+func TestStatementModeReleasesEveryStatement(t *testing.T) {
+	c := closed(poolmode.Statement, 4, 1, 5, sim.Millisecond, sim.Millisecond)
+	c.Pooler.DefaultPoolSize = 2
+	m := Run(c).Metrics
+	if m.Assignments != 20 {
+		t.Errorf("statement mode: %d assignments, want one per statement (20)", m.Assignments)
+	}
+}
+
+func TestOneLoginAtATime(t *testing.T) {
+	// 4 clients need servers at once, each login costs 5 ms: servers come
+	// one after another, at 5, 10, 15 and 20 ms, and each goes to the
+	// oldest waiter, so the waits are 5, 10, 15 and 20 ms.
+	c := closed(poolmode.Transaction, 4, 1, 1, 100*sim.Millisecond, 0)
+	c.Server.Connect = sim.ConstDist(5 * sim.Millisecond)
+	r := Run(c)
+	m := r.Metrics
+	if m.WaitP50Ms != 10 || m.WaitP99Ms != 20 || m.ServerConns != 4 {
+		t.Errorf("wait p50 %v p99 %v ms, %d servers; want 10, 20, 4", m.WaitP50Ms, m.WaitP99Ms, m.ServerConns)
+	}
+}
+
+func TestLIFOIdleServers(t *testing.T) {
+	// Two servers open; after they are idle, a lone client keeps getting
+	// the same (most recently released) one, so only 2 are ever opened and
+	// the pool does not grow for sequential work.
+	c := closed(poolmode.Transaction, 2, 20, 1, sim.Millisecond, 5*sim.Millisecond)
+	m := Run(c).Metrics
+	if m.ServerConns != 2 {
+		t.Errorf("%d server connections, want 2", m.ServerConns)
+	}
+}
+
+func TestSlowConnectSpreadsTheStorm(t *testing.T) {
+	// Direct, 40 clients, 20 slots, 200 ms sessions. With instant connects
+	// 20 are refused; with 20 ms connects one at a time the early sessions
+	// end before the late clients start, so far fewer are refused.
+	c := closed(poolmode.Direct, 40, 1, 1, 200*sim.Millisecond, 0)
+	c.Server.MaxConnections = 20
+	if m := Run(c).Metrics; m.ConnRefused != 20 {
+		t.Errorf("instant connect: %d refused, want 20", m.ConnRefused)
+	}
+	c.Server.Connect = sim.ConstDist(20 * sim.Millisecond)
+	m := Run(c).Metrics
+	if m.ConnRefused >= 5 {
+		t.Errorf("20 ms connect: %d refused, want far fewer than 20", m.ConnRefused)
+	}
+	checkConservation(t, m)
+}
+
+func TestOpenWorkloadReusesClientSlots(t *testing.T) {
+	c := Default()
+	c.Workload = Workload{ArrivalRate: 1000, Duration: 10 * sim.Second, TxnsPerSession: 2, StmtsPerTxn: 2,
+		Query: sim.ExpDist(100 * sim.Microsecond), Think: sim.ExpDist(100 * sim.Microsecond)}
+	c.Pooler.Mode = poolmode.Transaction
+	c.Pooler.MaxClientConn = 100_000
+	m := Run(c).Metrics
+	if m.Sessions < 9000 || m.OKTxns != 2*m.Sessions {
+		t.Errorf("sessions %d ok %d, want about 10000 sessions of 2 transactions each", m.Sessions, m.OKTxns)
+	}
+	checkLittle(t, m)
+	checkConservation(t, m)
+}
+
+func TestRunIsDeterministic(t *testing.T) {
+	c := closed(poolmode.Transaction, 300, 4, 3, 0, 0)
+	c.Workload.Query = sim.ExpDist(300 * sim.Microsecond)
+	c.Workload.Think = sim.Dist{Kind: sim.Lognormal, Mean: sim.Millisecond, Sigma: 0.8}
+	c.Pooler.QueryWaitTimeout = 8 * sim.Millisecond
+	if a, b := Run(c), Run(c); !reflect.DeepEqual(a, b) {
+		t.Errorf("two runs differ:\n%+v\n%+v", a.Metrics, b.Metrics)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	c := Default()
+	c.Workload.Clients = 0
+	if err := c.Validate(); err == nil {
+		t.Error("Validate accepted a workload with no clients and no arrivals")
+	}
+	c = Default()
+	c.Workload.ArrivalRate = 5
+	if err := c.Validate(); err == nil {
+		t.Error("Validate accepted both clients and arrival_rate")
+	}
+}
