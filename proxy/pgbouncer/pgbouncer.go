@@ -1,0 +1,486 @@
+package pgbouncer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/poolsim/poolsim/proxy/pgcluster/childproc"
+)
+
+// ErrNoPgBouncer means no pgbouncer executable was found.
+var ErrNoPgBouncer = errors.New("pgbouncer: no pgbouncer executable found (looked in $PATH and " +
+	strings.Join(searchPaths, ", ") + "); install it: apt-get install pgbouncer")
+
+var searchPaths = []string{"/usr/sbin/pgbouncer", "/usr/local/sbin/pgbouncer", "/usr/local/bin/pgbouncer", "/usr/bin/pgbouncer"}
+
+// Find returns the path of the pgbouncer executable: $PATH first, then
+// /usr/sbin/pgbouncer and a few other usual places. The error wraps
+// ErrNoPgBouncer.
+func Find() (string, error) {
+	if p, err := exec.LookPath("pgbouncer"); err == nil {
+		return p, nil
+	}
+	for _, p := range searchPaths {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", ErrNoPgBouncer
+}
+
+// Config describes one PgBouncer. Zero values leave PgBouncer's defaults.
+type Config struct {
+	// UpstreamHost is the PostgreSQL host; "" = 127.0.0.1.
+	UpstreamHost string
+	// UpstreamPort is the PostgreSQL port (required).
+	UpstreamPort int
+	// UpstreamDB, when set, is the upstream database for every client
+	// database name; "" keeps the client's database name.
+	UpstreamDB string
+	// UpstreamUser and UpstreamPassword, when UpstreamUser is set, force
+	// every server login to that user (PgBouncer's forced user: then there is
+	// one pool per database instead of one per database and user).
+	UpstreamUser, UpstreamPassword string
+	// Users is the auth_file: user name to password ("" for none). PgBouncer
+	// also logs into PostgreSQL with these passwords. nil = postgres (no
+	// password) and poolsim (password poolsim), the roles pgcluster creates.
+	Users map[string]string
+	// AdminUsers may use the admin console; nil = ["postgres"].
+	AdminUsers []string
+	// AuthType is auth_type for clients; "" = "trust" (the user must still
+	// be in Users). Others: "plain", "md5", "scram-sha-256", "any".
+	AuthType string
+
+	// PoolMode is pool_mode: "session" (PgBouncer's default when ""),
+	// "transaction" or "statement".
+	PoolMode string
+	// DefaultPoolSize is default_pool_size; 0 = PgBouncer's default (20).
+	DefaultPoolSize int
+	// MaxClientConn is max_client_conn; 0 = PgBouncer's default (100).
+	MaxClientConn int
+	// MaxDBConnections is max_db_connections; 0 = unlimited (the default).
+	MaxDBConnections int
+	// QueryWaitTimeout is query_wait_timeout: 0 = PgBouncer's default
+	// (120 s); negative = disabled (written as 0); positive = that long
+	// (written in seconds, fractions allowed).
+	QueryWaitTimeout time.Duration
+	// ServerResetQuery is server_reset_query; nil = the default (DISCARD
+	// ALL); a pointer to "" = no reset query.
+	ServerResetQuery *string
+	// SoReuseport sets so_reuseport = 1 (several PgBouncers on one port).
+	SoReuseport bool
+	// ListenPort is the TCP port on 127.0.0.1; 0 = a free port.
+	ListenPort int
+	// Extra holds any other pgbouncer.ini [pgbouncer] settings; they win
+	// over the fields above. Written sorted by key.
+	Extra map[string]string
+
+	// Path is the pgbouncer executable; "" = Find().
+	Path string
+	// TempDir is the parent of the instance folder; "" = os.TempDir().
+	TempDir string
+	// StartTimeout bounds Start; 0 = 30 s.
+	StartTimeout time.Duration
+	// Logf, when set, receives one line per step.
+	Logf func(format string, args ...any)
+}
+
+// PgBouncer is a running PgBouncer.
+type PgBouncer struct {
+	path       string
+	dir        string
+	port       int
+	version    string
+	users      map[string]string
+	adminUsers []string
+	stopSig    syscall.Signal
+	proc       *childproc.Process
+	logf       func(string, ...any)
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+var (
+	keyRE     = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+	versionRE = regexp.MustCompile(`(?i)pgbouncer\s+(\d+(?:\.\d+)*)`)
+)
+
+func (cfg Config) settings(dir string, port int) (map[string]string, error) {
+	if cfg.UpstreamPort <= 0 || cfg.UpstreamPort > 65535 {
+		return nil, fmt.Errorf("pgbouncer: config: UpstreamPort %d: expected 1..65535", cfg.UpstreamPort)
+	}
+	s := map[string]string{
+		"listen_addr":               "127.0.0.1",
+		"listen_port":               strconv.Itoa(port),
+		"unix_socket_dir":           dir,
+		"auth_type":                 "trust",
+		"auth_file":                 filepath.Join(dir, "users.txt"),
+		"admin_users":               "postgres",
+		"ignore_startup_parameters": "extra_float_digits",
+	}
+	if cfg.AuthType != "" {
+		s["auth_type"] = cfg.AuthType
+	}
+	if cfg.AdminUsers != nil {
+		s["admin_users"] = strings.Join(cfg.AdminUsers, ",")
+	}
+	switch cfg.PoolMode {
+	case "":
+	case "session", "transaction", "statement":
+		s["pool_mode"] = cfg.PoolMode
+	default:
+		return nil, fmt.Errorf("pgbouncer: config: PoolMode %q: expected session, transaction or statement", cfg.PoolMode)
+	}
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"default_pool_size", cfg.DefaultPoolSize}, {"max_client_conn", cfg.MaxClientConn}, {"max_db_connections", cfg.MaxDBConnections}} {
+		if f.v < 0 {
+			return nil, fmt.Errorf("pgbouncer: config: %s %d: expected >= 0 (0 = PgBouncer's default)", f.key, f.v)
+		}
+		if f.v > 0 {
+			s[f.key] = strconv.Itoa(f.v)
+		}
+	}
+	switch {
+	case cfg.QueryWaitTimeout < 0:
+		s["query_wait_timeout"] = "0"
+	case cfg.QueryWaitTimeout > 0:
+		s["query_wait_timeout"] = strconv.FormatFloat(cfg.QueryWaitTimeout.Seconds(), 'f', -1, 64)
+	}
+	if cfg.ServerResetQuery != nil {
+		s["server_reset_query"] = *cfg.ServerResetQuery
+	}
+	if cfg.SoReuseport {
+		s["so_reuseport"] = "1"
+	}
+	for k, v := range cfg.Extra {
+		s[k] = v
+	}
+	for k, v := range s {
+		if !keyRE.MatchString(k) {
+			return nil, fmt.Errorf("pgbouncer: config: setting name %q: expected lower-case letters, digits and _", k)
+		}
+		if strings.ContainsAny(v, "\r\n") {
+			return nil, fmt.Errorf("pgbouncer: config: %s: value must be one line", k)
+		}
+	}
+	return s, nil
+}
+
+// connValue quotes a libpq-style connection-string value when needed.
+func connValue(v string) string {
+	if v != "" && !strings.ContainsAny(v, " '\\") {
+		return v
+	}
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+}
+
+func (cfg Config) databaseLine() string {
+	host := cfg.UpstreamHost
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	line := "* = host=" + connValue(host) + " port=" + strconv.Itoa(cfg.UpstreamPort)
+	if cfg.UpstreamDB != "" {
+		line += " dbname=" + connValue(cfg.UpstreamDB)
+	}
+	if cfg.UpstreamUser != "" {
+		line += " user=" + connValue(cfg.UpstreamUser)
+		if cfg.UpstreamPassword != "" {
+			line += " password=" + connValue(cfg.UpstreamPassword)
+		}
+	}
+	return line
+}
+
+func (cfg Config) users() map[string]string {
+	if cfg.Users != nil {
+		return cfg.Users
+	}
+	return map[string]string{"postgres": "", "poolsim": "poolsim"}
+}
+
+func authFile(users map[string]string) string {
+	names := make([]string, 0, len(users))
+	for u := range users {
+		names = append(names, u)
+	}
+	sort.Strings(names)
+	q := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+	var b strings.Builder
+	for _, u := range names {
+		fmt.Fprintf(&b, "%s %s\n", q(u), q(users[u]))
+	}
+	return b.String()
+}
+
+func iniFile(settings map[string]string, dbLine string) string {
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("; written by poolsim proxy/pgbouncer\n[databases]\n")
+	b.WriteString(dbLine + "\n\n[pgbouncer]\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s = %s\n", k, settings[k])
+	}
+	return b.String()
+}
+
+// version runs `pgbouncer --version` and returns the version number,
+// e.g. "1.18.0".
+func version(ctx context.Context, path string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("pgbouncer: %s --version: %w: %s", path, err, bytes.TrimSpace(out))
+	}
+	m := versionRE.FindSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("pgbouncer: %s --version: no version in %q", path, bytes.TrimSpace(out))
+	}
+	return string(m[1]), nil
+}
+
+// versionAtLeast compares dotted versions numerically.
+func versionAtLeast(v string, major, minor int) bool {
+	parts := strings.Split(v, ".")
+	ma, _ := strconv.Atoi(parts[0])
+	mi := 0
+	if len(parts) > 1 {
+		mi, _ = strconv.Atoi(parts[1])
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+// Start writes the configuration, starts pgbouncer and waits until it
+// accepts TCP connections. On error nothing is left behind.
+func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
+	timeout := cfg.StartTimeout
+	if timeout < 0 {
+		return nil, fmt.Errorf("pgbouncer: start: StartTimeout %v: expected >= 0 (0 = 30s)", timeout)
+	}
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := cfg.settings("", 1); err != nil { // validate before touching the disk
+		return nil, err
+	}
+	path := cfg.Path
+	if path == "" {
+		var err error
+		if path, err = Find(); err != nil {
+			return nil, fmt.Errorf("pgbouncer: start: %w", err)
+		}
+	}
+	ver, err := version(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	acct, err := childproc.ServerAccount()
+	if err != nil {
+		return nil, fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	logf := cfg.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	dir, err := os.MkdirTemp(cfg.TempDir, "poolsim-pgbouncer-")
+	if err != nil {
+		return nil, fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	p := &PgBouncer{path: path, dir: dir, version: ver, users: cfg.users(), logf: logf, stopSig: syscall.SIGTERM}
+	p.adminUsers = cfg.AdminUsers
+	if p.adminUsers == nil {
+		p.adminUsers = []string{"postgres"}
+	}
+	if versionAtLeast(ver, 1, 23) { // SIGTERM became a safe shutdown in 1.23
+		p.stopSig = syscall.SIGQUIT
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = p.Stop()
+		}
+	}()
+	if err := acct.Chown(dir); err != nil {
+		return nil, fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "users.txt"), []byte(authFile(p.users)), 0o644); err != nil {
+		return nil, fmt.Errorf("pgbouncer: write auth file: %w", err)
+	}
+
+	const attempts = 3 // a free port can be taken between choosing and binding
+	for attempt := 1; ; attempt++ {
+		port := cfg.ListenPort
+		if port == 0 {
+			if port, err = freePort(); err != nil {
+				return nil, fmt.Errorf("pgbouncer: start: free port: %w", err)
+			}
+		}
+		settings, err := cfg.settings(dir, port)
+		if err != nil {
+			return nil, err
+		}
+		ini := filepath.Join(dir, "pgbouncer.ini")
+		if err := os.WriteFile(ini, []byte(iniFile(settings, cfg.databaseLine())), 0o644); err != nil {
+			return nil, fmt.Errorf("pgbouncer: write pgbouncer.ini: %w", err)
+		}
+		logFile, err := os.OpenFile(p.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("pgbouncer: start: %w", err)
+		}
+		proc, err := childproc.Start(childproc.Spec{
+			Path:    path,
+			Args:    []string{ini},
+			Dir:     dir,
+			Output:  logFile,
+			Account: acct,
+		})
+		logFile.Close()
+		if err != nil {
+			return nil, fmt.Errorf("pgbouncer: start: %w", err)
+		}
+		p.proc, p.port = proc, port
+		err = p.waitReady(ctx)
+		if err == nil {
+			break
+		}
+		_ = proc.Stop(int(p.stopSig), 3*time.Second)
+		log, _ := os.ReadFile(p.LogPath())
+		if cfg.ListenPort == 0 && attempt < attempts && ctx.Err() == nil && bytes.Contains(log, []byte("in use")) {
+			logf("pgbouncer: port %d was taken, retrying", port)
+			continue
+		}
+		return nil, fmt.Errorf("%w\n%s", err, tail(log, 20))
+	}
+	logf("pgbouncer: PgBouncer %s on 127.0.0.1:%d -> %s (%s)", ver, p.port, cfg.databaseLine(), p.dir)
+	ok = true
+	return p, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (p *PgBouncer) waitReady(ctx context.Context) error {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port))
+	var d net.Dialer
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		conn, err := d.DialContext(cctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("pgbouncer: wait for port %d: %w (last error: %w)", p.port, ctx.Err(), err)
+		case <-p.proc.Done():
+			t.Stop()
+			return fmt.Errorf("pgbouncer: wait for port %d: pgbouncer exited: %v", p.port, p.proc.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func tail(b []byte, n int) string {
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Port is the TCP port on 127.0.0.1.
+func (p *PgBouncer) Port() int { return p.port }
+
+// Host is the listen address, always "127.0.0.1".
+func (p *PgBouncer) Host() string { return "127.0.0.1" }
+
+// Dir is the instance folder, removed by Stop.
+func (p *PgBouncer) Dir() string { return p.dir }
+
+// LogPath is PgBouncer's log file.
+func (p *PgBouncer) LogPath() string { return filepath.Join(p.dir, "pgbouncer.log") }
+
+// ConfigPath is the generated pgbouncer.ini.
+func (p *PgBouncer) ConfigPath() string { return filepath.Join(p.dir, "pgbouncer.ini") }
+
+// Pid is the pgbouncer process id.
+func (p *PgBouncer) Pid() int { return p.proc.Pid() }
+
+// Version is the PgBouncer version number, e.g. "1.18.0".
+func (p *PgBouncer) Version() string { return p.version }
+
+// DSN is a URL for database db as user, with the user's password from the
+// auth file when it has one.
+func (p *PgBouncer) DSN(db, user string) string {
+	u := url.User(user)
+	if pw := p.users[user]; pw != "" {
+		u = url.UserPassword(user, pw)
+	}
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", u.String(), p.port, url.PathEscape(db))
+}
+
+// AdminDSN is a URL for the admin console (database "pgbouncer") as the
+// first admin user. Use the simple query protocol there.
+func (p *PgBouncer) AdminDSN() string { return p.DSN("pgbouncer", p.adminUsers[0]) }
+
+// Stop shuts PgBouncer down (immediate shutdown, SIGKILL to its process
+// group after 3 s) and removes the instance folder. It is idempotent: later
+// calls return the first call's result.
+func (p *PgBouncer) Stop() error {
+	p.stopOnce.Do(func() {
+		var errs []error
+		if p.proc != nil {
+			if err := p.proc.Stop(int(p.stopSig), 3*time.Second); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if p.dir != "" {
+			if err := os.RemoveAll(p.dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			p.stopErr = fmt.Errorf("pgbouncer: stop: %w", err)
+		}
+		p.logf("pgbouncer: stopped 127.0.0.1:%d, removed %s", p.port, p.dir)
+	})
+	return p.stopErr
+}

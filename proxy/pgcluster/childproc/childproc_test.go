@@ -1,0 +1,99 @@
+//go:build unix
+
+package childproc_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/poolsim/poolsim/proxy/pgcluster/childproc"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func sh(t *testing.T, script string) *childproc.Process {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("unix only")
+	}
+	acct := childproc.Account{} // current user: no switch needed for sh
+	p, err := childproc.Start(childproc.Spec{Path: "/bin/sh", Args: []string{"-c", script}, Dir: "/", Account: acct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(int(syscall.SIGKILL), time.Second) })
+	return p
+}
+
+func TestStopPolite(t *testing.T) {
+	p := sh(t, "exec sleep 30")
+	start := time.Now()
+	if err := p.Stop(int(syscall.SIGTERM), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("SIGTERM stop took %v", d)
+	}
+	if !p.Exited() {
+		t.Error("not exited")
+	}
+	if err := p.Stop(int(syscall.SIGTERM), time.Second); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+}
+
+func TestStopKillsGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	// The leader ignores SIGTERM and has a child in its group.
+	p := sh(t, `trap "" TERM; sleep 30 & echo $! > `+pidFile+`; wait`)
+	var child int
+	for deadline := time.Now().Add(5 * time.Second); child == 0; {
+		b, _ := os.ReadFile(pidFile)
+		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if time.Now().After(deadline) {
+			t.Fatal("no child pid")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := p.Stop(int(syscall.SIGTERM), 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(child) + "/stat")
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			break
+		}
+		if err := syscall.Kill(child, 0); errors.Is(err, syscall.ESRCH) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group member %d survived Stop", child)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestServerAccount(t *testing.T) {
+	a, err := childproc.ServerAccount()
+	if os.Geteuid() == 0 {
+		if err != nil {
+			t.Skipf("root without a postgres account: %v", err)
+		}
+		if !a.Switch || a.UID == 0 {
+			t.Errorf("root: account %+v, want a switch to an unprivileged uid", a)
+		}
+		return
+	}
+	if err != nil || a.Switch {
+		t.Errorf("non-root: %+v, %v", a, err)
+	}
+}
