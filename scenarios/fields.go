@@ -50,11 +50,38 @@ var fields = []field{
 		c.Workload.StmtsPerTxn = int(v)
 		return err
 	}},
-	{"workload.query", "server time per statement: a duration or {dist: const|exp|uniform|lognormal, ...}", func(c *system.Config, n *yaml.Node) error {
+	{"workload.query", "server time per statement that is not CPU (I/O, sleep, locks; fixed, not shared): a duration or {dist: const|exp|uniform|lognormal, ...}", func(c *system.Config, n *yaml.Node) error {
 		return distInto(&c.Workload.Query, n)
+	}},
+	{"workload.cpu", "server CPU time per statement, on top of workload.query: shared by server.cores (processor sharing, USL contention); a duration or a distribution (default 0)", func(c *system.Config, n *yaml.Node) error {
+		return distInto(&c.Workload.CPU, n)
+	}},
+	{"workload.time_wait", "how long a connection the client closed lingers in TIME_WAIT (default 60s, Linux)", func(c *system.Config, n *yaml.Node) error {
+		return durationInto(&c.Workload.TimeWait, n)
 	}},
 	{"workload.think", "client time after each statement but the session's last: a duration or a distribution", func(c *system.Config, n *yaml.Node) error {
 		return distInto(&c.Workload.Think, n)
+	}},
+	{"app_pool.mode", "application-side pool: none (each client holds one connection per session), queue (QueuePool/HikariCP: borrow per transaction) or null (NullPool: a new connection per transaction)", func(c *system.Config, n *yaml.Node) error {
+		s, err := scalar(n)
+		if err != nil {
+			return err
+		}
+		c.AppPool.Mode, err = system.ParseAppPoolMode(s)
+		return err
+	}},
+	{"app_pool.size", "connections the application pool keeps (1..100000; SQLAlchemy's default 5)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 1, 100_000)
+		c.AppPool.Size = int(v)
+		return err
+	}},
+	{"app_pool.max_overflow", "extra connections opened under load and closed when returned to a full pool (0..100000; default 10)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 0, 100_000)
+		c.AppPool.MaxOverflow = int(v)
+		return err
+	}},
+	{"app_pool.timeout", "longest wait for an application-pool connection before the transaction fails; 0s waits forever (default 30s)", func(c *system.Config, n *yaml.Node) error {
+		return durationInto(&c.AppPool.Timeout, n)
 	}},
 	{"pooler.mode", "direct | session | transaction | statement (PgBouncer's default: session)", func(c *system.Config, n *yaml.Node) error {
 		s, err := scalar(n)
@@ -98,6 +125,22 @@ var fields = []field{
 	{"server.connect", "cost of starting one backend: a duration or a distribution (default 0s)", func(c *system.Config, n *yaml.Node) error {
 		return distInto(&c.Server.Connect, n)
 	}},
+	{"server.memory_per_conn", "server memory per open backend, e.g. 1.5MB or 1536kB (default 1.5MB, measured in seed 000)", func(c *system.Config, n *yaml.Node) error {
+		v, err := sizeValue(n)
+		c.Server.MemoryPerConn = v
+		return err
+	}},
+	{"server.cores", "CPU cores shared by running statements' workload.cpu; 0 runs CPU time as a fixed delay (0..4096; default 0)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 0, 4096)
+		c.Server.Cores = int(v)
+		return err
+	}},
+	{"server.contention", "USL contention σ: each running statement slows by 1 + σ(n-1) + κn(n-1) with n running (0..1; default 0)", func(c *system.Config, n *yaml.Node) error {
+		return fractionInto(&c.Server.Contention, n)
+	}},
+	{"server.coherency", "USL coherency κ (0..1; default 0)", func(c *system.Config, n *yaml.Node) error {
+		return fractionInto(&c.Server.Coherency, n)
+	}},
 	{"server.connect_concurrency", "backends that can start at once; the rest queue in arrival order (1..100000; default 1)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 1, 100_000)
 		c.Server.ConnectConcurrency = int(v)
@@ -113,9 +156,6 @@ func lookup(key string) (field, bool) {
 	}
 	return field{}, false
 }
-
-// sections are the top-level mappings whose keys are fields.
-var sections = []string{"workload", "pooler", "server"}
 
 func keysUnder(prefix string) []string {
 	var ks []string
@@ -365,4 +405,41 @@ func distInto(dst *sim.Dist, n *yaml.Node) error {
 		*dst = sim.LognormalDist(mean, sigma)
 	}
 	return nil
+}
+
+func fractionInto(dst *float64, n *yaml.Node) error {
+	s, err := scalar(n)
+	if err != nil {
+		return err
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v >= 0 && v <= 1) {
+		return fmt.Errorf("want a number from 0 to 1, got %q", s)
+	}
+	*dst = v
+	return nil
+}
+
+// sizeValue reads a memory size: a number of bytes, or a number with B,
+// kB, MB or GB (PostgreSQL's units: 1kB = 1024 bytes).
+func sizeValue(n *yaml.Node) (int64, error) {
+	s, err := scalar(n)
+	if err != nil {
+		return 0, err
+	}
+	num, mult := s, 1.0
+	for _, u := range []struct {
+		suffix string
+		mult   float64
+	}{{"kB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(v) || v < 0 || v*mult > 1<<40 {
+		return 0, fmt.Errorf("want a size such as 1.5MB, 1536kB or 0 (at most 1TB), got %q", s)
+	}
+	return int64(math.Round(v * mult)), nil
 }

@@ -159,7 +159,7 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 			if err := s.setNode("seed", v); err != nil {
 				return err
 			}
-		case "workload", "pooler", "server":
+		case "workload", "app_pool", "pooler", "server":
 			if err := s.parseSection(k.Value, v); err != nil {
 				return err
 			}
@@ -168,7 +168,7 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 				return err
 			}
 		default:
-			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, workload, pooler, server or sweep", k.Value)
+			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, workload, app_pool, pooler, server or sweep", k.Value)
 		}
 	}
 	return nil

@@ -175,9 +175,25 @@ func writeTable(w io.Writer, r report) error {
 	}
 	head := []string{"mode", loadHead}
 	for _, k := range extra {
-		head = append(head, k[strings.LastIndexByte(k, '.')+1:])
+		head = append(head, k)
 	}
 	head = append(head, "ok_txns", "conn_refused", "timeouts", "wall_ms", "tps", "p50_ms", "p99_ms", "wait_p99_ms", "hop_ms/txn", "util")
+	// Columns for the parts of the model a scenario uses.
+	var app, null, cpu bool
+	for _, x := range r.Rows {
+		app = app || x.Config.AppPool.Mode != system.NoAppPool
+		null = null || x.Config.AppPool.Mode == system.NullPool
+		cpu = cpu || x.Config.Server.Cores > 0
+	}
+	if app {
+		head = append(head, "app_timeouts", "app_wait_p99_ms")
+	}
+	if null {
+		head = append(head, "conns_opened", "time_wait")
+	}
+	if cpu {
+		head = append(head, "cpu_util", "cpu_queue_p99_ms")
+	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	var modes []system.Config
 	seen := map[[2]int]bool{}
@@ -199,6 +215,15 @@ func writeTable(w io.Writer, r report) error {
 		cells = append(cells,
 			strconv.FormatInt(m.OKTxns, 10), strconv.FormatInt(m.ConnRefused, 10), strconv.FormatInt(m.WaitTimeouts, 10),
 			f3(m.WallMs), f1(m.TPS), f2(m.P50Ms), f2(m.P99Ms), f2(m.WaitP99Ms), f2(m.HopMsPerTxn), f2(m.ServerUtil))
+		if app {
+			cells = append(cells, strconv.FormatInt(m.AppTimeouts, 10), f2(m.AppWaitP99Ms))
+		}
+		if null {
+			cells = append(cells, strconv.FormatInt(m.ConnsOpened, 10), strconv.FormatInt(m.TimeWaitEnd, 10))
+		}
+		if cpu {
+			cells = append(cells, f2(m.CPUUtil), f2(m.DecCPUQueueP99Ms))
+		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		key := [2]int{int(c.Pooler.Mode), min(c.Pooler.MaxPreparedStatements, 1)}
 		if !seen[key] {

@@ -13,8 +13,53 @@ import (
 type Config struct {
 	Seed     uint64
 	Workload Workload
+	AppPool  AppPool
 	Pooler   Pooler
 	Server   Server
+}
+
+// AppPoolMode is how the application holds its connections.
+type AppPoolMode uint8
+
+const (
+	// NoAppPool: each client opens one connection for its whole session
+	// (a worker holding its own connection).
+	NoAppPool AppPoolMode = iota
+	// QueuePool: clients borrow a connection per transaction from a pool of
+	// Size (plus MaxOverflow extra, closed when returned to a full pool),
+	// waiting up to Timeout (SQLAlchemy QueuePool, HikariCP).
+	QueuePool
+	// NullPool: a new connection per transaction, closed after it
+	// (SQLAlchemy NullPool).
+	NullPool
+)
+
+var appPoolNames = [...]string{NoAppPool: "none", QueuePool: "queue", NullPool: "null"}
+
+func (m AppPoolMode) String() string {
+	if int(m) < len(appPoolNames) {
+		return appPoolNames[m]
+	}
+	return fmt.Sprintf("AppPoolMode(%d)", m)
+}
+
+// ParseAppPoolMode reads none, queue or null.
+func ParseAppPoolMode(s string) (AppPoolMode, error) {
+	for i, n := range appPoolNames {
+		if n == s {
+			return AppPoolMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown app_pool mode %q: want none, queue or null", s)
+}
+
+// AppPool is the application-side connection pool, between the clients
+// and the pooler (or the server in direct mode).
+type AppPool struct {
+	Mode        AppPoolMode
+	Size        int      // connections kept (QueuePool)
+	MaxOverflow int      // extra connections opened under load, closed when returned to a full pool
+	Timeout     sim.Time // longest wait for a connection before the transaction fails; 0 = forever
 }
 
 // Workload is what the clients do.
@@ -24,8 +69,10 @@ type Workload struct {
 	Duration       sim.Time // open workload: arrivals stop after this
 	TxnsPerSession int
 	StmtsPerTxn    int
-	Query          sim.Dist // server time per statement
+	Query          sim.Dist // server time per statement that is not CPU (I/O, sleep, locks): fixed
+	CPU            sim.Dist // server CPU time per statement, shared by Server.Cores (0 = none)
 	Think          sim.Dist // client time after each statement but the session's last
+	TimeWait       sim.Time // how long a closed connection lingers in TIME_WAIT on the client
 }
 
 // Open reports whether the workload is open (Poisson arrivals).
@@ -47,6 +94,14 @@ type Server struct {
 	MaxConnections     int
 	Connect            sim.Dist // cost of starting one backend
 	ConnectConcurrency int      // backends that can start at once
+	MemoryPerConn      int64    // bytes of server memory per open backend
+	// Cores shares statements' CPU time among the running statements
+	// (processor sharing); 0 runs CPU time as a fixed delay. Contention (σ)
+	// and Coherency (κ) slow every running statement by the Universal
+	// Scalability Law's factor 1 + σ(n−1) + κn(n−1) for n running.
+	Cores      int
+	Contention float64
+	Coherency  float64
 }
 
 // Default is a stock installation: PgBouncer's and PostgreSQL's defaults,
@@ -58,6 +113,7 @@ func Default() Config {
 			Clients:        1,
 			TxnsPerSession: 1,
 			StmtsPerTxn:    1,
+			TimeWait:       60 * sim.Second, // Linux
 		},
 		Pooler: Pooler{
 			Mode:                  poolmode.Session, // PgBouncer's pool_mode default
@@ -66,9 +122,15 @@ func Default() Config {
 			QueryWaitTimeout:      120 * sim.Second,
 			MaxPreparedStatements: 200, // PgBouncer 1.24+
 		},
+		AppPool: AppPool{ // SQLAlchemy's QueuePool defaults, used when the mode is queue
+			Size:        5,
+			MaxOverflow: 10,
+			Timeout:     30 * sim.Second,
+		},
 		Server: Server{
 			MaxConnections:     100,
 			ConnectConcurrency: 1,
+			MemoryPerConn:      1536 << 10, // about 1.5 MB per idle backend, measured in seed 000
 		},
 	}
 }
@@ -111,7 +173,23 @@ func (c Config) Validate() error {
 	if p.Hop < 0 || p.QueryWaitTimeout < 0 {
 		bad("pooler durations must not be negative")
 	}
+	a := c.AppPool
+	if a.Mode > NullPool {
+		bad("app_pool.mode %v is not a mode", a.Mode)
+	}
+	if a.Mode == QueuePool && a.Size < 1 {
+		bad("app_pool.size must be at least 1 with mode queue, got %d", a.Size)
+	}
+	if a.Size < 0 || a.MaxOverflow < 0 || a.Timeout < 0 {
+		bad("app_pool size, max_overflow and timeout must not be negative")
+	}
 	s := c.Server
+	if s.Cores < 0 || s.MemoryPerConn < 0 {
+		bad("server.cores and server.memory_per_conn must not be negative")
+	}
+	if !(s.Contention >= 0 && s.Contention <= 1) || !(s.Coherency >= 0 && s.Coherency <= 1) {
+		bad("server.contention and server.coherency must be from 0 to 1")
+	}
 	if s.MaxConnections < 1 {
 		bad("server.max_connections must be at least 1, got %d", s.MaxConnections)
 	}

@@ -31,16 +31,53 @@ type Metrics struct {
 	WaitLambda float64 `json:"wait_lambda"`
 	WaitW      float64 `json:"wait_W"`
 	// Accounting: every attempted transaction ends in exactly one of the
-	// four other counts.
-	AttemptedTxns int64 `json:"attempted_txns"`
-	RefusedTxns   int64 `json:"refused_txns"`
-	TimedOutTxns  int64 `json:"timed_out_txns"`
-	UnfinishedTxn int64 `json:"unfinished_txns"`
-	Sessions      int64 `json:"sessions"`
-	Assignments   int64 `json:"assignments"`
-	WaitMaxLen    int64 `json:"wait_max_len"`
-	ServerConns   int64 `json:"server_conns_peak"`
-	Events        int64 `json:"events"`
+	// counts after it.
+	AttemptedTxns  int64 `json:"attempted_txns"`
+	RefusedTxns    int64 `json:"refused_txns"`
+	TimedOutTxns   int64 `json:"timed_out_txns"`
+	UnfinishedTxn  int64 `json:"unfinished_txns"`
+	AppTimeoutTxns int64 `json:"app_timeout_txns"`
+	Sessions       int64 `json:"sessions"`
+	Assignments    int64 `json:"assignments"`
+	WaitMaxLen     int64 `json:"wait_max_len"`
+	ServerConns    int64 `json:"server_conns_peak"`
+	Events         int64 `json:"events"`
+
+	// The application-side pool: acquire timeouts (failures, like
+	// PgBouncer's query_wait_timeout) and Little's law on its wait queue.
+	AppTimeouts   int64   `json:"app_timeouts"`
+	AppWaitP99Ms  float64 `json:"app_wait_p99_ms"` // per acquisition
+	AppWaitL      float64 `json:"app_wait_L"`
+	AppWaitLambda float64 `json:"app_wait_lambda"`
+	AppWaitW      float64 `json:"app_wait_W"`
+
+	// Where each completed transaction's time went (p50 and p99 over
+	// transactions): waiting for an app-pool connection, opening one,
+	// waiting for a server at the pooler, queueing for the server's CPU,
+	// the statements' own server time, hops and think time. The parts of
+	// one transaction add up to its latency.
+	DecAppWaitP50Ms  float64 `json:"app_wait_txn_p50_ms"`
+	DecAppWaitP99Ms  float64 `json:"app_wait_txn_p99_ms"`
+	DecConnectP50Ms  float64 `json:"connect_txn_p50_ms"`
+	DecConnectP99Ms  float64 `json:"connect_txn_p99_ms"`
+	DecWaitP50Ms     float64 `json:"pooler_wait_txn_p50_ms"`
+	DecWaitP99Ms     float64 `json:"pooler_wait_txn_p99_ms"`
+	DecCPUQueueP50Ms float64 `json:"cpu_queue_txn_p50_ms"`
+	DecCPUQueueP99Ms float64 `json:"cpu_queue_txn_p99_ms"`
+	DecServiceP50Ms  float64 `json:"service_txn_p50_ms"`
+	DecServiceP99Ms  float64 `json:"service_txn_p99_ms"`
+	DecHopP50Ms      float64 `json:"hop_txn_p50_ms"`
+	DecHopP99Ms      float64 `json:"hop_txn_p99_ms"`
+	DecThinkP50Ms    float64 `json:"think_txn_p50_ms"`
+	DecThinkP99Ms    float64 `json:"think_txn_p99_ms"`
+
+	// Connections and the server's footprint.
+	ConnsOpened     int64   `json:"conns_opened"`
+	TimeWaitPeak    int64   `json:"time_wait_peak"` // client sockets in TIME_WAIT at once, at most
+	TimeWaitEnd     int64   `json:"time_wait_end"`  // still in TIME_WAIT when the run ends
+	ServerMemPeakMB float64 `json:"server_mem_peak_mb"`
+	CPUUtil         float64 `json:"cpu_util"`   // mean busy cores / cores (server.cores > 0)
+	CPUJobsL        float64 `json:"cpu_jobs_L"` // mean statements running on the CPU
 }
 
 // Result is a run's metrics and its mode's feature matrix.

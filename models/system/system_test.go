@@ -11,7 +11,7 @@ import (
 func closed(mode poolmode.Mode, clients, txns, stmts int, query, think sim.Time) Config {
 	c := Default()
 	c.Workload = Workload{Clients: clients, TxnsPerSession: txns, StmtsPerTxn: stmts,
-		Query: sim.ConstDist(query), Think: sim.ConstDist(think)}
+		Query: sim.ConstDist(query), Think: sim.ConstDist(think), TimeWait: 60 * sim.Second}
 	c.Pooler.Mode = mode
 	c.Pooler.MaxClientConn = 10_000
 	return c

@@ -1,0 +1,237 @@
+package system
+
+import (
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// conn is one client connection: to the pooler, or in direct mode to its
+// own backend.
+type conn struct {
+	user      int32    // the client using it, -1 when idle in the app pool
+	server    int32    // linked pooler server, -1 when none
+	waitNo    int64    // number of its current wait for a server, 0 when not waiting
+	requested sim.Time // when it asked to open, or to be given a server
+	cpuDemand sim.Time // the running statement's CPU time
+	cpuStart  sim.Time // when its CPU phase began
+	cpuLeft   float64  // CPU work left, in nanoseconds
+	fixed     sim.Time // the running statement's non-CPU time
+}
+
+// openConn opens a new connection for client u. In direct mode it needs a
+// backend (start-up queue, max_connections); a pooler answers the login
+// itself, so it only checks max_client_conn.
+func (m *model) openConn(s *sim.Sim, u int32) {
+	var c int32
+	if n := len(m.freeConns); n > 0 {
+		c = m.freeConns[n-1]
+		m.freeConns = m.freeConns[:n-1]
+	} else {
+		c = int32(len(m.conns))
+		m.conns = append(m.conns, conn{})
+	}
+	m.conns[c] = conn{user: u, server: -1, requested: s.Now()}
+	m.results.m.ConnsOpened++
+	m.app.opens++
+	if m.mode == poolmode.Direct {
+		if m.srv.startup.Acquire(s.Now(), c) {
+			m.beginStartup(s, c)
+		}
+		return
+	}
+	if m.pool.connected >= m.cfg.Pooler.MaxClientConn {
+		m.refuse(s, c) // FATAL no more connections allowed (max_client_conn)
+		return
+	}
+	m.pool.connected++
+	m.connOpened(s, c)
+}
+
+// connOpened hands a newly opened connection to its client.
+func (m *model) connOpened(s *sim.Sim, c int32) {
+	u := m.conns[c].user
+	m.users[u].part.connect += s.Now() - m.conns[c].requested
+	m.app.opens--
+	m.app.open++
+	m.connReady(s, u, c)
+}
+
+// refuse is a connection attempt refused by PostgreSQL (max_connections)
+// or the pooler (max_client_conn).
+func (m *model) refuse(s *sim.Sim, c int32) {
+	u := m.conns[c].user
+	m.app.opens--
+	m.freeConns = append(m.freeConns, c)
+	m.results.m.ConnRefused++
+	m.failTxn(s, u, &m.results.m.RefusedTxns)
+	m.appSlotFreed(s)
+}
+
+// beginStartup runs on a start-up worker that took c (a direct
+// connection, or poolLogin). The backend claims its max_connections slot
+// as it starts; a direct connection that finds every slot taken is refused
+// (sorry, too many clients already) and the worker moves straight on.
+func (m *model) beginStartup(s *sim.Sim, c int32) {
+	for m.srv.backends >= m.cfg.Server.MaxConnections {
+		if c == poolLogin { // cannot happen while the pool limit is capped at max_connections
+			m.pool.loggingIn = false
+			m.pool.servers--
+		} else {
+			m.refuse(s, c)
+		}
+		next, ok := m.srv.startup.Release(s.Now())
+		if !ok {
+			return
+		}
+		c = next
+	}
+	m.srv.openBackend(s.Now())
+	m.startBackend(s, c)
+}
+
+func (m *model) startupDone(s *sim.Sim, c int32) {
+	if next, ok := m.srv.startup.Release(s.Now()); ok {
+		defer m.beginStartup(s, next)
+	}
+	if c == poolLogin {
+		m.pool.loginDone(s, m)
+		return
+	}
+	m.srv.busy.Add(s.Now(), 1)
+	m.connOpened(s, c)
+}
+
+// closeConn closes a connection its client is done with. A linked pooler
+// server goes back to the pool (the connection is closed between
+// transactions, so the server is clean); a direct backend exits. The
+// client's side of the socket lingers in TIME_WAIT.
+func (m *model) closeConn(s *sim.Sim, c int32) {
+	now := s.Now()
+	if m.mode == poolmode.Direct {
+		m.srv.closeBackend(now)
+		m.srv.busy.Add(now, -1)
+	} else {
+		m.pool.connected--
+		if srv := m.conns[c].server; srv >= 0 {
+			m.conns[c].server = -1
+			m.pool.linked.Add(now, -1)
+			switch m.mode.ClientGone(true) {
+			case poolmode.Reset, poolmode.Release:
+				m.pool.release(s, m, srv)
+			default:
+				panic("system: a clean server was not released")
+			}
+		}
+	}
+	m.app.open--
+	m.results.timeWait(now, m.cfg.Workload.TimeWait)
+	m.freeConns = append(m.freeConns, c)
+}
+
+// dropConn is a connection the pooler closed (query_wait_timeout): the
+// client's transaction fails.
+func (m *model) dropConn(s *sim.Sim, c int32) {
+	u := m.conns[c].user
+	m.pool.connected--
+	m.app.open--
+	m.freeConns = append(m.freeConns, c)
+	m.failTxn(s, u, &m.results.m.TimedOutTxns)
+	m.appSlotFreed(s)
+}
+
+// appPool is the application-side pool's state.
+type appPool struct {
+	idle   []int32   // idle connections, LIFO
+	open   int       // connections open (in use or idle)
+	opens  int       // connections being opened (asked for, not yet open)
+	waitQ  *sim.FIFO // clients waiting for a connection
+	waitNo int64
+}
+
+func (a *appPool) init() { a.waitQ = sim.NewFIFO(0) }
+
+// appAcquire gets client u a connection: an idle one, a new one while the
+// pool is below size + max_overflow (always, for NullPool), or a place in
+// the FIFO queue with a timeout.
+func (m *model) appAcquire(s *sim.Sim, u int32) {
+	a, cfg := &m.app, m.cfg.AppPool
+	now := s.Now()
+	if cfg.Mode == QueuePool {
+		if n := len(a.idle); n > 0 {
+			c := a.idle[n-1]
+			a.idle = a.idle[:n-1]
+			m.results.appWait(0)
+			m.connReady(s, u, c)
+			return
+		}
+		if a.open+a.opens >= cfg.Size+cfg.MaxOverflow {
+			a.waitQ.Push(now, u)
+			a.waitNo++
+			m.users[u].appWaitNo = a.waitNo
+			if cfg.Timeout > 0 {
+				s.After(cfg.Timeout, evAppTimeout, u, a.waitNo)
+			}
+			return
+		}
+	}
+	m.results.appWait(0)
+	m.openConn(s, u)
+}
+
+// appRelease returns connection c after a transaction: to the oldest
+// waiting client, else back to the idle list while the pool holds fewer
+// than size idle connections, else it is closed (overflow, or NullPool).
+func (m *model) appRelease(s *sim.Sim, c int32) {
+	a, cfg := &m.app, m.cfg.AppPool
+	m.conns[c].user = -1
+	if cfg.Mode == QueuePool {
+		if u, waited, ok := a.waitQ.Pop(s.Now()); ok {
+			m.handOver(s, u, c, waited)
+			return
+		}
+		if len(a.idle) < cfg.Size {
+			a.idle = append(a.idle, c)
+			return
+		}
+	}
+	m.closeConn(s, c)
+}
+
+func (m *model) handOver(s *sim.Sim, u, c int32, waited sim.Time) {
+	us := &m.users[u]
+	us.appWaitNo = 0
+	us.part.appWait += waited
+	m.results.appWait(waited)
+	m.connReady(s, u, c)
+}
+
+// appSlotFreed lets the oldest waiter open a connection in the place of
+// one that was refused or closed by the pooler.
+func (m *model) appSlotFreed(s *sim.Sim) {
+	a, cfg := &m.app, m.cfg.AppPool
+	if cfg.Mode != QueuePool || a.open+a.opens >= cfg.Size+cfg.MaxOverflow {
+		return
+	}
+	if u, waited, ok := a.waitQ.Pop(s.Now()); ok {
+		us := &m.users[u]
+		us.appWaitNo = 0
+		us.part.appWait += waited
+		m.results.appWait(waited)
+		m.openConn(s, u)
+	}
+}
+
+// appTimeout fails a client still waiting for the same app-pool request.
+func (m *model) appTimeout(s *sim.Sim, u int32, waitNo int64) {
+	us := &m.users[u]
+	if us.appWaitNo != waitNo || us.done {
+		return
+	}
+	m.end = s.Now()
+	if _, ok := m.app.waitQ.Remove(s.Now(), u); !ok {
+		panic("system: timed-out client not in the app-pool queue")
+	}
+	us.appWaitNo = 0
+	m.results.m.AppTimeouts++
+	m.failTxn(s, u, &m.results.m.AppTimeoutTxns)
+}

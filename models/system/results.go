@@ -1,0 +1,119 @@
+package system
+
+import (
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// results gathers what a run measures.
+type results struct {
+	m                     Metrics
+	lat                   sim.Samples // transaction latency
+	dec                   [7]sim.Samples
+	appWaits              sim.Samples // one per app-pool acquisition
+	firstAttempt, lastTxn sim.Time
+	attempted             bool
+	hopTotal              sim.Time
+	closed                []sim.Time // close times of connections maybe still in TIME_WAIT, oldest first
+	closedHead            int
+	partsOff              int64 // transactions whose parts do not add up to their latency (a bug)
+}
+
+// txnDone records a completed transaction.
+func (r *results) txnDone(now sim.Time, u *user) {
+	r.m.OKTxns++
+	r.lat.Add(now - u.txnStart)
+	p := u.part
+	sum := sim.Time(0)
+	for i, v := range [...]sim.Time{p.appWait, p.connect, p.wait, p.cpuQueue, p.service, p.hop, p.think} {
+		r.dec[i].Add(v)
+		sum += v
+	}
+	if sum != now-u.txnStart {
+		r.partsOff++
+	}
+	r.hopTotal += p.hop
+	r.lastTxn = now
+}
+
+func (r *results) appWait(w sim.Time) { r.appWaits.Add(w) }
+
+// timeWait records a connection closed by its client at now; it lingers
+// for linger.
+func (r *results) timeWait(now, linger sim.Time) {
+	for r.closedHead < len(r.closed) && r.closed[r.closedHead]+linger <= now {
+		r.closedHead++
+	}
+	if r.closedHead > 1024 && r.closedHead*2 > len(r.closed) {
+		r.closed = append(r.closed[:0], r.closed[r.closedHead:]...)
+		r.closedHead = 0
+	}
+	r.closed = append(r.closed, now)
+	r.m.TimeWaitPeak = max(r.m.TimeWaitPeak, int64(len(r.closed)-r.closedHead))
+}
+
+func (m *model) metrics(s *sim.Sim) Metrics {
+	r := &m.results
+	end := m.end
+	mt := r.m
+	mt.Events = int64(s.Handled())
+	for i := range m.users {
+		if u := &m.users[i]; !u.done {
+			mt.UnfinishedTxn += int64(m.cfg.Workload.TxnsPerSession - int(u.txn))
+		}
+	}
+	wall := r.lastTxn - r.firstAttempt
+	if mt.OKTxns == 0 {
+		wall = 0
+	}
+	mt.WallMs = ms(wall)
+	if wall > 0 {
+		mt.TPS = float64(mt.OKTxns) / wall.Seconds()
+	}
+	mt.MeanMs = ms(r.lat.Mean())
+	mt.P50Ms = ms(r.lat.Percentile(50))
+	mt.P95Ms = ms(r.lat.Percentile(95))
+	mt.P99Ms = ms(r.lat.Percentile(99))
+	p := &m.pool
+	mt.Assignments = int64(p.waits.Count())
+	mt.WaitMeanMs = ms(p.waits.Mean())
+	mt.WaitP50Ms = ms(p.waits.Percentile(50))
+	mt.WaitP99Ms = ms(p.waits.Percentile(99))
+	if mt.Assignments > 0 {
+		mt.WaitProb = float64(p.waited) / float64(mt.Assignments)
+	}
+	if mt.OKTxns > 0 {
+		mt.HopMsPerTxn = ms(r.hopTotal) / float64(mt.OKTxns)
+	}
+	if m.mode == poolmode.Direct {
+		mt.ServerUtil = m.srv.busy.Mean(end) / float64(m.cfg.Server.MaxConnections)
+	} else {
+		mt.ServerUtil = p.linked.Mean(end) / float64(m.lim)
+	}
+	mt.WaitL, mt.WaitLambda, mt.WaitW = p.waitQ.Little(end)
+	mt.WaitMaxLen = p.waitQ.MaxLen()
+	mt.AppWaitL, mt.AppWaitLambda, mt.AppWaitW = m.app.waitQ.Little(end)
+	mt.AppWaitP99Ms = ms(r.appWaits.Percentile(99))
+	d := &r.dec
+	mt.DecAppWaitP50Ms, mt.DecAppWaitP99Ms = ms(d[0].Percentile(50)), ms(d[0].Percentile(99))
+	mt.DecConnectP50Ms, mt.DecConnectP99Ms = ms(d[1].Percentile(50)), ms(d[1].Percentile(99))
+	mt.DecWaitP50Ms, mt.DecWaitP99Ms = ms(d[2].Percentile(50)), ms(d[2].Percentile(99))
+	mt.DecCPUQueueP50Ms, mt.DecCPUQueueP99Ms = ms(d[3].Percentile(50)), ms(d[3].Percentile(99))
+	mt.DecServiceP50Ms, mt.DecServiceP99Ms = ms(d[4].Percentile(50)), ms(d[4].Percentile(99))
+	mt.DecHopP50Ms, mt.DecHopP99Ms = ms(d[5].Percentile(50)), ms(d[5].Percentile(99))
+	mt.DecThinkP50Ms, mt.DecThinkP99Ms = ms(d[6].Percentile(50)), ms(d[6].Percentile(99))
+	v := &m.srv
+	mt.ServerConns = max(mt.ServerConns, v.open.Max())
+	mt.ServerMemPeakMB = float64(v.open.Max()*m.cfg.Server.MemoryPerConn) / (1 << 20)
+	if v.cfg.Cores > 0 {
+		mt.CPUUtil = v.cores.Mean(end) / float64(v.cfg.Cores)
+		mt.CPUJobsL = v.jobs.Mean(end)
+	}
+	linger := m.cfg.Workload.TimeWait
+	for _, t := range r.closed[r.closedHead:] {
+		if t+linger > end {
+			mt.TimeWaitEnd++
+		}
+	}
+	return mt
+}

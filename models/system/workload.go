@@ -1,0 +1,180 @@
+package system
+
+import (
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// user is one client of the workload: a session of transactions of
+// statements.
+type user struct {
+	txn, stmt int32    // position in the session
+	conn      int32    // the connection it uses now, -1 when none
+	appWaitNo int64    // number of its current app-pool wait, 0 when not waiting
+	txnStart  sim.Time // when the current transaction began (connection requested or first statement sent)
+	part      parts    // where the current transaction's time went
+	done      bool     // session over
+}
+
+func newUser() user { return user{conn: -1} }
+
+// parts splits one transaction's latency: each is a sum over its
+// statements, and together they add up to the latency exactly.
+type parts struct {
+	appWait  sim.Time // waiting for an application-pool connection
+	connect  sim.Time // opening a connection (backend start-up, queued start-ups)
+	wait     sim.Time // waiting for a server at the pooler
+	cpuQueue sim.Time // CPU time lost to sharing the cores and to contention
+	service  sim.Time // the statements' own server time (CPU demand + fixed part)
+	hop      sim.Time // client<->pooler hops
+	think    sim.Time // client think time between the transaction's statements
+}
+
+// scheduleArrival schedules the next Poisson arrival, if it falls within
+// the workload's duration.
+func (m *model) scheduleArrival(s *sim.Sim) {
+	gap := sim.FromSeconds(m.arrive.ExpFloat64() / m.cfg.Workload.ArrivalRate)
+	if t := s.Now() + gap; t < m.cfg.Workload.Duration {
+		s.At(t, evArrive, 0, 0)
+	}
+}
+
+func (m *model) arrival(s *sim.Sim) {
+	var id int32
+	if n := len(m.freeUsers); n > 0 {
+		id = m.freeUsers[n-1]
+		m.freeUsers = m.freeUsers[:n-1]
+	} else {
+		id = int32(len(m.users))
+		m.users = append(m.users, user{})
+	}
+	m.users[id] = newUser()
+	m.startSession(s, id)
+	m.scheduleArrival(s)
+}
+
+// startSession is a client beginning its session. Without an application
+// pool it opens its own connection for the whole session; with one it
+// borrows a connection per transaction.
+func (m *model) startSession(s *sim.Sim, u int32) {
+	r := &m.results
+	if !r.attempted {
+		r.attempted, r.firstAttempt = true, s.Now()
+	}
+	r.m.Sessions++
+	r.m.AttemptedTxns += int64(m.cfg.Workload.TxnsPerSession)
+	if m.cfg.AppPool.Mode == NoAppPool {
+		m.openConn(s, u)
+		return
+	}
+	m.beginTxn(s, u)
+}
+
+// beginTxn starts a transaction of a client that holds no connection:
+// it asks the application pool for one.
+func (m *model) beginTxn(s *sim.Sim, u int32) {
+	us := &m.users[u]
+	us.txnStart, us.part = s.Now(), parts{}
+	m.appAcquire(s, u)
+}
+
+// connReady is called when client u has connection c (just opened, or
+// handed over by the application pool): the transaction's statements start.
+func (m *model) connReady(s *sim.Sim, u, c int32) {
+	us := &m.users[u]
+	us.conn = c
+	m.conns[c].user = u
+	m.send(s, u)
+}
+
+// send is a client sending its next statement; a client without a
+// connection (between pooled transactions) first borrows one.
+func (m *model) send(s *sim.Sim, u int32) {
+	us := &m.users[u]
+	if us.conn < 0 {
+		m.beginTxn(s, u)
+		return
+	}
+	if us.stmt == 0 && m.cfg.AppPool.Mode == NoAppPool {
+		us.txnStart, us.part = s.Now(), parts{}
+	}
+	c := us.conn
+	if m.mode == poolmode.Direct {
+		m.execute(s, c)
+		return
+	}
+	us.part.hop += m.cfg.Pooler.Hop
+	s.After(m.cfg.Pooler.Hop, evAtPooler, c, 0)
+}
+
+// reply sends a finished statement's result back to its client.
+func (m *model) reply(s *sim.Sim, c int32) {
+	u := m.conns[c].user
+	if m.mode == poolmode.Direct {
+		m.recv(s, u)
+		return
+	}
+	m.users[u].part.hop += m.cfg.Pooler.Hop
+	s.After(m.cfg.Pooler.Hop, evRecv, u, 0)
+}
+
+// recv is the client holding a statement's result.
+func (m *model) recv(s *sim.Sim, u int32) {
+	us := &m.users[u]
+	w := m.cfg.Workload
+	us.stmt++
+	last := int(us.stmt) == w.StmtsPerTxn
+	if last {
+		m.results.txnDone(s.Now(), us)
+		us.stmt = 0
+		us.txn++
+		c := us.conn
+		if m.cfg.AppPool.Mode != NoAppPool {
+			us.conn = -1
+			m.appRelease(s, c)
+		}
+		if int(us.txn) == w.TxnsPerSession {
+			if m.cfg.AppPool.Mode == NoAppPool {
+				us.conn = -1
+				m.closeConn(s, c)
+			}
+			m.endSession(u)
+			return
+		}
+	}
+	think := w.Think.Sample(m.think)
+	if !last {
+		us.part.think += think
+	}
+	s.After(think, evSend, u, 0)
+}
+
+// failTxn ends client u's current transaction without success: its
+// connection was refused or closed under it, or the app pool timed out.
+// Without an application pool the whole session ends with it; with one
+// the client goes on to its next transaction.
+func (m *model) failTxn(s *sim.Sim, u int32, counter *int64) {
+	us := &m.users[u]
+	us.conn = -1
+	w := m.cfg.Workload
+	if m.cfg.AppPool.Mode == NoAppPool {
+		*counter += int64(w.TxnsPerSession - int(us.txn))
+		m.endSession(u)
+		return
+	}
+	*counter++
+	us.stmt = 0
+	us.txn++
+	if int(us.txn) == w.TxnsPerSession {
+		m.endSession(u)
+		return
+	}
+	s.After(w.Think.Sample(m.think), evSend, u, 0)
+}
+
+func (m *model) endSession(u int32) {
+	m.users[u].done = true
+	if m.cfg.Workload.Open() {
+		m.freeUsers = append(m.freeUsers, u)
+	}
+}
