@@ -21,6 +21,48 @@ type Scenario struct {
 	Source      string // the file it came from, or "builtin:NAME"
 	Base        system.Config
 	Sweep       []Axis
+	Variants    []Variant // named sets of overrides, swept with the key "variant"
+}
+
+// Variant is a named set of overrides (the variants: block), such as a
+// light and a heavy query, that the sweep key "variant" selects.
+type Variant struct {
+	Name string
+	Keys []string
+	Vals []*yaml.Node
+}
+
+// VariantKey is the sweep key that selects a variant by name.
+const VariantKey = "variant"
+
+// setter returns how to set key: a field, or the variant key.
+func (s *Scenario) setter(key string) (func(*system.Config, *yaml.Node) error, bool) {
+	if key == VariantKey && len(s.Variants) > 0 {
+		return s.applyVariant, true
+	}
+	f, ok := lookup(key)
+	return f.set, ok
+}
+
+func (s *Scenario) applyVariant(c *system.Config, n *yaml.Node) error {
+	name, err := scalar(n)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, v := range s.Variants {
+		if v.Name == name {
+			for i, k := range v.Keys {
+				f, _ := lookup(k)
+				if err := f.set(c, v.Vals[i]); err != nil {
+					return fmt.Errorf("variant %s: %s: %v", name, k, err)
+				}
+			}
+			return nil
+		}
+		names = append(names, v.Name)
+	}
+	return fmt.Errorf("unknown variant %q: want one of %s", name, strings.Join(names, ", "))
 }
 
 // Axis is one swept key with its values, in the order written.
@@ -138,6 +180,7 @@ func Parse(data []byte, source string) (*Scenario, error) {
 
 func (s *Scenario) parseTop(m *yaml.Node) error {
 	seen := map[string]int{}
+	var sweep *yaml.Node
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		if line, dup := seen[k.Value]; dup {
@@ -164,12 +207,50 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 				return err
 			}
 		case "sweep":
-			if err := s.parseSweep(v); err != nil {
+			sweep = v // after variants, wherever it is written
+		case "variants":
+			if err := s.parseVariants(v); err != nil {
 				return err
 			}
 		default:
-			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, workload, app_pool, pooler, server or sweep", k.Value)
+			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, workload, app_pool, pooler, server, variants or sweep", k.Value)
 		}
+	}
+	if sweep != nil {
+		return s.parseSweep(sweep)
+	}
+	return nil
+}
+
+func (s *Scenario) parseVariants(m *yaml.Node) error {
+	if m.Kind != yaml.MappingNode || len(m.Content) == 0 {
+		return invalid(s.Source, m.Line, "variants must map names to sets of overrides, e.g. heavy: {workload.query: 5ms}")
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		for _, o := range s.Variants {
+			if o.Name == k.Value {
+				return invalid(s.Source, k.Line, "variant %q repeated", k.Value)
+			}
+		}
+		if v.Kind != yaml.MappingNode {
+			return invalid(s.Source, v.Line, "variant %s must map dotted keys to values, e.g. {workload.query: 5ms}", k.Value)
+		}
+		vr := Variant{Name: k.Value}
+		for j := 0; j+1 < len(v.Content); j += 2 {
+			key, val := v.Content[j], v.Content[j+1]
+			f, ok := lookup(key.Value)
+			if !ok {
+				return invalid(s.Source, key.Line, "variant %s: unknown key %q: want a dotted key such as workload.query", k.Value, key.Value)
+			}
+			probe := s.Base
+			if err := f.set(&probe, val); err != nil {
+				return invalid(s.Source, val.Line, "variant %s: %s: %v", k.Value, key.Value, err)
+			}
+			vr.Keys = append(vr.Keys, key.Value)
+			vr.Vals = append(vr.Vals, val)
+		}
+		s.Variants = append(s.Variants, vr)
 	}
 	return nil
 }
@@ -208,7 +289,7 @@ func (s *Scenario) parseSweep(m *yaml.Node) error {
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
-		f, ok := lookup(k.Value)
+		set, ok := s.setter(k.Value)
 		if !ok {
 			return invalid(s.Source, k.Line, "sweep: unknown key %q: want a dotted key such as workload.clients or pooler.mode", k.Value)
 		}
@@ -222,7 +303,7 @@ func (s *Scenario) parseSweep(m *yaml.Node) error {
 		}
 		for _, val := range v.Content {
 			probe := s.Base
-			if err := f.set(&probe, val); err != nil {
+			if err := set(&probe, val); err != nil {
 				return invalid(s.Source, val.Line, "sweep: %s: %v", k.Value, err)
 			}
 		}
@@ -245,7 +326,7 @@ func (s *Scenario) setNode(key string, v *yaml.Node) error {
 // with the single value.
 func (s *Scenario) Set(key, value string) error {
 	where := fmt.Sprintf("--set %s=%s", key, value)
-	f, ok := lookup(key)
+	set, ok := s.setter(key)
 	if !ok {
 		var all []string
 		for _, f := range fields {
@@ -258,7 +339,7 @@ func (s *Scenario) Set(key, value string) error {
 		return fmt.Errorf("%w: %s: the value is not valid YAML", ErrInvalid, where)
 	}
 	base := s.Base
-	if err := f.set(&base, doc.Content[0]); err != nil {
+	if err := set(&base, doc.Content[0]); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrInvalid, where, err)
 	}
 	s.Base = base
@@ -302,12 +383,12 @@ func (s *Scenario) Points() ([]Point, error) {
 	}
 	points := []Point{{Config: s.Base}}
 	for _, a := range s.Sweep {
-		f, _ := lookup(a.Key)
+		set, _ := s.setter(a.Key)
 		next := make([]Point, 0, len(points)*len(a.Values))
 		for _, p := range points {
 			for _, v := range a.Values {
 				q := Point{Params: append(append([]Param(nil), p.Params...), Param{a.Key, valueText(v)}), Config: p.Config}
-				if err := f.set(&q.Config, v); err != nil {
+				if err := set(&q.Config, v); err != nil {
 					return nil, invalid(s.Source, v.Line, "sweep: %s: %v", a.Key, err)
 				}
 				next = append(next, q)

@@ -212,3 +212,24 @@ func TestLoad(t *testing.T) {
 		t.Errorf("Load(pgbouncer-modes): %v", err)
 	}
 }
+
+func TestVariants(t *testing.T) {
+	src := "name: x\nworkload: {clients: 2}\nvariants:\n  light: {workload.query: 1ms}\n  heavy: {workload.query: 9ms, pooler.mode: transaction}\nsweep:\n  variant: [light, heavy]\n"
+	s, err := Parse([]byte(src), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, _ := s.Points()
+	if len(points) != 2 || points[1].Config.Workload.Query.Mean != 9e6 || points[1].Config.Pooler.Mode.String() != "transaction" || points[0].Config.Workload.Query.Mean != 1e6 {
+		t.Errorf("variants not applied: %+v", points)
+	}
+	for _, bad := range []string{
+		"name: x\nworkload: {clients: 2}\nvariants:\n  light: {workload.qurey: 1ms}\n",
+		"name: x\nworkload: {clients: 2}\nvariants:\n  light: {workload.query: 1ms}\nsweep:\n  variant: [light, dark]\n",
+		"name: x\nworkload: {clients: 2}\nsweep:\n  variant: [light]\n",
+	} {
+		if _, err := Parse([]byte(bad), "x.yaml"); err == nil {
+			t.Errorf("Parse accepted %q", bad)
+		}
+	}
+}
