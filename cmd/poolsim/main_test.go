@@ -115,3 +115,13 @@ func TestHelp(t *testing.T) {
 		t.Errorf("scenarios pgbouncer-modes: exit %d, output %q", code, out)
 	}
 }
+
+func TestRunExplain(t *testing.T) {
+	code, out, errOut := runCmd("run", "erlang-c", "--explain")
+	if code != 0 || !strings.Contains(out, "Little's law says L = λW") || !strings.Contains(out, "Erlang C gives") {
+		t.Errorf("run erlang-c --explain: exit %d, stderr %q, output:\n%s", code, errOut, out)
+	}
+	if code, _, errOut := runCmd("run", "erlang-c", "--explain", "--format", "json"); code != exitUsage || !strings.Contains(errOut, "--explain") {
+		t.Errorf("--explain with json: exit %d, stderr %q; want a usage error", code, errOut)
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/scenarios"
 	"github.com/spf13/pflag"
 )
@@ -28,6 +30,7 @@ Examples:
   poolsim run pgbouncer-modes --set workload.clients=500 --format csv
   poolsim run my-app.yaml --set 'workload.query={dist: exp, mean: 2ms}' --seed 7
   poolsim run erlang-c --format json
+  poolsim run erlang-c --explain         # Little's law and Erlang C beside the simulation
 
 Keys for --set (also the keys of the scenario YAML and its sweep: block):
 %s
@@ -41,12 +44,16 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	format := fs.String("format", "table", "output format: table, json or csv")
 	seed := fs.Uint64("seed", 0, "random seed (default: the scenario's)")
 	sets := fs.StringArray("set", nil, "override a scenario value by its dotted key: --set workload.clients=500")
+	explain := fs.Bool("explain", false, "after the table, explain each row's queues: Little's law and the matching analytic result")
 	fs.Usage = func() { fmt.Fprintf(stderr, runHelp, "  "+strings.Join(scenarios.Fields(), "\n  ")) }
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := checkFormat(*format); err != nil {
 		return err
+	}
+	if *explain && *format != "table" {
+		return usagef("--explain prints text after the table: use it with --format table")
 	}
 	if fs.NArg() != 1 {
 		return usagef("want exactly one SCENARIO (a file or a built-in name), got %d arguments; see 'poolsim run --help'", fs.NArg())
@@ -60,7 +67,54 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usage(err)
 	}
 	rows := scenarios.Run(points, 0)
-	return writeReport(stdout, *format, report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Rows: rows})
+	r := report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Rows: rows}
+	if err := writeReport(stdout, *format, r); err != nil {
+		return err
+	}
+	if *explain {
+		return writeExplain(stdout, rows)
+	}
+	return nil
+}
+
+// writeExplain prints, for each row, the teaching view of its queues.
+func writeExplain(w io.Writer, rows []scenarios.Row) error {
+	for _, x := range rows {
+		title := x.Config.Pooler.Mode.String()
+		for _, p := range x.Params {
+			if p.Key != "pooler.mode" {
+				title += ", " + p.Key + "=" + p.Value
+			}
+		}
+		if _, err := fmt.Fprintf(w, "\n== %s ==\n", title); err != nil {
+			return err
+		}
+		for _, para := range system.Explain(x.Config, x.Metrics) {
+			fmt.Fprintf(w, "\n%s\n", wrap(para, 100))
+		}
+	}
+	return nil
+}
+
+// wrap breaks text into lines of at most width columns at spaces.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	col := 0
+	for i, word := range strings.Fields(text) {
+		n := utf8.RuneCountInString(word)
+		if i > 0 {
+			if col+1+n > width {
+				b.WriteByte('\n')
+				col = 0
+			} else {
+				b.WriteByte(' ')
+				col++
+			}
+		}
+		b.WriteString(word)
+		col += n
+	}
+	return b.String()
 }
 
 // loadScenario loads a scenario and applies --seed and --set; every error

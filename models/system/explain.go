@@ -1,0 +1,169 @@
+package system
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/models/queueing"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// Explain describes a run for a student of queueing: for each queue, the
+// arrival rate λ, mean wait W and mean length L measured independently,
+// Little's law L = λW with its error, and, where an analytic result
+// applies, the formula's value beside the simulated one. Each string is
+// one paragraph of plain sentences.
+func Explain(c Config, m Metrics) []string {
+	var out []string
+	if c.Pooler.Mode.Pooled() {
+		out = append(out, little("The pooler's wait queue (clients waiting for a server connection)",
+			"departures (assignments and query_wait_timeout disconnects)", m.WaitL, m.WaitLambda, m.WaitW))
+	}
+	if c.AppPool.Mode == QueuePool {
+		out = append(out, little("The application pool's wait queue (clients waiting for a pooled connection)",
+			"departures (connections handed over and acquire timeouts)", m.AppWaitL, m.AppWaitLambda, m.AppWaitW))
+	}
+	if c.Server.Cores > 0 {
+		out = append(out, cpuLaw(c, m))
+	}
+	if p := erlang(c, m); p != "" {
+		out = append(out, p)
+	}
+	if p := closedBounds(c, m); p != "" {
+		out = append(out, p)
+	}
+	return out
+}
+
+func little(name, what string, L, lambda, W float64) string {
+	if lambda == 0 {
+		return name + ": nobody passed through it."
+	}
+	lw := lambda * W
+	errPct := 0.0
+	if L > 0 {
+		errPct = 100 * (lw - L) / L
+	}
+	return fmt.Sprintf("%s: %.6g %s per second (λ), each after a mean wait of %s (W); "+
+		"the queue's own time integral gives a mean length of %.6g (L). Little's law says L = λW: "+
+		"%.6g/s × %.6g s = %.6g, against %.6g measured (error %.3f%%).",
+		name, lambda, what, fmtSec(W), L, lambda, W, lw, L, errPct)
+}
+
+func cpuLaw(c Config, m Metrics) string {
+	stmts := float64(m.OKTxns) * float64(c.Workload.StmtsPerTxn)
+	wall := m.WallMs / 1000
+	if wall <= 0 {
+		return "The server's CPU: no transaction completed."
+	}
+	d := c.Workload.CPU.MeanValue().Seconds()
+	u := stmts / wall * d / float64(c.Server.Cores)
+	return fmt.Sprintf("The server's CPU (%d cores): statements completed at %.6g/s, each needing %s of CPU, "+
+		"so the utilisation law U = X·D / cores predicts %.3f busy; the simulation measured %.3f "+
+		"(start-ups and contention add to it). On average %.4g statements were running (L), so each "+
+		"spent about L/X = %s on the CPU, of which its own work was %s.",
+		c.Server.Cores, stmts/wall, fmtSec(d), u, m.CPUUtil, m.CPUJobsL, fmtSec(m.CPUJobsL/(stmts/wall)), fmtSec(d))
+}
+
+// hold is the mean time one assignment keeps a server, and how many
+// assignments a transaction makes.
+func hold(c Config) (s, perTxn float64) {
+	w := c.Workload
+	q := w.Query.MeanValue().Seconds() + w.CPU.MeanValue().Seconds()
+	gap := w.Think.MeanValue().Seconds() + 2*c.Pooler.Hop.Seconds()
+	n := float64(w.StmtsPerTxn)
+	switch c.Pooler.Mode {
+	case poolmode.Statement:
+		return q, n
+	case poolmode.Transaction:
+		return n*q + (n-1)*gap, 1
+	default: // session and direct hold the server for the whole session
+		t := float64(w.TxnsPerSession)
+		return t*n*q + (t*n-1)*gap, 1 / t
+	}
+}
+
+// erlang compares an open workload whose sessions each need exactly one
+// server assignment with M/M/c (Erlang C), or with M/M/c+D under
+// query_wait_timeout.
+func erlang(c Config, m Metrics) string {
+	w := c.Workload
+	if !w.Open() || !c.Pooler.Mode.Pooled() || c.AppPool.Mode != NoAppPool || c.Server.Cores > 0 {
+		return ""
+	}
+	s, perTxn := hold(c)
+	if perTxn*float64(w.TxnsPerSession) != 1 {
+		return ""
+	}
+	servers := c.poolLimit()
+	lambda := w.ArrivalRate
+	a := lambda * s
+	var kind string
+	switch {
+	case w.Query.Kind == sim.Exp && w.CPU.MeanValue() == 0 && w.StmtsPerTxn == 1:
+		kind = "exponential, so the model is exactly M/M/c"
+	default:
+		kind = fmt.Sprintf("not exponential (squared coefficient of variation %.2g), so M/M/c is only an approximation", w.Query.SCV())
+	}
+	head := fmt.Sprintf("Analytic check: sessions arrive as a Poisson stream at λ = %.6g/s and each holds one of c = %d servers for %s on average (offered load A = λS = %.4g Erlangs, ρ = %.3f); the holding time is %s.",
+		lambda, servers, fmtSec(s), a, a/float64(servers), kind)
+	if t := c.Pooler.QueryWaitTimeout; t > 0 {
+		p, ws := queueing.MMcD(servers, lambda, s, t.Seconds())
+		sim := float64(m.WaitTimeouts) / math.Max(1, float64(m.Sessions))
+		return head + fmt.Sprintf(" With query_wait_timeout = %s, M/M/c+D gives P(timeout) = %.5f and a mean wait of the served of %s; the simulation gave %.5f and %s.",
+			t, p, fmtSec(ws), sim, fmtSec(m.WaitMeanMs/1000))
+	}
+	p, wq, ok := queueing.ErlangC(servers, lambda, s)
+	if !ok {
+		return head + " The offered load is at or above the number of servers, so the queue grows without bound (Erlang C does not exist)."
+	}
+	return head + fmt.Sprintf(" Erlang C gives P(wait) = %.4f and Wq = %s; the simulation gave P(wait) = %.4f and W = %s.",
+		p, fmtSec(wq), m.WaitProb, fmtSec(m.WaitW))
+}
+
+// closedBounds gives a closed workload's asymptotic bounds: throughput at
+// most N/(R0+Z) (nobody waits) and at most the bottleneck's capacity; the
+// knee N* is where they cross.
+func closedBounds(c Config, m Metrics) string {
+	w := c.Workload
+	if w.Open() || c.AppPool.Mode != NoAppPool {
+		return ""
+	}
+	n := float64(w.StmtsPerTxn)
+	q := w.Query.MeanValue().Seconds() + w.CPU.MeanValue().Seconds()
+	z := w.Think.MeanValue().Seconds()
+	hop := 0.0
+	if c.Pooler.Mode.Pooled() {
+		hop = 2 * c.Pooler.Hop.Seconds()
+	}
+	r0 := n*(q+hop) + (n-1)*z
+	s, perTxn := hold(c)
+	servers := c.poolLimit()
+	name := "the pool's servers"
+	if c.Pooler.Mode == poolmode.Direct {
+		servers = c.Server.MaxConnections
+		name = "the backends (max_connections)"
+	}
+	dmax := s * perTxn / float64(servers)
+	if c.Server.Cores > 0 {
+		if dc := n * w.CPU.MeanValue().Seconds() / float64(c.Server.Cores); dc > dmax {
+			dmax, name = dc, "the server's CPU"
+		}
+	}
+	clients := w.Clients
+	if c.Pooler.Mode.Pooled() {
+		clients = min(clients, c.Pooler.MaxClientConn)
+	} else {
+		clients = min(clients, c.Server.MaxConnections)
+	}
+	xMax, knee := queueing.Bounds(clients, z, r0, dmax)
+	return fmt.Sprintf("Bounds for a closed system: %d clients, each transaction taking at least R0 = %s with nobody waiting and followed by Z = %s of think time; "+
+		"the bottleneck is %s, needing %s per transaction (D_max). Throughput is at most min(N/(R0+Z), 1/D_max) = %.6g/s, and the knee, "+
+		"where adding clients stops adding throughput, is N* = (R0+Z)/D_max = %.4g clients. The simulation ran at %.6g/s (%.1f%% of the bound).",
+		clients, fmtSec(r0), fmtSec(z), name, fmtSec(dmax), xMax, knee, m.TPS, 100*m.TPS/xMax)
+}
+
+func fmtSec(s float64) string {
+	return sim.FromSeconds(s).String()
+}
