@@ -1,5 +1,7 @@
 package sim
 
+import "math/bits"
+
 // Event is one scheduled happening. Kind and the two arguments are the
 // model's to interpret; the engine only orders events.
 type Event struct {
@@ -17,6 +19,8 @@ func (e *Event) before(o *Event) bool {
 
 // eventHeap is a typed 4-ary min-heap of events (the Go runtime's timer
 // heap shape): no interface boxing, no allocation per push once grown.
+// Both sifts move a hole rather than swapping, and keep the key being
+// compared in locals, which is most of their cost.
 type eventHeap []Event
 
 func (h *eventHeap) push(e Event) {
@@ -25,12 +29,13 @@ func (h *eventHeap) push(e Event) {
 	i := len(s) - 1
 	for i > 0 {
 		p := (i - 1) / 4
-		if !s[i].before(&s[p]) {
+		if pe := &s[p]; e.At > pe.At || (e.At == pe.At && e.seq > pe.seq) {
 			break
 		}
-		s[i], s[p] = s[p], s[i]
+		s[i] = s[p]
 		i = p
 	}
+	s[i] = e
 }
 
 func (h *eventHeap) pop() Event {
@@ -38,29 +43,32 @@ func (h *eventHeap) pop() Event {
 	top := s[0]
 	n := len(s) - 1
 	last := s[n]
-	*h = s[:n]
+	s = s[:n]
+	*h = s
 	if n == 0 {
 		return top
 	}
-	s = s[:n]
-	// Sift the last element down from the root.
+	lt, lq := uint64(last.At), last.seq
 	i := 0
 	for {
 		c := 4*i + 1
 		if c >= n {
 			break
 		}
+		// Pick the least child without branching on the comparisons,
+		// which are as good as random: (At, seq) compared as one 128-bit
+		// number by the borrow of a subtraction (At is never negative).
 		m := c
-		end := c + 4
-		if end > n {
-			end = n
-		}
+		mt, mq := uint64(s[c].At), s[c].seq
+		end := min(c+4, n)
 		for j := c + 1; j < end; j++ {
-			if s[j].before(&s[m]) {
-				m = j
-			}
+			t, q := uint64(s[j].At), s[j].seq
+			mask := -earlier(t, q, mt, mq) // all ones when child j is earlier
+			m ^= (m ^ j) & int(mask)
+			mt ^= (mt ^ t) & mask
+			mq ^= (mq ^ q) & mask
 		}
-		if !s[m].before(&last) {
+		if earlier(lt, lq, mt, mq) == 1 {
 			break
 		}
 		s[i] = s[m]
@@ -68,4 +76,12 @@ func (h *eventHeap) pop() Event {
 	}
 	s[i] = last
 	return top
+}
+
+// earlier is 1 when (t1, q1) comes before (t2, q2), else 0: the borrow of
+// the 128-bit subtraction, computed without a branch.
+func earlier(t1, q1, t2, q2 uint64) uint64 {
+	_, b := bits.Sub64(q1, q2, 0)
+	_, b = bits.Sub64(t1, t2, b)
+	return b
 }
