@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// adviseJSON runs advise --format json and decodes the answer.
+func adviseJSON(t *testing.T, args ...string) adviceJSON {
+	t.Helper()
+	code, out, errOut := runCmd(append(append([]string{"advise"}, args...), "--format", "json")...)
+	if code != 0 {
+		t.Fatalf("advise %v: exit %d: %s", args, code, errOut)
+	}
+	var a adviceJSON
+	if err := json.Unmarshal([]byte(out), &a); err != nil {
+		t.Fatalf("advise %v: %v\n%s", args, err, out)
+	}
+	return a
+}
+
+// The seed-001 decision tree, one branch per test.
+
+// Session-level advisory locks: only session (or direct) keeps them, and
+// with 200 clients on 20 slots direct refuses 180 of them.
+func TestAdviseAdvisoryLocksMeansSession(t *testing.T) {
+	a := adviseJSON(t, "pgbouncer-modes", "--set", "workload.clients=200", "--features", "advisory_locks")
+	if a.Answer == nil || a.Answer.Mode != "session" {
+		t.Fatalf("answer %+v, want session", a.Answer)
+	}
+	for _, m := range a.Modes {
+		if (m.Mode == "transaction" || m.Mode == "statement") && m.Allowed {
+			t.Errorf("%s allowed with advisory locks", m.Mode)
+		}
+		if m.Mode == "transaction" && !strings.Contains(m.Workaround, "Redlock") {
+			t.Errorf("transaction: workaround %q does not say what would save it", m.Workaround)
+		}
+	}
+}
+
+// Many more clients than server slots, no session features: transaction.
+func TestAdviseManyClientsMeansTransaction(t *testing.T) {
+	a := adviseJSON(t, "pgbouncer-modes", "--set", "workload.clients=200")
+	if a.Answer == nil || a.Answer.Mode != "transaction" || a.Answer.Saved {
+		t.Fatalf("answer %+v, want transaction", a.Answer)
+	}
+	if a.RunnerUp == nil || a.RunnerUp.Mode != "session" {
+		t.Errorf("runner-up %+v, want session", a.RunnerUp)
+	}
+	if a.Answer.Metrics.ConnRefused != 0 || a.Answer.PoolSize < 1 || a.Answer.PoolSize > 20 {
+		t.Errorf("answer %+v: want a pool of 1..20 without refusals", a.Answer)
+	}
+}
+
+// Protocol-level prepared statements with transaction pooling wanted: the
+// scenario has max_prepared_statements 0, so transaction mode is saved by
+// raising it.
+func TestAdvisePreparedMeansTransactionWithMaxPrepared(t *testing.T) {
+	a := adviseJSON(t, "pgbouncer-modes", "--set", "workload.clients=200", "--features", "prepared", "--slo-p99", "100ms")
+	if a.Answer == nil || a.Answer.Mode != "transaction" || !a.Answer.Saved || a.Answer.MaxPrepared != 200 {
+		t.Fatalf("answer %+v, want transaction with max_prepared_statements=200", a.Answer)
+	}
+	if a.Answer.Metrics.P99Ms > 100 {
+		t.Errorf("answer p99 %.2f ms above the SLO", a.Answer.Metrics.P99Ms)
+	}
+	code, out, _ := runCmd("advise", "pgbouncer-modes", "--set", "workload.clients=200", "--features", "prepared", "--slo-p99", "100ms")
+	if code != 0 || !strings.HasPrefix(out, "Answer: transaction mode, default_pool_size=") || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "with max_prepared_statements=200") {
+		t.Errorf("text answer does not come first or does not name max_prepared_statements:\n%s", out)
+	}
+}
+
+// Fewer clients than backend slots and no connection storm: direct (or
+// session), on a scenario written here.
+func TestAdviseFewClientsMeansDirectOrSession(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "internal.yaml")
+	os.WriteFile(p, []byte(`name: internal-workers
+description: 30 controlled workers, 100 backend slots, long sessions.
+workload:
+  clients: 30
+  txns_per_session: 20
+  stmts_per_txn: 4
+  query: 1ms
+  think: 2ms
+pooler:
+  hop: 50us
+server:
+  max_connections: 100
+`), 0o644)
+	a := adviseJSON(t, p)
+	if a.Answer == nil || (a.Answer.Mode != "direct" && a.Answer.Mode != "session") {
+		t.Fatalf("answer %+v, want direct or session", a.Answer)
+	}
+	b := adviseJSON(t, "pgbouncer-modes", "--set", "workload.clients=10")
+	if b.Answer == nil || (b.Answer.Mode != "direct" && b.Answer.Mode != "session") {
+		t.Fatalf("pgbouncer-modes with 10 clients: answer %+v, want direct or session", b.Answer)
+	}
+}
+
+// An SLO no mode can meet: the answer says so and names the binding
+// constraint with the best p99 reached.
+func TestAdviseImpossibleSLO(t *testing.T) {
+	a := adviseJSON(t, "pgbouncer-modes", "--set", "workload.clients=200", "--slo-p99", "1ms")
+	if a.Answer != nil || !a.NoneMeets || len(a.Binding) == 0 || !strings.Contains(a.Binding[0], "p99 SLO of 1ms") || !strings.Contains(a.Binding[0], "5.80 ms") {
+		t.Fatalf("answer %+v, binding %q: want none, bound by the p99 SLO (best 5.80 ms)", a.Answer, a.Binding)
+	}
+	code, out, _ := runCmd("advise", "pgbouncer-modes", "--set", "workload.clients=200", "--slo-p99", "1ms")
+	if code != 0 || !strings.HasPrefix(out, "Answer: no mode and pool size meets") || !strings.Contains(out, "binding: the p99 SLO") {
+		t.Errorf("exit %d, text:\n%s", code, out)
+	}
+	// A throughput floor beyond the server's capacity binds too.
+	a = adviseJSON(t, "pgbouncer-modes", "--set", "workload.clients=200", "--min-tps", "50000")
+	if a.Answer != nil || len(a.Binding) == 0 || !strings.Contains(a.Binding[0], "minimum of 50000 tps") {
+		t.Fatalf("binding %q: want the throughput floor", a.Binding)
+	}
+}
+
+func TestAdviseReasonsAndClassics(t *testing.T) {
+	code, out, _ := runCmd("advise", "pgbouncer-modes", "--set", "workload.clients=200", "--server-cores", "4", "--spindles", "2")
+	for _, want := range []string{"Why:", "Runner-up: session mode", "Little's law L = λW", "HikariCP cores*2 + spindles: 4*2 + 2 = 10", "statement:   dropped: breaks transactions", "Evaluated:", "<- answer"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("advise output lacks %q:\n%s", want, out)
+		}
+	}
+	_, a, _ := runCmd("advise", "pgbouncer-modes", "--set", "workload.clients=200", "--format", "json")
+	_, b, _ := runCmd("advise", "pgbouncer-modes", "--set", "workload.clients=200", "--format", "json", "--workers", "1")
+	if a != b {
+		t.Error("advise output depends on --workers")
+	}
+}
+
+func TestAdviseUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--features", "prepared,cursors"}, `--features "prepared,cursors": unknown feature "cursors"`},
+		{[]string{"--slo-p99", "fast"}, `--slo-p99 "fast": want a duration`},
+		{[]string{"--slo-p99", "-5ms"}, `--slo-p99 "-5ms": want a duration above 0`},
+		{[]string{"--pool-sizes", "10..1"}, `--pool-sizes "10..1"`},
+		{[]string{"--pool-sizes", "0,5"}, "pool size 0"},
+		{[]string{"--min-tps", "-1"}, "--min-tps -1"},
+		{[]string{"--format", "csv"}, `--format "csv": want table or json`},
+		{[]string{"--set", "workload.clients=0"}, "must be from 1"},
+	}
+	for _, tt := range tests {
+		code, out, errOut := runCmd(append([]string{"advise", "pgbouncer-modes"}, tt.args...)...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, tt.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line containing %q", tt.args, code, errOut, tt.want)
+		}
+	}
+}

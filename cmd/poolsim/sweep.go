@@ -1,0 +1,408 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/poolsim/poolsim/scenarios"
+	"github.com/poolsim/poolsim/scenarios/plot"
+	"github.com/poolsim/poolsim/scenarios/vary"
+	"github.com/spf13/pflag"
+)
+
+func init() {
+	register(command{name: "sweep", short: "vary scenario keys over lists or ranges; table, json, csv, plots, shards", run: runSweep})
+}
+
+const sweepHelp = `Usage: poolsim sweep SCENARIO --vary key=values [--vary ...] [--set key=value ...]
+                     [--seed N] [--format table|json|csv] [--plot out.png|out.svg]
+                     [--shard i/n] [--workers N] [--drop-sweep]
+
+Runs SCENARIO over a grid of values and prints one row per point, with the
+same columns as 'poolsim run'. Each --vary adds an axis; several give their
+cartesian product, the first --vary outermost. A --vary axis replaces the
+scenario's own sweep: axis for that key; the scenario's other sweep axes
+stay, inside the --vary axes (--set KEY=VALUE pins one of them, --drop-sweep
+drops them all). Points run in parallel (--workers, default one per CPU) and
+the output is byte-identical to a sequential run. A progress bar appears on
+stderr when it is a terminal and the sweep takes more than a second.
+
+Values for --vary:
+  1,2,5,10            a list (YAML flow items: {dist: exp, mean: 1ms} works)
+  1..150              every whole number from 1 to 150
+  10..100/10          from 10 to 100 in steps of 10 (also 1ms..10ms/1ms, 0.1..1/0.1)
+  1..150/log          log-spaced, 10 points per decade, both ends included,
+                      whole numbers rounded and deduplicated (1..150/log: 20 points)
+  1..150/log30        log-spaced, 30 points before deduplication
+  10ms..100ms/log     durations (3 significant figures); rates: 10/s..1000/s/log
+
+--plot FILE draws throughput, p50 and p99 transaction latency and the p99
+wait for a server against the first numeric swept key, one line per value of
+the other swept keys (e.g. one per mode); PNG or SVG by the extension; the x
+axis is logarithmic for /log ranges.
+
+--shard i/n (1 <= i <= n) runs only the points whose index (0-based, in
+output order) is i-1 modulo n, and writes a self-describing shard (JSON by
+default, or --format csv) that carries each point's index. 'poolsim merge'
+joins the n shard files into exactly the bytes the unsharded sweep prints in
+that format. One shard per task of a batch system:
+  poolsim sweep big.yaml --vary workload.clients=1..5000 --shard $((JOB_COMPLETION_INDEX+1))/16 > shard.json
+  poolsim sweep big.yaml --vary workload.clients=1..5000 --shard $SLURM_ARRAY_TASK_ID/16 --format csv > shard.csv
+
+Examples:
+  poolsim sweep pgbouncer-modes --vary workload.clients=10..400/log --plot clients.png
+  poolsim sweep pgbouncer-modes --vary workload.clients=10..400/log \
+      --vary pooler.mode=direct,session,transaction,statement --format csv
+  poolsim sweep pgbouncer-modes --vary pooler.default_pool_size=1..20 --set workload.clients=200 --drop-sweep
+  poolsim sweep my-app.yaml --vary workload.query=1ms..20ms/log --vary pooler.mode=session,transaction
+  poolsim sweep pgbouncer-modes --vary workload.clients=1..250 --shard 2/4 > part2.json
+
+Keys for --vary and --set:
+%s
+
+Exit status: 0 success, 1 failure, 2 usage error (bad flags, bad --vary, bad scenario).
+`
+
+// sweepOptions are the parsed flags of sweep.
+type sweepOptions struct {
+	varies    []string
+	sets      []string
+	seedSet   bool
+	seed      uint64
+	dropSweep bool
+}
+
+func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("sweep", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o sweepOptions
+	format := fs.String("format", "table", "output format: table, json or csv (json with --shard unless set)")
+	fs.Uint64Var(&o.seed, "seed", 0, "random seed (default: the scenario's)")
+	fs.StringArrayVar(&o.sets, "set", nil, "override a scenario value by its dotted key: --set workload.clients=500")
+	fs.StringArrayVar(&o.varies, "vary", nil, "sweep a key over values: --vary workload.clients=10..400/log")
+	fs.BoolVar(&o.dropSweep, "drop-sweep", false, "ignore the scenario's own sweep: block; only the --vary axes")
+	plotPath := fs.String("plot", "", "also draw the sweep into this .png or .svg file")
+	shard := fs.String("shard", "", "run only shard i of n (1-based): --shard 2/8; merge with 'poolsim merge'")
+	workers := fs.Int("workers", 0, "points simulated at once (default: one per CPU)")
+	fs.Usage = func() { fmt.Fprintf(stderr, sweepHelp, "  "+strings.Join(scenarios.Fields(), "\n  ")) }
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	o.seedSet = fs.Changed("seed")
+	if *shard != "" && !fs.Changed("format") {
+		*format = "json"
+	}
+	if err := checkFormat(*format); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want exactly one SCENARIO (a file or a built-in name), got %d arguments; see 'poolsim sweep --help'", fs.NArg())
+	}
+	if *workers < 0 {
+		return usagef("--workers %d: want 0 (one per CPU) or more", *workers)
+	}
+	var si, sn int
+	if *shard != "" {
+		var err error
+		if si, sn, err = parseShard(*shard); err != nil {
+			return err
+		}
+		if *format == "table" {
+			return usagef("--shard writes json or csv (a table cannot be merged); use --format json or csv")
+		}
+		if *plotPath != "" {
+			return usagef("--plot with --shard would draw one shard only; merge the shards, then sweep without --shard to plot")
+		}
+	}
+	if *plotPath != "" {
+		if err := plot.CheckPath(*plotPath); err != nil {
+			return usage(err)
+		}
+	}
+	sc, axes, err := sweepScenario(fs.Arg(0), o)
+	if err != nil {
+		return err
+	}
+	points, err := sc.Points()
+	if err != nil {
+		return usage(err)
+	}
+	total := len(points)
+	index := make([]int, 0, total)
+	for i := range points {
+		if sn == 0 || i%sn == si-1 {
+			index = append(index, i)
+		}
+	}
+	sel := points
+	if sn > 0 {
+		sel = make([]scenarios.Point, len(index))
+		for k, i := range index {
+			sel[k] = points[i]
+		}
+	}
+	rows, err := runPoints(ctx, sel, *workers, stderr)
+	if err != nil {
+		return err
+	}
+	if sn > 0 {
+		meta := shardMeta{Scenario: sc.Name, Seed: sc.Base.Seed, Index: si, Count: sn, Points: total, Sweep: fingerprint(sc, points)}
+		return writeShard(stdout, *format, meta, index, rows)
+	}
+	if err := writeReport(stdout, *format, report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Rows: rows}); err != nil {
+		return err
+	}
+	if *plotPath != "" {
+		logKeys := map[string]bool{}
+		for _, a := range axes {
+			if a.Log {
+				logKeys[a.Key] = true
+			}
+		}
+		title := fmt.Sprintf("%s (seed %d)", sc.Name, sc.Base.Seed)
+		if len(o.sets) > 0 {
+			title += ", " + strings.Join(o.sets, ", ")
+		}
+		in := plot.Input{Title: title, Rows: rows, LogKeys: logKeys}
+		if err := plot.Write(*plotPath, in); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
+	}
+	return nil
+}
+
+// parseShard reads "i/n" with 1 <= i <= n.
+func parseShard(s string) (i, n int, err error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(strings.TrimSpace(a))
+	n, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n {
+		return 0, 0, usagef("--shard %q: want i/n with 1 <= i <= n, e.g. --shard 1/4", s)
+	}
+	return i, n, nil
+}
+
+// sweepScenario loads the scenario, applies --seed and --set, and puts the
+// --vary axes in front of the scenario's remaining sweep axes.
+func sweepScenario(name string, o sweepOptions) (*scenarios.Scenario, []vary.Axis, error) {
+	if len(o.varies) == 0 {
+		return nil, nil, usagef("want at least one --vary key=values, e.g. --vary workload.clients=10..400/log; see 'poolsim sweep --help'")
+	}
+	var axes []vary.Axis
+	for _, spec := range o.varies {
+		a, err := vary.Parse(spec)
+		if err != nil {
+			return nil, nil, usage(err)
+		}
+		for _, b := range axes {
+			if b.Key == a.Key {
+				return nil, nil, usagef("--vary %s given twice; put all its values in one --vary", a.Key)
+			}
+		}
+		for _, kv := range o.sets {
+			if k, _, _ := strings.Cut(kv, "="); strings.TrimSpace(k) == a.Key {
+				return nil, nil, usagef("%s is both --set and --vary; drop one", a.Key)
+			}
+		}
+		axes = append(axes, a)
+	}
+	sc, err := loadScenario(name, o.sets, o.seedSet, o.seed)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := applyVary(sc, axes, o.dropSweep); err != nil {
+		return nil, nil, err
+	}
+	return sc, axes, nil
+}
+
+// applyVary checks every --vary value against the scenario (so a bad value
+// is named as --vary key=value) and installs the axes.
+func applyVary(sc *scenarios.Scenario, axes []vary.Axis, dropSweep bool) error {
+	for _, a := range axes {
+		for _, t := range a.Texts() {
+			probe := *sc
+			probe.Sweep = nil
+			if err := probe.Set(a.Key, t); err != nil {
+				msg := strings.Replace(err.Error(), "--set "+a.Key+"="+t, "--vary "+a.Key+"="+t, 1)
+				return usage(errors.New(msg))
+			}
+		}
+	}
+	var sweep []scenarios.Axis
+	for _, a := range axes {
+		sweep = append(sweep, scenarios.Axis{Key: a.Key, Values: a.Values})
+	}
+	if !dropSweep {
+	outer:
+		for _, s := range sc.Sweep {
+			for _, a := range axes {
+				if a.Key == s.Key {
+					continue outer
+				}
+			}
+			sweep = append(sweep, s)
+		}
+	}
+	sc.Sweep = sweep
+	return nil
+}
+
+// runPoints simulates the points on workers goroutines (scenarios.Run).
+// When stderr is a terminal it runs them in chunks and, once the sweep has
+// taken more than a second, draws a progress bar there; the rows are the
+// same either way.
+func runPoints(ctx context.Context, points []scenarios.Point, workers int, stderr io.Writer) ([]scenarios.Row, error) {
+	f, ok := stderr.(*os.File)
+	if !ok || !isTerminal(f) {
+		return scenarios.Run(points, workers), nil
+	}
+	w := workers
+	if w <= 0 {
+		w = runtime.GOMAXPROCS(0)
+	}
+	chunk := max(4*w, (len(points)+99)/100)
+	start := time.Now()
+	drawn := false
+	rows := make([]scenarios.Row, 0, len(points))
+	for lo := 0; lo < len(points); lo += chunk {
+		if err := ctx.Err(); err != nil {
+			if drawn {
+				fmt.Fprint(stderr, "\r\033[K")
+			}
+			return nil, err
+		}
+		rows = append(rows, scenarios.Run(points[lo:min(lo+chunk, len(points))], workers)...)
+		if el := time.Since(start); el > time.Second && len(rows) < len(points) {
+			drawn = true
+			fmt.Fprint(stderr, progressLine(len(rows), len(points), el))
+		}
+	}
+	if drawn {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	return rows, nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressLine is "\r[=====>     ]  45%  450/1000 points  3s left".
+func progressLine(done, total int, elapsed time.Duration) string {
+	const width = 30
+	n := done * width / total
+	bar := strings.Repeat("=", n)
+	if n < width {
+		bar += ">" + strings.Repeat(" ", width-n-1)
+	}
+	left := time.Duration(float64(elapsed) * float64(total-done) / float64(max(done, 1))).Round(time.Second)
+	return fmt.Sprintf("\r[%s] %3d%%  %d/%d points  %v left\033[K", bar, done*100/total, done, total, left)
+}
+
+// shardMeta describes a shard file; the sweep fingerprint tells shards of
+// different sweeps (scenario, seed, --set, --vary) apart.
+type shardMeta struct {
+	Scenario string `json:"scenario"`
+	Seed     uint64 `json:"seed"`
+	Index    int    `json:"index"`
+	Count    int    `json:"count"`
+	Points   int    `json:"points"`
+	Sweep    string `json:"sweep"`
+}
+
+// shardFormat is the version tag of shard files.
+const shardFormat = "poolsim-shard-v1"
+
+// fingerprint hashes everything that makes the sweep's output: its name,
+// seed and every point's parameters and full configuration.
+func fingerprint(sc *scenarios.Scenario, points []scenarios.Point) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%q\x00%d\x00", shardFormat, sc.Name, sc.Base.Seed)
+	for _, p := range points {
+		for _, kv := range p.Params {
+			fmt.Fprintf(h, "%q=%q\x00", kv.Key, kv.Value)
+		}
+		if b, err := json.Marshal(p.Config); err == nil {
+			h.Write(b)
+		} else {
+			fmt.Fprintf(h, "%+v", p.Config)
+		}
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// shardJSON is a JSON shard: the header, then the rows with their point
+// index.
+type shardJSON struct {
+	Format string         `json:"format"`
+	Shard  shardMeta      `json:"shard"`
+	Rows   []shardJSONRow `json:"rows"`
+}
+
+type shardJSONRow struct {
+	Point   int               `json:"point"`
+	Params  []scenarios.Param `json:"params"`
+	Metrics json.RawMessage   `json:"metrics"`
+	Compat  json.RawMessage   `json:"compat"`
+}
+
+// writeShard writes a shard: JSON (shardJSON) or CSV (a "# poolsim-shard-v1
+// {meta}" line, then run's CSV with a leading point column).
+func writeShard(w io.Writer, format string, meta shardMeta, index []int, rows []scenarios.Row) error {
+	if format == "csv" {
+		var buf bytes.Buffer
+		if err := writeCSV(&buf, report{Scenario: meta.Scenario, Seed: meta.Seed, Rows: rows}); err != nil {
+			return err
+		}
+		recs, err := csv.NewReader(&buf).ReadAll()
+		if err != nil {
+			return err
+		}
+		m, _ := json.Marshal(meta)
+		if _, err := fmt.Fprintf(w, "# %s %s\n", shardFormat, m); err != nil {
+			return err
+		}
+		cw := csv.NewWriter(w)
+		for i, r := range recs {
+			p := "point"
+			if i > 0 {
+				p = strconv.Itoa(index[i-1])
+			}
+			if err := cw.Write(append([]string{p}, r...)); err != nil {
+				return err
+			}
+		}
+		cw.Flush()
+		return cw.Error()
+	}
+	out := shardJSON{Format: shardFormat, Shard: meta, Rows: make([]shardJSONRow, len(rows))}
+	for i, r := range rows {
+		m, err := json.Marshal(r.Metrics)
+		if err != nil {
+			return err
+		}
+		c, err := json.Marshal(r.Compat)
+		if err != nil {
+			return err
+		}
+		out.Rows[i] = shardJSONRow{Point: index[i], Params: r.Params, Metrics: m, Compat: c}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
