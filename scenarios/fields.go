@@ -141,6 +141,29 @@ var fields = []field{
 	{"server.coherency", "USL coherency κ (0..1; default 0)", func(c *system.Config, n *yaml.Node) error {
 		return fractionInto(&c.Server.Coherency, n)
 	}},
+	{"live.statement", "how poolsim validate spends workload.query at the real server: sleep (pg_sleep, whole milliseconds), cpu (a CPU-bound statement calibrated on the spot) or sql (live.sql)", func(c *system.Config, n *yaml.Node) error {
+		s, err := scalar(n)
+		if err != nil {
+			return err
+		}
+		switch s {
+		case "sleep", "cpu", "sql":
+			c.Live.Statement = s
+			return nil
+		}
+		return fmt.Errorf("want sleep, cpu or sql, got %q", s)
+	}},
+	{"live.sql", "the statement poolsim validate runs with live.statement: sql (the model still uses workload.query)", func(c *system.Config, n *yaml.Node) error {
+		s, err := scalar(n)
+		if err != nil {
+			return err
+		}
+		if len(s) > 100_000 {
+			return fmt.Errorf("longer than 100000 bytes")
+		}
+		c.Live.SQL = s
+		return nil
+	}},
 	{"server.connect_concurrency", "backends that can start at once; the rest queue in arrival order (1..100000; default 1)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 1, 100_000)
 		c.Server.ConnectConcurrency = int(v)

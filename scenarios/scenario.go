@@ -202,7 +202,7 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 			if err := s.setNode("seed", v); err != nil {
 				return err
 			}
-		case "workload", "app_pool", "pooler", "server":
+		case "workload", "app_pool", "pooler", "server", "live":
 			if err := s.parseSection(k.Value, v); err != nil {
 				return err
 			}
@@ -213,7 +213,7 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 				return err
 			}
 		default:
-			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, workload, app_pool, pooler, server, variants or sweep", k.Value)
+			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, workload, app_pool, pooler, server, live, variants or sweep", k.Value)
 		}
 	}
 	if sweep != nil {

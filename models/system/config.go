@@ -16,6 +16,14 @@ type Config struct {
 	AppPool  AppPool
 	Pooler   Pooler
 	Server   Server
+	Live     Live // how poolsim validate runs the workload for real; the model ignores it
+}
+
+// Live says how the live validator makes a statement take workload.query
+// (and workload.cpu) at a real server.
+type Live struct {
+	Statement string // "sleep" (pg_sleep), "cpu" (a CPU-bound statement calibrated to the time) or "sql"
+	SQL       string // the statement to run when Statement is "sql"
 }
 
 // AppPoolMode is how the application holds its connections.
@@ -127,6 +135,7 @@ func Default() Config {
 			MaxOverflow: 10,
 			Timeout:     30 * sim.Second,
 		},
+		Live: Live{Statement: "sleep"},
 		Server: Server{
 			MaxConnections:     100,
 			ConnectConcurrency: 1,
@@ -182,6 +191,15 @@ func (c Config) Validate() error {
 	}
 	if a.Size < 0 || a.MaxOverflow < 0 || a.Timeout < 0 {
 		bad("app_pool size, max_overflow and timeout must not be negative")
+	}
+	switch c.Live.Statement {
+	case "sleep", "cpu":
+	case "sql":
+		if c.Live.SQL == "" {
+			bad("live.sql must hold the statement to run with live.statement: sql")
+		}
+	default:
+		bad("live.statement %q: want sleep, cpu or sql", c.Live.Statement)
 	}
 	s := c.Server
 	if s.Cores < 0 || s.MemoryPerConn < 0 {
