@@ -117,6 +117,52 @@ var fields = []field{
 		c.Pooler.MaxPreparedStatements = int(v)
 		return err
 	}},
+	{"pooler.cpu_per_msg", "CPU time a pooler process spends relaying one message (each statement is two: request and response); 0 leaves the pooler's CPU out", func(c *system.Config, n *yaml.Node) error {
+		return durationInto(&c.Pooler.CPUPerMsg, n)
+	}},
+	{"pooler.conn_overhead", "extra cost per message for each client connection a process serves, as a fraction of cpu_per_msg (0..1; default 0)", func(c *system.Config, n *yaml.Node) error {
+		return fractionInto(&c.Pooler.ConnOverhead, n)
+	}},
+	{"pooler.wakeup", "time a sleeping pooler thread takes to wake for a message (scheduler latency; default 0s)", func(c *system.Config, n *yaml.Node) error {
+		return durationInto(&c.Pooler.Wakeup, n)
+	}},
+	{"pooler.processes", "pooler processes behind one port with so_reuseport, each single-threaded with its own pools (1..1024; default 1)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 1, 1024)
+		c.Pooler.Processes = int(v)
+		return err
+	}},
+	{"pooler.budget", "how a fleet's max_client_conn, default_pool_size and max_db_connections apply: per_process (each gets all) or divided (each gets its share)", func(c *system.Config, n *yaml.Node) error {
+		s, err := scalar(n)
+		if err != nil {
+			return err
+		}
+		switch s {
+		case "per_process":
+			c.Pooler.Budget = system.PerProcess
+		case "divided":
+			c.Pooler.Budget = system.Divided
+		default:
+			return fmt.Errorf("want per_process or divided, got %q", s)
+		}
+		return nil
+	}},
+	{"pooler.peering", "processes forward cancel requests that land on the wrong one (PgBouncer 1.19+ peering; default false)", func(c *system.Config, n *yaml.Node) error {
+		s, err := scalar(n)
+		if err != nil {
+			return err
+		}
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", s)
+		}
+		c.Pooler.Peering = v
+		return nil
+	}},
+	{"pooler.cancels", "cancel requests to simulate across the fleet (0..10000000; default 0)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 0, 10_000_000)
+		c.Pooler.Cancels = int(v)
+		return err
+	}},
 	{"server.max_connections", "PostgreSQL max_connections (1..1000000; default 100)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 1, 1_000_000)
 		c.Server.MaxConnections = int(v)

@@ -106,3 +106,67 @@ func TestNoPoolMatchesSeed003(t *testing.T) {
 		}
 	}
 }
+
+// TestReuseportFleetHasTheSeed002Shape: the single process saturates near
+// 86.6k and sags to 76.9k; the fleet of 16 reaches about 4x; at 8 clients
+// the single process is faster; cancels land on the wrong process 15 times
+// in 16 without peering.
+func TestReuseportFleetHasTheSeed002Shape(t *testing.T) {
+	tps := map[string]float64{}
+	for _, r := range runBuiltin(t, "reuseport-fleet") {
+		key := param(r, "workload.clients") + "/" + param(r, "pooler.processes")
+		tps[key] = r.Metrics.TPS
+		lost := float64(r.Metrics.CancelsLost) / 1000
+		if p := param(r, "pooler.processes"); p == "1" && lost != 0 || p == "16" && (lost < 0.9 || lost > 0.97) {
+			t.Errorf("%s: %.3f of cancels lost, want 0 for one process and about 15/16 for 16", key, lost)
+		}
+	}
+	within := func(key string, want, tol float64) {
+		if got := tps[key]; got < want*(1-tol) || got > want*(1+tol) {
+			t.Errorf("%s: %.0f tps, the seed %.0f (tolerance %.0f%%)", key, got, want, 100*tol)
+		}
+	}
+	within("64/1", 86570, 0.03)
+	within("256/1", 76893, 0.03)
+	within("256/16", 336469, 0.05)
+	within("128/16", 320547, 0.05)
+	if tps["256/1"] >= tps["64/1"] {
+		t.Errorf("single process: %.0f tps at 256 clients, not below %.0f at 64 (no sag)", tps["256/1"], tps["64/1"])
+	}
+	if r := tps["256/16"] / tps["256/1"]; r < 3.5 || r > 5 {
+		t.Errorf("fleet / single at 256 clients = %.2f, the seed about 4.4", r)
+	}
+	if tps["8/1"] <= tps["8/16"] {
+		t.Errorf("at 8 clients the single process (%.0f) should beat the fleet (%.0f)", tps["8/1"], tps["8/16"])
+	}
+}
+
+// TestFleetBudgets: without divided budgets the fleet's pools add up past
+// max_connections, which the run reports, and PostgreSQL refuses logins.
+func TestFleetBudgets(t *testing.T) {
+	s, err := Builtin("reuseport-fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{{"pooler.budget", "per_process"}, {"workload.clients", "256"}, {"pooler.processes", "16"}, {"workload.txns_per_session", "50"}, {"server.max_connections", "100"}} {
+		if err := s.Set(kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	points, _ := s.Points()
+	m := Run(points, 1)[0].Metrics
+	if m.ServerBudget != 16*100 || m.BudgetOver != 16*100-100 || m.LoginsRefused == 0 || m.ServerConns != 100 {
+		t.Errorf("per-process budgets: server budget %d, over by %d, %d logins refused, %d server connections; want 1600, 1500, some, 100",
+			m.ServerBudget, m.BudgetOver, m.LoginsRefused, m.ServerConns)
+	}
+	if sum := m.OKTxns + m.RefusedTxns + m.TimedOutTxns + m.AppTimeoutTxns + m.UnfinishedTxn; sum != m.AttemptedTxns {
+		t.Errorf("conservation: %d != %d", sum, m.AttemptedTxns)
+	}
+	if err := s.Set("pooler.peering", "true"); err != nil {
+		t.Fatal(err)
+	}
+	points, _ = s.Points()
+	if m := Run(points, 1)[0].Metrics; m.CancelsLost != 0 || m.CancelsForwarded < 900 {
+		t.Errorf("with peering: %d lost, %d forwarded; want 0 and about 15/16 of 1000", m.CancelsLost, m.CancelsForwarded)
+	}
+}

@@ -179,11 +179,13 @@ func writeTable(w io.Writer, r report) error {
 	}
 	head = append(head, "ok_txns", "conn_refused", "timeouts", "wall_ms", "tps", "p50_ms", "p99_ms", "wait_p99_ms", "hop_ms/txn", "util")
 	// Columns for the parts of the model a scenario uses.
-	var app, null, cpu bool
+	var app, null, cpu, fleet bool
 	for _, x := range r.Rows {
 		app = app || x.Config.AppPool.Mode != system.NoAppPool
 		null = null || x.Config.AppPool.Mode == system.NullPool
 		cpu = cpu || x.Config.Server.Cores > 0
+		p := x.Config.Pooler
+		fleet = fleet || p.Processes > 1 || p.CPUPerMsg > 0 || p.Wakeup > 0
 	}
 	if app {
 		head = append(head, "app_timeouts", "app_wait_p99_ms")
@@ -193,6 +195,9 @@ func writeTable(w io.Writer, r report) error {
 	}
 	if cpu {
 		head = append(head, "cpu_util", "cpu_queue_p99_ms")
+	}
+	if fleet {
+		head = append(head, "pooler_cpu_max", "imbalance", "budget_over", "cancels_lost")
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	var modes []system.Config
@@ -223,6 +228,9 @@ func writeTable(w io.Writer, r report) error {
 		}
 		if cpu {
 			cells = append(cells, f2(m.CPUUtil), f2(m.DecCPUQueueP99Ms))
+		}
+		if fleet {
+			cells = append(cells, f2(m.PoolerCPUMax), f2(m.ProcImbalance), strconv.FormatInt(m.BudgetOver, 10), strconv.FormatInt(m.CancelsLost, 10))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		key := [2]int{int(c.Pooler.Mode), min(c.Pooler.MaxPreparedStatements, 1)}

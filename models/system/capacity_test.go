@@ -26,6 +26,10 @@ func TestPartsAddUpToLatency(t *testing.T) {
 			c.Server.MaxConnections = 30
 			c.Server.Connect = sim.ExpDist(2 * sim.Millisecond)
 			c.AppPool = AppPool{Mode: app, Size: 8, MaxOverflow: 2, Timeout: 5 * sim.Millisecond}
+			c.Pooler.Processes = 3
+			c.Pooler.CPUPerMsg = 5 * sim.Microsecond
+			c.Pooler.ConnOverhead = 0.01
+			c.Pooler.Wakeup = 20 * sim.Microsecond
 			m, s := simulate(c)
 			if m.results.partsOff != 0 {
 				t.Errorf("app pool %v, %v: %d of %d transactions' parts do not add up to their latency", app, mode, m.results.partsOff, m.results.m.OKTxns)

@@ -86,6 +86,17 @@ type Workload struct {
 // Open reports whether the workload is open (Poisson arrivals).
 func (w Workload) Open() bool { return w.ArrivalRate > 0 }
 
+// Budget is how a fleet's limits apply to its processes.
+type Budget uint8
+
+const (
+	// PerProcess gives every process the whole limit (the easy mistake:
+	// the fleet's total is processes × the limit).
+	PerProcess Budget = iota
+	// Divided gives every process limit/processes, rounded up.
+	Divided
+)
+
 // Pooler is the pooler between clients and server (ignored in Direct mode).
 type Pooler struct {
 	Mode                  poolmode.Mode
@@ -95,6 +106,23 @@ type Pooler struct {
 	MaxDBConnections      int      // 0 = unlimited
 	QueryWaitTimeout      sim.Time // 0 = wait forever
 	MaxPreparedStatements int
+
+	// The pooler's own CPU: each process is one thread that relays
+	// messages one at a time, CPUPerMsg each, slowed by ConnOverhead per
+	// client connection it serves; a thread that was asleep first takes
+	// Wakeup. 0 and 0 leave the pooler's CPU out of the model.
+	CPUPerMsg    sim.Time
+	ConnOverhead float64
+	Wakeup       sim.Time
+	// A fleet: Processes behind one port (so_reuseport), the kernel
+	// hashing each new connection to one of them; Budget says how
+	// max_client_conn, default_pool_size and max_db_connections apply;
+	// Cancels cancel requests are simulated, each lost when it lands on a
+	// process that does not hold its client, unless Peering forwards it.
+	Processes int
+	Budget    Budget
+	Peering   bool
+	Cancels   int
 }
 
 // Server is the PostgreSQL server.
@@ -129,6 +157,7 @@ func Default() Config {
 			DefaultPoolSize:       20,
 			QueryWaitTimeout:      120 * sim.Second,
 			MaxPreparedStatements: 200, // PgBouncer 1.24+
+			Processes:             1,
 		},
 		AppPool: AppPool{ // SQLAlchemy's QueuePool defaults, used when the mode is queue
 			Size:        5,
@@ -179,8 +208,14 @@ func (c Config) Validate() error {
 	if p.MaxDBConnections < 0 {
 		bad("pooler.max_db_connections must be 0 (unlimited) or more, got %d", p.MaxDBConnections)
 	}
-	if p.Hop < 0 || p.QueryWaitTimeout < 0 {
-		bad("pooler durations must not be negative")
+	if p.Hop < 0 || p.QueryWaitTimeout < 0 || p.CPUPerMsg < 0 || p.Wakeup < 0 || p.ConnOverhead < 0 {
+		bad("pooler durations and conn_overhead must not be negative")
+	}
+	if p.Processes < 1 {
+		bad("pooler.processes must be at least 1, got %d", p.Processes)
+	}
+	if p.Cancels < 0 {
+		bad("pooler.cancels must not be negative")
 	}
 	a := c.AppPool
 	if a.Mode > NullPool {
@@ -224,11 +259,19 @@ func (c Config) Validate() error {
 	return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(msgs, "; "))
 }
 
-// poolLimit is how many server connections the pool may open.
+// share is a fleet process's part of a limit.
+func (c Config) share(limit int) int {
+	if c.Pooler.Budget == Divided {
+		return (limit + c.Pooler.Processes - 1) / c.Pooler.Processes
+	}
+	return limit
+}
+
+// poolLimit is how many server connections each process's pool may open.
 func (c Config) poolLimit() int {
-	n := min(c.Pooler.DefaultPoolSize, c.Server.MaxConnections)
+	n := min(c.share(c.Pooler.DefaultPoolSize), c.Server.MaxConnections)
 	if c.Pooler.MaxDBConnections > 0 {
-		n = min(n, c.Pooler.MaxDBConnections)
+		n = min(n, c.share(c.Pooler.MaxDBConnections))
 	}
 	return n
 }

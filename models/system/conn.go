@@ -10,6 +10,8 @@ import (
 type conn struct {
 	user      int32    // the client using it, -1 when idle in the app pool
 	server    int32    // linked pooler server, -1 when none
+	proc      int32    // the pooler process the kernel gave it
+	msgAt     sim.Time // when its message in flight reached the pooler thread
 	waitNo    int64    // number of its current wait for a server, 0 when not waiting
 	requested sim.Time // when it asked to open, or to be given a server
 	cpuDemand sim.Time // the running statement's CPU time
@@ -39,11 +41,16 @@ func (m *model) openConn(s *sim.Sim, u int32) {
 		}
 		return
 	}
-	if m.pool.connected >= m.cfg.Pooler.MaxClientConn {
+	if n := m.cfg.Pooler.Processes; n > 1 {
+		m.conns[c].proc = int32(m.reuseport.IntN(uint64(n))) // so_reuseport hashes new connections
+	}
+	p := &m.pools[m.conns[c].proc]
+	if p.connected >= m.cfg.share(m.cfg.Pooler.MaxClientConn) {
 		m.refuse(s, c) // FATAL no more connections allowed (max_client_conn)
 		return
 	}
-	m.pool.connected++
+	p.connected++
+	m.results.procConns[m.conns[c].proc]++
 	m.connOpened(s, c)
 }
 
@@ -68,14 +75,13 @@ func (m *model) refuse(s *sim.Sim, c int32) {
 }
 
 // beginStartup runs on a start-up worker that took c (a direct
-// connection, or poolLogin). The backend claims its max_connections slot
+// connection, or a pool's login id). The backend claims its max_connections slot
 // as it starts; a direct connection that finds every slot taken is refused
 // (sorry, too many clients already) and the worker moves straight on.
 func (m *model) beginStartup(s *sim.Sim, c int32) {
 	for m.srv.backends >= m.cfg.Server.MaxConnections {
-		if c == poolLogin { // cannot happen while the pool limit is capped at max_connections
-			m.pool.loggingIn = false
-			m.pool.servers--
+		if c < 0 {
+			m.loginRefused(s, loginProc(c))
 		} else {
 			m.refuse(s, c)
 		}
@@ -93,8 +99,8 @@ func (m *model) startupDone(s *sim.Sim, c int32) {
 	if next, ok := m.srv.startup.Release(s.Now()); ok {
 		defer m.beginStartup(s, next)
 	}
-	if c == poolLogin {
-		m.pool.loginDone(s, m)
+	if c < 0 {
+		m.loginDone(s, loginProc(c))
 		return
 	}
 	m.srv.busy.Add(s.Now(), 1)
@@ -111,13 +117,14 @@ func (m *model) closeConn(s *sim.Sim, c int32) {
 		m.srv.closeBackend(now)
 		m.srv.busy.Add(now, -1)
 	} else {
-		m.pool.connected--
+		pi := int(m.conns[c].proc)
+		m.pools[pi].connected--
 		if srv := m.conns[c].server; srv >= 0 {
 			m.conns[c].server = -1
-			m.pool.linked.Add(now, -1)
+			m.linked.Add(now, -1)
 			switch m.mode.ClientGone(true) {
 			case poolmode.Reset, poolmode.Release:
-				m.pool.release(s, m, srv)
+				m.release(s, pi, srv)
 			default:
 				panic("system: a clean server was not released")
 			}
@@ -128,14 +135,15 @@ func (m *model) closeConn(s *sim.Sim, c int32) {
 	m.freeConns = append(m.freeConns, c)
 }
 
-// dropConn is a connection the pooler closed (query_wait_timeout): the
-// client's transaction fails.
-func (m *model) dropConn(s *sim.Sim, c int32) {
+// disconnect is the pooler closing a connection that waits for a server
+// (query_wait_timeout, or the server refusing the pool's login): the
+// client's transaction fails and counts in counter.
+func (m *model) disconnect(s *sim.Sim, c int32, counter *int64) {
 	u := m.conns[c].user
-	m.pool.connected--
+	m.pools[m.conns[c].proc].connected--
 	m.app.open--
 	m.freeConns = append(m.freeConns, c)
-	m.failTxn(s, u, &m.results.m.TimedOutTxns)
+	m.failTxn(s, u, counter)
 	m.appSlotFreed(s)
 }
 

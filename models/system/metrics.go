@@ -70,6 +70,8 @@ type Metrics struct {
 	DecHopP99Ms      float64 `json:"hop_txn_p99_ms"`
 	DecThinkP50Ms    float64 `json:"think_txn_p50_ms"`
 	DecThinkP99Ms    float64 `json:"think_txn_p99_ms"`
+	DecPoolerP50Ms   float64 `json:"pooler_cpu_txn_p50_ms"`
+	DecPoolerP99Ms   float64 `json:"pooler_cpu_txn_p99_ms"`
 
 	// Connections and the server's footprint.
 	ConnsOpened     int64   `json:"conns_opened"`
@@ -78,6 +80,20 @@ type Metrics struct {
 	ServerMemPeakMB float64 `json:"server_mem_peak_mb"`
 	CPUUtil         float64 `json:"cpu_util"`   // mean busy cores / cores (server.cores > 0)
 	CPUJobsL        float64 `json:"cpu_jobs_L"` // mean statements running on the CPU
+
+	// The pooler's processes: their threads' utilisation (the busiest and
+	// the mean), how unevenly so_reuseport spread the clients (busiest /
+	// mean), the fleet's server-connection budget and how far it exceeds
+	// max_connections, logins PostgreSQL refused, and cancel requests
+	// lost (or forwarded by peering) for landing on the wrong process.
+	PoolerCPUMax     float64 `json:"pooler_cpu_max"`
+	PoolerCPUMean    float64 `json:"pooler_cpu_mean"`
+	ProcImbalance    float64 `json:"proc_imbalance"`
+	ServerBudget     int64   `json:"server_budget"`
+	BudgetOver       int64   `json:"budget_over_max_connections"`
+	LoginsRefused    int64   `json:"logins_refused"`
+	CancelsLost      int64   `json:"cancels_lost"`
+	CancelsForwarded int64   `json:"cancels_forwarded"`
 }
 
 // Result is a run's metrics and its mode's feature matrix.

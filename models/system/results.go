@@ -9,7 +9,8 @@ import (
 type results struct {
 	m                     Metrics
 	lat                   sim.Samples // transaction latency
-	dec                   [7]sim.Samples
+	dec                   [8]sim.Samples
+	procConns             []int64     // client connections each pooler process took
 	appWaits              sim.Samples // one per app-pool acquisition
 	firstAttempt, lastTxn sim.Time
 	attempted             bool
@@ -25,7 +26,7 @@ func (r *results) txnDone(now sim.Time, u *user) {
 	r.lat.Add(now - u.txnStart)
 	p := u.part
 	sum := sim.Time(0)
-	for i, v := range [...]sim.Time{p.appWait, p.connect, p.wait, p.cpuQueue, p.service, p.hop, p.think} {
+	for i, v := range [...]sim.Time{p.appWait, p.connect, p.wait, p.cpuQueue, p.service, p.hop, p.think, p.pooler} {
 		r.dec[i].Add(v)
 		sum += v
 	}
@@ -74,13 +75,12 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 	mt.P50Ms = ms(r.lat.Percentile(50))
 	mt.P95Ms = ms(r.lat.Percentile(95))
 	mt.P99Ms = ms(r.lat.Percentile(99))
-	p := &m.pool
-	mt.Assignments = int64(p.waits.Count())
-	mt.WaitMeanMs = ms(p.waits.Mean())
-	mt.WaitP50Ms = ms(p.waits.Percentile(50))
-	mt.WaitP99Ms = ms(p.waits.Percentile(99))
+	mt.Assignments = int64(m.waits.Count())
+	mt.WaitMeanMs = ms(m.waits.Mean())
+	mt.WaitP50Ms = ms(m.waits.Percentile(50))
+	mt.WaitP99Ms = ms(m.waits.Percentile(99))
 	if mt.Assignments > 0 {
-		mt.WaitProb = float64(p.waited) / float64(mt.Assignments)
+		mt.WaitProb = float64(m.waited) / float64(mt.Assignments)
 	}
 	if mt.OKTxns > 0 {
 		mt.HopMsPerTxn = ms(r.hopTotal) / float64(mt.OKTxns)
@@ -88,10 +88,9 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 	if m.mode == poolmode.Direct {
 		mt.ServerUtil = m.srv.busy.Mean(end) / float64(m.cfg.Server.MaxConnections)
 	} else {
-		mt.ServerUtil = p.linked.Mean(end) / float64(m.lim)
+		mt.ServerUtil = m.linked.Mean(end) / float64(m.lim*len(m.pools))
 	}
-	mt.WaitL, mt.WaitLambda, mt.WaitW = p.waitQ.Little(end)
-	mt.WaitMaxLen = p.waitQ.MaxLen()
+	m.poolerMetrics(&mt, end)
 	mt.AppWaitL, mt.AppWaitLambda, mt.AppWaitW = m.app.waitQ.Little(end)
 	mt.AppWaitP99Ms = ms(r.appWaits.Percentile(99))
 	d := &r.dec
@@ -102,6 +101,7 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 	mt.DecServiceP50Ms, mt.DecServiceP99Ms = ms(d[4].Percentile(50)), ms(d[4].Percentile(99))
 	mt.DecHopP50Ms, mt.DecHopP99Ms = ms(d[5].Percentile(50)), ms(d[5].Percentile(99))
 	mt.DecThinkP50Ms, mt.DecThinkP99Ms = ms(d[6].Percentile(50)), ms(d[6].Percentile(99))
+	mt.DecPoolerP50Ms, mt.DecPoolerP99Ms = ms(d[7].Percentile(50)), ms(d[7].Percentile(99))
 	v := &m.srv
 	mt.ServerConns = max(mt.ServerConns, v.open.Max())
 	mt.ServerMemPeakMB = float64(v.open.Max()*m.cfg.Server.MemoryPerConn) / (1 << 20)
@@ -116,4 +116,54 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 		}
 	}
 	return mt
+}
+
+// poolerMetrics adds the wait queues of every pooler process (Little's law
+// holds for their sum), the processes' threads, and a fleet's balance,
+// budget and cancels.
+func (m *model) poolerMetrics(mt *Metrics, end sim.Time) {
+	var deps, waitSum float64
+	for i := range m.pools {
+		p := &m.pools[i]
+		L, lambda, W := p.waitQ.Little(end)
+		mt.WaitL += L
+		deps += lambda
+		waitSum += lambda * W
+		mt.WaitMaxLen = max(mt.WaitMaxLen, p.waitQ.MaxLen())
+		u := p.cpu.Mean(end)
+		mt.PoolerCPUMax = max(mt.PoolerCPUMax, u)
+		mt.PoolerCPUMean += u / float64(len(m.pools))
+	}
+	mt.WaitLambda = deps
+	if deps > 0 {
+		mt.WaitW = waitSum / deps
+	}
+	var most, all int64
+	for _, n := range m.results.procConns {
+		most = max(most, n)
+		all += n
+	}
+	if all > 0 {
+		mt.ProcImbalance = float64(most) / (float64(all) / float64(len(m.pools)))
+	}
+	c := m.cfg
+	if c.Pooler.Mode.Pooled() {
+		mt.ServerBudget = int64(m.lim * len(m.pools))
+		mt.BudgetOver = max(0, mt.ServerBudget-int64(c.Server.MaxConnections))
+	}
+	// Cancel requests arrive on new connections, which the kernel hashes
+	// to any process: one for another process is lost without peering.
+	r := sim.NewRand(c.Seed, "cancel")
+	n := uint64(len(m.pools))
+	for range c.Pooler.Cancels {
+		owner, landed := r.IntN(n), r.IntN(n)
+		if owner == landed {
+			continue
+		}
+		if c.Pooler.Peering {
+			mt.CancelsForwarded++
+		} else {
+			mt.CancelsLost++
+		}
+	}
 }

@@ -10,7 +10,7 @@ import (
 const (
 	evArrive      int32 = iota // open workload: the next session arrives
 	evSession                  // closed workload: client ID starts its session
-	evStartupDone              // a backend finished starting: connection ID, or poolLogin
+	evStartupDone              // a backend finished starting: connection ID, or a pool's login id
 	evSend                     // client ID sends its next statement (or starts a transaction)
 	evAtPooler                 // connection ID's statement reaches the pooler
 	evCPUDone                  // the earliest running statement finishes its CPU work (Arg: generation)
@@ -18,11 +18,8 @@ const (
 	evRecv                     // client ID has its statement's result
 	evWaitTimeout              // query_wait_timeout for connection ID (Arg: wait number)
 	evAppTimeout               // app-pool acquire timeout for client ID (Arg: wait number)
+	evPoolerMsg                // a pooler thread finished relaying message ID (Arg: process)
 )
-
-// poolLogin is the start-up entry of a pool's server login (connection
-// indices are never negative).
-const poolLogin int32 = -1
 
 // model is the system's state; it is the sim.Handler.
 type model struct {
@@ -30,18 +27,23 @@ type model struct {
 	mode poolmode.Mode
 	lim  int // pool size limit
 
-	query, cpu, think, arrive, connect *sim.Rand
+	query, cpu, think, arrive, connect, reuseport *sim.Rand
 
 	users     []user
 	freeUsers []int32 // finished client slots for reuse (open workload)
 	conns     []conn
 	freeConns []int32
 
-	app     appPool
-	pool    pooler
-	srv     server
-	results results
-	end     sim.Time // time of the last state change
+	app        appPool
+	pools      []pooler    // one per pooler process
+	waits      sim.Samples // pooler waits, one per assignment
+	waited     int64       // assignments that waited
+	linked     sim.Level   // servers linked to a client
+	waitNo     int64       // numbers the waits for a server
+	nextServer int32       // servers opened so far (their ids)
+	srv        server
+	results    results
+	end        sim.Time // time of the last state change
 }
 
 // Run simulates cfg and returns its measurements. cfg must be valid
@@ -57,17 +59,23 @@ func simulate(cfg Config) (*model, *sim.Sim) {
 		panic("system.Run: " + err.Error())
 	}
 	m := &model{
-		cfg:     cfg,
-		mode:    cfg.Pooler.Mode,
-		lim:     cfg.poolLimit(),
-		query:   sim.NewRand(cfg.Seed, "query"),
-		cpu:     sim.NewRand(cfg.Seed, "cpu"),
-		think:   sim.NewRand(cfg.Seed, "think"),
-		arrive:  sim.NewRand(cfg.Seed, "arrivals"),
-		connect: sim.NewRand(cfg.Seed, "connect"),
+		cfg:       cfg,
+		mode:      cfg.Pooler.Mode,
+		lim:       cfg.poolLimit(),
+		query:     sim.NewRand(cfg.Seed, "query"),
+		cpu:       sim.NewRand(cfg.Seed, "cpu"),
+		think:     sim.NewRand(cfg.Seed, "think"),
+		arrive:    sim.NewRand(cfg.Seed, "arrivals"),
+		connect:   sim.NewRand(cfg.Seed, "connect"),
+		reuseport: sim.NewRand(cfg.Seed, "reuseport"),
+		pools:     make([]pooler, cfg.Pooler.Processes),
+		linked:    sim.NewLevel(0),
 	}
 	m.app.init()
-	m.pool.init()
+	m.results.procConns = make([]int64, cfg.Pooler.Processes)
+	for i := range m.pools {
+		m.pools[i].init()
+	}
 	m.srv.init(cfg.Server)
 	var s sim.Sim
 	w := cfg.Workload
@@ -100,7 +108,10 @@ func (m *model) Handle(s *sim.Sim, e sim.Event) {
 		m.send(s, e.ID)
 	case evAtPooler:
 		m.end = s.Now()
-		m.atPooler(s, e.ID)
+		m.toPooler(s, e.ID, false)
+	case evPoolerMsg:
+		m.end = s.Now()
+		m.poolerMsgDone(s, e.ID, int(e.Arg))
 	case evCPUDone:
 		m.cpuDone(s, e.Arg)
 	case evFixedDone:

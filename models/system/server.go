@@ -10,7 +10,7 @@ import (
 // running statements share.
 type server struct {
 	cfg      Server
-	startup  *sim.Resource // start-up workers (connect_concurrency); ids are connections or poolLogin
+	startup  *sim.Resource // start-up workers (connect_concurrency); ids are connections or pools' login ids
 	backends int           // open backends, each holding a max_connections slot
 	open     sim.Level     // open backends over time (memory)
 	busy     sim.Level     // direct mode: backends in use by a client
@@ -25,7 +25,7 @@ type server struct {
 // cpuJob is a running statement's (or a backend start-up's) CPU work
 // left, in nanoseconds.
 type cpuJob struct {
-	conn    int32 // the connection, or poolLogin for a pool's server login
+	conn    int32 // the connection, or a pool's login id (negative)
 	startup bool  // a backend starting, not a statement
 	left    float64
 }

@@ -27,6 +27,7 @@ type parts struct {
 	cpuQueue sim.Time // CPU time lost to sharing the cores and to contention
 	service  sim.Time // the statements' own server time (CPU demand + fixed part)
 	hop      sim.Time // client<->pooler hops
+	pooler   sim.Time // queueing for and being relayed by the pooler process's thread
 	think    sim.Time // client think time between the transaction's statements
 }
 
