@@ -59,6 +59,36 @@ var fields = []field{
 	{"workload.time_wait", "how long a connection the client closed lingers in TIME_WAIT (default 60s, Linux)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Workload.TimeWait, n)
 	}},
+	{"workload.statements", "distinct statement texts the workload runs (1..1048576; default 1)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 1, 1<<20)
+		c.Workload.Statements = int(v)
+		return err
+	}},
+	{"workload.zipf", "popularity skew of the statements: the k-th most used runs in proportion to 1/k^zipf (0 = uniform; 0..10)", func(c *system.Config, n *yaml.Node) error {
+		s, err := scalar(n)
+		if err != nil {
+			return err
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(v >= 0 && v <= 10) {
+			return fmt.Errorf("want a number from 0 to 10, got %q", s)
+		}
+		c.Workload.Zipf = v
+		return nil
+	}},
+	{"workload.parse", "server time to parse and plan a statement, paid unless the server holds it prepared (CPU on a CPU server; default 0)", func(c *system.Config, n *yaml.Node) error {
+		return distInto(&c.Workload.Parse, n)
+	}},
+	{"workload.prepare_threshold", "executions of a text on a connection before the driver prepares it (JDBC prepareThreshold, 5 by default there); 0 never (default 0)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 0, 1_000_000)
+		c.Workload.PrepareThreshold = int(v)
+		return err
+	}},
+	{"workload.stmt_text_size", "size of one statement's text in the pooler's prepared-statement cache, e.g. 2kB (default 2kB)", func(c *system.Config, n *yaml.Node) error {
+		v, err := sizeValue(n)
+		c.Workload.StmtTextSize = v
+		return err
+	}},
 	{"workload.think", "client time after each statement but the session's last: a duration or a distribution", func(c *system.Config, n *yaml.Node) error {
 		return distInto(&c.Workload.Think, n)
 	}},

@@ -60,7 +60,7 @@ func TestBuiltinsHoldLittleAndConservation(t *testing.T) {
 			if lw := m.WaitLambda * m.WaitW; math.Abs(m.WaitL-lw) > 0.01*m.WaitL+1e-12 {
 				t.Errorf("%s %v: wait_L %.6g, wait_lambda × wait_W %.6g", b.Name, r.Params, m.WaitL, lw)
 			}
-			if sum := m.OKTxns + m.RefusedTxns + m.TimedOutTxns + m.AppTimeoutTxns + m.UnfinishedTxn; sum != m.AttemptedTxns {
+			if sum := m.Outcomes(); sum != m.AttemptedTxns {
 				t.Errorf("%s %v: ok+refused+timed out+unfinished = %d, attempted %d", b.Name, r.Params, sum, m.AttemptedTxns)
 			}
 		}

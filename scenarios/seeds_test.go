@@ -2,6 +2,8 @@ package scenarios
 
 import (
 	"testing"
+
+	"github.com/poolsim/poolsim/models/system"
 )
 
 func runBuiltin(t *testing.T, name string) []Row {
@@ -159,7 +161,7 @@ func TestFleetBudgets(t *testing.T) {
 		t.Errorf("per-process budgets: server budget %d, over by %d, %d logins refused, %d server connections; want 1600, 1500, some, 100",
 			m.ServerBudget, m.BudgetOver, m.LoginsRefused, m.ServerConns)
 	}
-	if sum := m.OKTxns + m.RefusedTxns + m.TimedOutTxns + m.AppTimeoutTxns + m.UnfinishedTxn; sum != m.AttemptedTxns {
+	if sum := m.Outcomes(); sum != m.AttemptedTxns {
 		t.Errorf("conservation: %d != %d", sum, m.AttemptedTxns)
 	}
 	if err := s.Set("pooler.peering", "true"); err != nil {
@@ -168,5 +170,32 @@ func TestFleetBudgets(t *testing.T) {
 	points, _ = s.Points()
 	if m := Run(points, 1)[0].Metrics; m.CancelsLost != 0 || m.CancelsForwarded < 900 {
 		t.Errorf("with peering: %d lost, %d forwarded; want 0 and about 15/16 of 1000", m.CancelsLost, m.CancelsForwarded)
+	}
+}
+
+// TestPreparedStatements: the cache's hit rate collapses when it is
+// smaller than the working set and the throughput gain when it fits ties
+// to seed 000 (22% less time a statement, so up to 1/0.78 = 1.28x on a
+// CPU-bound server); without the cache, prepared statements fail.
+func TestPreparedStatements(t *testing.T) {
+	m := map[string]system.Metrics{}
+	for _, r := range runBuiltin(t, "prepared-statements") {
+		m[param(r, VariantKey)] = r.Metrics
+	}
+	base, small, fits := m["parse-every-time"], m["cache-10"], m["cache-200"]
+	if small.PreparedHitRate > 0.5 || fits.PreparedHitRate < 0.9 {
+		t.Errorf("hit rate: cache of 10 %.2f (want below 0.5), cache of 200 %.2f (want above 0.9)", small.PreparedHitRate, fits.PreparedHitRate)
+	}
+	if gain := fits.TPS / base.TPS; gain < 1.18 || gain > 1.30 {
+		t.Errorf("cache of 200 vs parsing every time: %.3fx throughput, want 1.18-1.30x (seed 000: 22%% less per statement)", gain)
+	}
+	if fits.ServerParsesPerS > 0.1*base.ServerParsesPerS {
+		t.Errorf("server parses: %.0f/s with the cache vs %.0f/s without; want a tenth or less", fits.ServerParsesPerS, base.ServerParsesPerS)
+	}
+	if nc := m["jdbc-default-no-cache"]; nc.PreparedErrorTxns == 0 || nc.Outcomes() != nc.AttemptedTxns {
+		t.Errorf("no cache: %d transactions failed on a missing prepared statement (want some), outcomes %d of %d", nc.PreparedErrorTxns, nc.Outcomes(), nc.AttemptedTxns)
+	}
+	if j := m["jdbc-default-cache-200"]; j.ServerParsesPerS < 5*fits.ServerParsesPerS {
+		t.Errorf("prepareThreshold=5: %.0f parses/s vs %.0f with threshold 1; want many more (each connection parses 4 times first)", j.ServerParsesPerS, fits.ServerParsesPerS)
 	}
 }

@@ -179,13 +179,15 @@ func writeTable(w io.Writer, r report) error {
 	}
 	head = append(head, "ok_txns", "conn_refused", "timeouts", "wall_ms", "tps", "p50_ms", "p99_ms", "wait_p99_ms", "hop_ms/txn", "util")
 	// Columns for the parts of the model a scenario uses.
-	var app, null, cpu, fleet bool
+	var app, null, cpu, fleet, prepared bool
 	for _, x := range r.Rows {
 		app = app || x.Config.AppPool.Mode != system.NoAppPool
 		null = null || x.Config.AppPool.Mode == system.NullPool
 		cpu = cpu || x.Config.Server.Cores > 0
 		p := x.Config.Pooler
 		fleet = fleet || p.Processes > 1 || p.CPUPerMsg > 0 || p.Wakeup > 0
+		w := x.Config.Workload
+		prepared = prepared || w.PrepareThreshold > 0 || w.Statements > 1 || w.Parse.MeanValue() > 0
 	}
 	if app {
 		head = append(head, "app_timeouts", "app_wait_p99_ms")
@@ -198,6 +200,9 @@ func writeTable(w io.Writer, r report) error {
 	}
 	if fleet {
 		head = append(head, "pooler_cpu_max", "imbalance", "budget_over", "cancels_lost")
+	}
+	if prepared {
+		head = append(head, "prepared_errors", "hit_rate", "parses/s")
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	var modes []system.Config
@@ -231,6 +236,9 @@ func writeTable(w io.Writer, r report) error {
 		}
 		if fleet {
 			cells = append(cells, f2(m.PoolerCPUMax), f2(m.ProcImbalance), strconv.FormatInt(m.BudgetOver, 10), strconv.FormatInt(m.CancelsLost, 10))
+		}
+		if prepared {
+			cells = append(cells, strconv.FormatInt(m.PreparedErrorTxns, 10), f2(m.PreparedHitRate), f1(m.ServerParsesPerS))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		key := [2]int{int(c.Pooler.Mode), min(c.Pooler.MaxPreparedStatements, 1)}

@@ -81,6 +81,16 @@ type Workload struct {
 	CPU            sim.Dist // server CPU time per statement, shared by Server.Cores (0 = none)
 	Think          sim.Dist // client time after each statement but the session's last
 	TimeWait       sim.Time // how long a closed connection lingers in TIME_WAIT on the client
+
+	// Prepared statements: Statements distinct texts with Zipf popularity,
+	// Parse of server time to parse and plan one unless the server holds it
+	// prepared, drivers preparing a text after PrepareThreshold executions
+	// (0 never), StmtTextSize bytes per text in the pooler's cache.
+	Statements       int // 0 means 1
+	Zipf             float64
+	Parse            sim.Dist
+	PrepareThreshold int
+	StmtTextSize     int64
 }
 
 // Open reports whether the workload is open (Poisson arrivals).
@@ -150,6 +160,8 @@ func Default() Config {
 			TxnsPerSession: 1,
 			StmtsPerTxn:    1,
 			TimeWait:       60 * sim.Second, // Linux
+			Statements:     1,
+			StmtTextSize:   2 << 10, // seed 004: 2-3 kB a statement
 		},
 		Pooler: Pooler{
 			Mode:                  poolmode.Session, // PgBouncer's pool_mode default
@@ -191,6 +203,9 @@ func (c Config) Validate() error {
 	}
 	if w.TxnsPerSession < 1 {
 		bad("workload.txns_per_session must be at least 1, got %d", w.TxnsPerSession)
+	}
+	if w.Statements < 0 || w.Statements > 1<<20 || w.Zipf < 0 || w.PrepareThreshold < 0 || w.StmtTextSize < 0 {
+		bad("workload prepared-statement settings out of range: statements 0..1048576 (0 means 1), zipf, prepare_threshold and stmt_text_size not negative")
 	}
 	if w.StmtsPerTxn < 1 {
 		bad("workload.stmts_per_txn must be at least 1, got %d", w.StmtsPerTxn)

@@ -12,6 +12,8 @@ type conn struct {
 	server    int32    // linked pooler server, -1 when none
 	proc      int32    // the pooler process the kernel gave it
 	msgAt     sim.Time // when its message in flight reached the pooler thread
+	serial    int64    // which connection opened it was (1, 2, ...)
+	driver    driver   // prepared statements, as its driver sees them
 	waitNo    int64    // number of its current wait for a server, 0 when not waiting
 	requested sim.Time // when it asked to open, or to be given a server
 	cpuDemand sim.Time // the running statement's CPU time
@@ -32,8 +34,14 @@ func (m *model) openConn(s *sim.Sim, u int32) {
 		c = int32(len(m.conns))
 		m.conns = append(m.conns, conn{})
 	}
+	d := m.conns[c].driver
 	m.conns[c] = conn{user: u, server: -1, requested: s.Now()}
 	m.results.m.ConnsOpened++
+	m.conns[c].serial = m.results.m.ConnsOpened
+	if m.prep.on {
+		d.reset()
+		m.conns[c].driver = d
+	}
 	m.app.opens++
 	if m.mode == poolmode.Direct {
 		if m.srv.startup.Acquire(s.Now(), c) {

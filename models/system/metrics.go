@@ -32,16 +32,17 @@ type Metrics struct {
 	WaitW      float64 `json:"wait_W"`
 	// Accounting: every attempted transaction ends in exactly one of the
 	// counts after it.
-	AttemptedTxns  int64 `json:"attempted_txns"`
-	RefusedTxns    int64 `json:"refused_txns"`
-	TimedOutTxns   int64 `json:"timed_out_txns"`
-	UnfinishedTxn  int64 `json:"unfinished_txns"`
-	AppTimeoutTxns int64 `json:"app_timeout_txns"`
-	Sessions       int64 `json:"sessions"`
-	Assignments    int64 `json:"assignments"`
-	WaitMaxLen     int64 `json:"wait_max_len"`
-	ServerConns    int64 `json:"server_conns_peak"`
-	Events         int64 `json:"events"`
+	AttemptedTxns     int64 `json:"attempted_txns"`
+	RefusedTxns       int64 `json:"refused_txns"`
+	TimedOutTxns      int64 `json:"timed_out_txns"`
+	UnfinishedTxn     int64 `json:"unfinished_txns"`
+	AppTimeoutTxns    int64 `json:"app_timeout_txns"`
+	PreparedErrorTxns int64 `json:"prepared_error_txns"` // failed: prepared statement does not exist on this server
+	Sessions          int64 `json:"sessions"`
+	Assignments       int64 `json:"assignments"`
+	WaitMaxLen        int64 `json:"wait_max_len"`
+	ServerConns       int64 `json:"server_conns_peak"`
+	Events            int64 `json:"events"`
 
 	// The application-side pool: acquire timeouts (failures, like
 	// PgBouncer's query_wait_timeout) and Little's law on its wait queue.
@@ -94,6 +95,17 @@ type Metrics struct {
 	LoginsRefused    int64   `json:"logins_refused"`
 	CancelsLost      int64   `json:"cancels_lost"`
 	CancelsForwarded int64   `json:"cancels_forwarded"`
+
+	// Prepared statements: statements executed, Parse (and plan) done by
+	// the server, the share of prepared executions whose server held the
+	// statement, parse time saved per transaction (against parsing every
+	// statement), and the pooler's cache memory.
+	StmtExecs          int64   `json:"stmt_execs"`
+	ServerParses       int64   `json:"server_parses"`
+	ServerParsesPerS   float64 `json:"server_parses_per_s"`
+	PreparedHitRate    float64 `json:"prepared_hit_rate"`
+	ParseMsSavedPerTxn float64 `json:"parse_ms_saved_per_txn"`
+	PoolerCacheMB      float64 `json:"pooler_cache_mb"`
 }
 
 // Result is a run's metrics and its mode's feature matrix.
@@ -103,3 +115,10 @@ type Result struct {
 }
 
 func ms(t sim.Time) float64 { return t.Milliseconds() }
+
+// Outcomes adds up how the attempted transactions ended: completed,
+// refused, timed out at the pooler or the application pool, failed on a
+// missing prepared statement, or unfinished. It equals AttemptedTxns.
+func (m Metrics) Outcomes() int64 {
+	return m.OKTxns + m.RefusedTxns + m.TimedOutTxns + m.AppTimeoutTxns + m.PreparedErrorTxns + m.UnfinishedTxn
+}

@@ -123,8 +123,8 @@ func checkLittle(t *testing.T, m Metrics) {
 
 func checkConservation(t *testing.T, m Metrics) {
 	t.Helper()
-	if sum := m.OKTxns + m.RefusedTxns + m.TimedOutTxns + m.AppTimeoutTxns + m.UnfinishedTxn; sum != m.AttemptedTxns {
-		t.Errorf("conservation: ok %d + refused %d + timed out %d + app timeouts %d + unfinished %d = %d, want attempted %d",
-			m.OKTxns, m.RefusedTxns, m.TimedOutTxns, m.AppTimeoutTxns, m.UnfinishedTxn, sum, m.AttemptedTxns)
+	if sum := m.Outcomes(); sum != m.AttemptedTxns {
+		t.Errorf("conservation: ok %d + refused %d + timed out %d + app timeouts %d + prepared errors %d + unfinished %d = %d, want attempted %d",
+			m.OKTxns, m.RefusedTxns, m.TimedOutTxns, m.AppTimeoutTxns, m.PreparedErrorTxns, m.UnfinishedTxn, sum, m.AttemptedTxns)
 	}
 }

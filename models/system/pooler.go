@@ -219,8 +219,8 @@ func (m *model) statementDone(s *sim.Sim, c int32) {
 	cn := &m.conns[c]
 	u := &m.users[cn.user]
 	status := poolmode.InBlock
-	if m.mode == poolmode.Statement || int(u.stmt) == m.cfg.Workload.StmtsPerTxn-1 {
-		status = poolmode.Idle // statement mode runs every statement as autocommit
+	if m.mode == poolmode.Statement || int(u.stmt) == m.cfg.Workload.StmtsPerTxn-1 || u.txnFailed {
+		status = poolmode.Idle // statement mode runs every statement as autocommit; a failed transaction is rolled back
 	}
 	switch m.mode.AfterReady(status, 0) {
 	case poolmode.Release:

@@ -91,6 +91,7 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 		mt.ServerUtil = m.linked.Mean(end) / float64(m.lim*len(m.pools))
 	}
 	m.poolerMetrics(&mt, end)
+	m.prepMetrics(&mt, wall)
 	mt.AppWaitL, mt.AppWaitLambda, mt.AppWaitW = m.app.waitQ.Little(end)
 	mt.AppWaitP99Ms = ms(r.appWaits.Percentile(99))
 	d := &r.dec

@@ -42,6 +42,7 @@ type model struct {
 	waitNo     int64       // numbers the waits for a server
 	nextServer int32       // servers opened so far (their ids)
 	srv        server
+	prep       prep
 	results    results
 	end        sim.Time // time of the last state change
 }
@@ -72,6 +73,7 @@ func simulate(cfg Config) (*model, *sim.Sim) {
 		linked:    sim.NewLevel(0),
 	}
 	m.app.init()
+	m.prep.init(cfg)
 	m.results.procConns = make([]int64, cfg.Pooler.Processes)
 	for i := range m.pools {
 		m.pools[i].init()

@@ -117,6 +117,15 @@ func (m *model) execute(s *sim.Sim, c int32) {
 	cn.cpuDemand = w.CPU.Sample(m.cpu)
 	cn.fixed = w.Query.Sample(m.query)
 	v := &m.srv
+	if parse, fail := m.parseCost(c); fail {
+		// ERROR: prepared statement does not exist; the transaction ends.
+		m.users[cn.user].txnFailed = true
+		cn.cpuDemand, cn.fixed = 0, 0
+	} else if v.cfg.Cores > 0 {
+		cn.cpuDemand += parse // parsing and planning is CPU work
+	} else {
+		cn.fixed += parse
+	}
 	if cn.cpuDemand > 0 && v.cfg.Cores > 0 {
 		now := s.Now()
 		v.advance(now)

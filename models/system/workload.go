@@ -13,6 +13,7 @@ type user struct {
 	appWaitNo int64    // number of its current app-pool wait, 0 when not waiting
 	txnStart  sim.Time // when the current transaction began (connection requested or first statement sent)
 	part      parts    // where the current transaction's time went
+	txnFailed bool     // a statement failed: the transaction ends at its reply
 	done      bool     // session over
 }
 
@@ -124,9 +125,14 @@ func (m *model) recv(s *sim.Sim, u int32) {
 	us := &m.users[u]
 	w := m.cfg.Workload
 	us.stmt++
-	last := int(us.stmt) == w.StmtsPerTxn
+	last := int(us.stmt) == w.StmtsPerTxn || us.txnFailed
 	if last {
-		m.results.txnDone(s.Now(), us)
+		if us.txnFailed {
+			us.txnFailed = false
+			m.results.m.PreparedErrorTxns++
+		} else {
+			m.results.txnDone(s.Now(), us)
+		}
 		us.stmt = 0
 		us.txn++
 		c := us.conn
