@@ -55,6 +55,25 @@ var Panels = []Panel{
 	{"Wait for a server connection, p99", "p99 acquire wait (ms)", func(m *system.Metrics) float64 { return m.WaitP99Ms }},
 }
 
+// appPanel replaces the last panel when the rows use an application pool:
+// the wait the application sees (for a pooled connection) and, on a CPU
+// server, the wait it cannot see (queueing for the server's CPU).
+var appPanel = Panel{"Visible wait (app pool, solid) vs hidden wait (CPU queue, dashed), p99", "p99 wait per transaction (ms)",
+	func(m *system.Metrics) float64 { return m.DecAppWaitP99Ms }}
+
+// hidden is appPanel's second, dashed series.
+func hidden(m *system.Metrics) float64 { return m.DecCPUQueueP99Ms }
+
+// panels chooses the panels for the rows.
+func panels(in Input) []Panel {
+	for _, r := range in.Rows {
+		if r.Config.AppPool.Mode != system.NoAppPool {
+			return append(Panels[:3:3], appPanel)
+		}
+	}
+	return Panels
+}
+
 // CheckPath accepts .png and .svg file names.
 func CheckPath(path string) error {
 	switch strings.ToLower(filepath.Ext(path)) {
@@ -216,7 +235,7 @@ func Draw(in Input, svg bool) (vg.CanvasWriterTo, error) {
 	}
 
 	plots := make([][]*gplot.Plot, 2)
-	for pi, panel := range Panels {
+	for pi, panel := range panels(in) {
 		p := gplot.New()
 		p.Title.Text = panel.Title
 		p.Title.TextStyle.Font.Size = vg.Points(13)
@@ -235,40 +254,46 @@ func Draw(in Input, svg bool) (vg.CanvasWriterTo, error) {
 		if !numeric {
 			p.X.Tick.Marker = categoryTicks(cats)
 		}
-		for li, l := range lines {
-			pts := make(plotter.XYs, 0, len(l.idx))
-			for _, j := range l.idx {
-				y := panel.Value(&in.Rows[j].Metrics)
-				if math.IsNaN(y) || math.IsInf(y, 0) {
-					continue
+		values := []func(*system.Metrics) float64{panel.Value}
+		if panel.Title == appPanel.Title {
+			values = append(values, hidden)
+		}
+		for vi, value := range values {
+			for li, l := range lines {
+				pts := make(plotter.XYs, 0, len(l.idx))
+				for _, j := range l.idx {
+					y := value(&in.Rows[j].Metrics)
+					if math.IsNaN(y) || math.IsInf(y, 0) {
+						continue
+					}
+					pts = append(pts, plotter.XY{X: xs[j], Y: y})
 				}
-				pts = append(pts, plotter.XY{X: xs[j], Y: y})
-			}
-			sort.SliceStable(pts, func(a, b int) bool { return pts[a].X < pts[b].X })
-			ln, err := plotter.NewLine(pts)
-			if err != nil {
-				return nil, fmt.Errorf("plot: %s: %v", l.label, err)
-			}
-			ln.Color = lineColor(li)
-			ln.Width = vg.Points(1.8)
-			ln.Dashes = plotutil.Dashes(li / len(palette))
-			p.Add(ln)
-			var sc *plotter.Scatter
-			if len(pts) <= 40 {
-				sc, err = plotter.NewScatter(pts)
+				sort.SliceStable(pts, func(a, b int) bool { return pts[a].X < pts[b].X })
+				ln, err := plotter.NewLine(pts)
 				if err != nil {
-					return nil, err
+					return nil, fmt.Errorf("plot: %s: %v", l.label, err)
 				}
-				sc.Color = ln.Color
-				sc.Shape = plotutil.Shape(li)
-				sc.Radius = vg.Points(2.5)
-				p.Add(sc)
-			}
-			if pi == 0 && l.label != "" {
-				if sc != nil {
-					p.Legend.Add(l.label, ln, sc)
-				} else {
-					p.Legend.Add(l.label, ln)
+				ln.Color = lineColor(li)
+				ln.Width = vg.Points(1.8)
+				ln.Dashes = plotutil.Dashes(li/len(palette) + vi)
+				p.Add(ln)
+				var sc *plotter.Scatter
+				if len(pts) <= 40 {
+					sc, err = plotter.NewScatter(pts)
+					if err != nil {
+						return nil, err
+					}
+					sc.Color = ln.Color
+					sc.Shape = plotutil.Shape(li)
+					sc.Radius = vg.Points(2.5)
+					p.Add(sc)
+				}
+				if pi == 0 && vi == 0 && l.label != "" {
+					if sc != nil {
+						p.Legend.Add(l.label, ln, sc)
+					} else {
+						p.Legend.Add(l.label, ln)
+					}
 				}
 			}
 		}
