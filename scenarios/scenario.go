@@ -387,7 +387,7 @@ func (s *Scenario) Points() ([]Point, error) {
 		next := make([]Point, 0, len(points)*len(a.Values))
 		for _, p := range points {
 			for _, v := range a.Values {
-				q := Point{Params: append(append([]Param(nil), p.Params...), Param{a.Key, valueText(v)}), Config: p.Config}
+				q := Point{Params: append(append([]Param(nil), p.Params...), Param{a.Key, ValueText(v)}), Config: p.Config}
 				if err := set(&q.Config, v); err != nil {
 					return nil, invalid(s.Source, v.Line, "sweep: %s: %v", a.Key, err)
 				}
@@ -411,8 +411,8 @@ func (s *Scenario) Points() ([]Point, error) {
 	return points, nil
 }
 
-// valueText is a value as written: the scalar, or a flow-style mapping.
-func valueText(n *yaml.Node) string {
+// ValueText is a value as written: the scalar, or a flow-style mapping.
+func ValueText(n *yaml.Node) string {
 	if n.Kind == yaml.ScalarNode {
 		return n.Value
 	}

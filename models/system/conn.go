@@ -26,14 +26,7 @@ type conn struct {
 // backend (start-up queue, max_connections); a pooler answers the login
 // itself, so it only checks max_client_conn.
 func (m *model) openConn(s *sim.Sim, u int32) {
-	var c int32
-	if n := len(m.freeConns); n > 0 {
-		c = m.freeConns[n-1]
-		m.freeConns = m.freeConns[:n-1]
-	} else {
-		c = int32(len(m.conns))
-		m.conns = append(m.conns, conn{})
-	}
+	c := take(&m.conns, &m.freeConns)
 	d := m.conns[c].driver
 	m.conns[c] = conn{user: u, server: -1, requested: s.Now()}
 	m.results.m.ConnsOpened++

@@ -42,14 +42,7 @@ func (m *model) scheduleArrival(s *sim.Sim) {
 }
 
 func (m *model) arrival(s *sim.Sim) {
-	var id int32
-	if n := len(m.freeUsers); n > 0 {
-		id = m.freeUsers[n-1]
-		m.freeUsers = m.freeUsers[:n-1]
-	} else {
-		id = int32(len(m.users))
-		m.users = append(m.users, user{})
-	}
+	id := take(&m.users, &m.freeUsers)
 	m.users[id] = newUser()
 	m.startSession(s, id)
 	m.scheduleArrival(s)
@@ -184,4 +177,16 @@ func (m *model) endSession(u int32) {
 	if m.cfg.Workload.Open() {
 		m.freeUsers = append(m.freeUsers, u)
 	}
+}
+
+// take returns a free slot of items for reuse, or appends a new one.
+func take[T any](items *[]T, free *[]int32) int32 {
+	if n := len(*free); n > 0 {
+		id := (*free)[n-1]
+		*free = (*free)[:n-1]
+		return id
+	}
+	var zero T
+	*items = append(*items, zero)
+	return int32(len(*items) - 1)
 }

@@ -17,6 +17,7 @@ package vary
 import (
 	"errors"
 	"fmt"
+	"github.com/poolsim/poolsim/scenarios"
 	"math"
 	"strconv"
 	"strings"
@@ -44,23 +45,9 @@ type Axis struct {
 func (a Axis) Texts() []string {
 	out := make([]string, len(a.Values))
 	for i, v := range a.Values {
-		out[i] = Text(v)
+		out[i] = scenarios.ValueText(v)
 	}
 	return out
-}
-
-// Text is a value node as written: the scalar, or a flow-style mapping.
-func Text(n *yaml.Node) string {
-	if n.Kind == yaml.ScalarNode {
-		return n.Value
-	}
-	c := *n
-	c.Style = yaml.FlowStyle
-	b, err := yaml.Marshal(&c)
-	if err != nil {
-		return "?"
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // ErrSyntax wraps every parse error.
@@ -311,9 +298,9 @@ func Ints(s string) ([]int, bool, error) {
 	}
 	out := make([]int, 0, len(nodes))
 	for _, n := range nodes {
-		v, err := strconv.Atoi(Text(n))
+		v, err := strconv.Atoi(scenarios.ValueText(n))
 		if err != nil {
-			return nil, false, fmt.Errorf("%q is not a whole number", Text(n))
+			return nil, false, fmt.Errorf("%q is not a whole number", scenarios.ValueText(n))
 		}
 		out = append(out, v)
 	}

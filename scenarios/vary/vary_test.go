@@ -1,6 +1,7 @@
 package vary
 
 import (
+	"github.com/poolsim/poolsim/scenarios"
 	"strings"
 	"testing"
 )
@@ -34,7 +35,7 @@ func TestValues(t *testing.T) {
 		}
 		var got []string
 		for _, n := range nodes {
-			got = append(got, Text(n))
+			got = append(got, scenarios.ValueText(n))
 		}
 		if strings.Join(got, " ") != tt.want || log != tt.log {
 			t.Errorf("%q = %q (log %v), want %q (log %v)", tt.in, strings.Join(got, " "), log, tt.want, tt.log)
