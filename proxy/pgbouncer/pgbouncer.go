@@ -84,7 +84,10 @@ type Config struct {
 	ServerResetQuery *string
 	// SoReuseport sets so_reuseport = 1 (several PgBouncers on one port).
 	SoReuseport bool
-	// ListenPort is the TCP port on 127.0.0.1; 0 = a free port.
+	// ListenPort is the TCP port on 127.0.0.1; 0 = a free port. With
+	// SoReuseport it may be the port of a running sibling (start the first
+	// with 0, the others with its Port()): Start then waits for this
+	// process's own "listening on" log line, since the port already answers.
 	ListenPort int
 	// Extra holds any other pgbouncer.ini [pgbouncer] settings; they win
 	// over the fields above. Written sorted by key.
@@ -364,7 +367,7 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 			return nil, fmt.Errorf("pgbouncer: start: %w", err)
 		}
 		p.proc, p.port = proc, port
-		err = p.waitReady(ctx)
+		err = p.waitReady(ctx, cfg.SoReuseport && cfg.ListenPort != 0)
 		if err == nil {
 			break
 		}
@@ -390,7 +393,10 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func (p *PgBouncer) waitReady(ctx context.Context) error {
+// waitReady waits until the port accepts connections. When shared is set
+// (so_reuseport on a port a sibling may already serve) it also waits for
+// this process's own "listening on 127.0.0.1:<port>" log line.
+func (p *PgBouncer) waitReady(ctx context.Context, shared bool) error {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port))
 	var d net.Dialer
 	for {
@@ -399,7 +405,13 @@ func (p *PgBouncer) waitReady(ctx context.Context) error {
 		cancel()
 		if err == nil {
 			conn.Close()
-			return nil
+			if !shared {
+				return nil
+			}
+			if log, _ := os.ReadFile(p.LogPath()); bytes.Contains(log, []byte("listening on "+addr)) {
+				return nil
+			}
+			err = errors.New(`no "listening on ` + addr + `" in the log yet`)
 		}
 		t := time.NewTimer(20 * time.Millisecond)
 		select {
