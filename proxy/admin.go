@@ -207,10 +207,11 @@ func (p *Proxy) showStats() [][]string {
 				c.mu.Unlock()
 			}
 		}
-		// total_client_parse_count and total_server_parse_count are equal:
-		// the proxy forwards every Parse.
+		// The parse and bind counts stay 0 unless prepared statements are
+		// tracked (max_prepared_statements > 0, transaction or statement
+		// mode), as in PgBouncer.
 		for i, v := range []int64{st.assignments, st.xacts, st.queries, st.received, st.sent, st.xactTime,
-			st.queryTime, st.waitTime, st.parses, st.parses, st.binds, st.logins} {
+			st.queryTime, st.waitTime, st.clientParses, st.serverParses, st.binds, st.logins} {
 			a.v[i] += v
 		}
 	}
@@ -265,6 +266,7 @@ func (p *Proxy) showClients() [][]string {
 		if c.server != nil {
 			link, state = ptr(c.server.id), "active"
 		}
+		prepared := len(c.stmts)
 		c.mu.Unlock()
 		var wait time.Duration
 		if w := c.waiting.Load(); w != 0 {
@@ -280,7 +282,7 @@ func (p *Proxy) showClients() [][]string {
 		us := wait.Microseconds()
 		rows = append(rows, []string{"C", c.pool.key.user, c.pool.key.db, "none", state, addr, port, laddr, lport,
 			c.connectTime.Format(adminTime), req.Format(adminTime), itoa(us / 1e6), itoa(us % 1e6), "0",
-			ptr(c.id), link, "0", "", c.appName, "0", itoa(int64(c.id))})
+			ptr(c.id), link, "0", "", c.appName, itoa(int64(prepared)), itoa(int64(c.id))})
 	}
 	return rows
 }
@@ -304,7 +306,7 @@ func (p *Proxy) showServers() [][]string {
 			laddr, lport := hostPort(s.conn.LocalAddr())
 			rows = append(rows, []string{"S", pl.key.user, pl.key.db, "none", state, addr, port, laddr, lport,
 				s.connectTime.Format(adminTime), req.Format(adminTime), "0", "0", "0",
-				ptr(s.id), link, itoa(int64(s.pid)), "", "", "0", itoa(int64(s.id))})
+				ptr(s.id), link, itoa(int64(s.pid)), "", "", itoa(int64(s.ps.count())), itoa(int64(s.id))})
 		}
 	}
 	return rows

@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -42,6 +44,12 @@ type client struct {
 	xactStart        time.Time
 	queryStart       time.Time
 	st               counters // this client's share of SHOW STATS
+
+	// Prepared statements (Proxy.psOn): the client's statement names, and
+	// buffers for the message being rewritten and for what it becomes.
+	stmts map[string]*psEntry
+	msg   []byte
+	out   []byte
 
 	// Waiting for a server. While queued the client's complete messages are
 	// kept in pending and its goroutine goes on reading the client, so the
@@ -86,6 +94,22 @@ func (c *client) serve() {
 		if typ == 'X' {
 			c.finish(false)
 			return
+		}
+		// With prepared statements tracked, Parse, Bind, Describe and Close
+		// are read whole to be rewritten; a Close of a named statement is
+		// answered here and needs no server.
+		var raw []byte
+		if c.px.psOn && (typ == 'P' || typ == 'B' || typ == 'D' || typ == 'C') {
+			if raw, err = c.readMsg(n); err != nil {
+				c.finish(true)
+				return
+			}
+			if typ == 'C' {
+				if name, ok := namedStmtClose(raw[5:]); ok {
+					c.psClose(name, n)
+					continue
+				}
+			}
 		}
 		c.mu.Lock()
 		s := c.server
@@ -153,11 +177,30 @@ func (c *client) serve() {
 				return
 			}
 		}
+		var out []byte
+		if raw != nil {
+			var fatal string
+			if out, fatal = c.psRequest(s, raw, c.out[:0]); fatal != "" {
+				c.mu.Unlock()
+				c.fatal(poolerError(fatal))
+				c.finish(false)
+				return
+			}
+		} else if c.px.psOn {
+			c.psTrack(s, typ)
+		}
 		c.count(typ, now)
 		c.sending = true
 		c.mu.Unlock()
 
-		rerr := forward(s.w, c.r, n)
+		var rerr error
+		if raw != nil {
+			_, rerr = s.w.Write(out)
+			c.out = keepSmall(out)
+			c.msg = keepSmall(c.msg)
+		} else {
+			rerr = forward(s.w, c.r, n)
+		}
 		var werr error
 		if rerr == nil && !wholeMessageBuffered(c.r) {
 			werr = s.w.Flush()
@@ -212,12 +255,21 @@ func (c *client) fromServer(s *server, typ byte, n int) error {
 		_, err := s.r.Discard(n)
 		return err
 	}
+	ps := c.px.psOn
 	if typ != 'Z' {
-		err := forward(c.w, s.r, n)
+		var err error
+		if ps && c.psResponse(s, typ, n) {
+			_, err = s.r.Discard(n) // the response to a request the proxy made
+		} else {
+			err = forward(c.w, s.r, n)
+			c.st.sent += int64(n)
+		}
+		if ps {
+			c.psFakes(s)
+		}
 		if err == nil && !wholeMessageBuffered(s.r) {
 			_ = c.w.Flush()
 		}
-		c.st.sent += int64(n)
 		c.mu.Unlock()
 		return err
 	}
@@ -231,6 +283,9 @@ func (c *client) fromServer(s *server, typ byte, n int) error {
 		return errProtocol
 	}
 	status := poolmode.TxStatus(b[5])
+	if ps {
+		c.psReady(s)
+	}
 	now := time.Now()
 	st := &c.st
 	st.queries++
@@ -262,6 +317,9 @@ func (c *client) fromServer(s *server, typ byte, n int) error {
 	}
 	_, _ = c.w.Write(b)
 	_, _ = s.r.Discard(n)
+	if ps {
+		c.psFakes(s)
+	}
 	_ = c.w.Flush()
 	st.sent += int64(n)
 	release := false
@@ -293,7 +351,15 @@ func (c *client) unlinkLocked(s *server) {
 // cleanLocked reports whether the client is between requests and outside a
 // transaction block, so its server could be reused. c.mu is held.
 func (c *client) cleanLocked() bool {
-	return !c.sending && c.outstanding == 0 && !c.pendingExt && c.txStatus == poolmode.Idle
+	if c.sending || c.outstanding != 0 || c.pendingExt || c.txStatus != poolmode.Idle {
+		return false
+	}
+	if s := c.server; s != nil && c.px.psOn {
+		s.ps.mu.Lock()
+		defer s.ps.mu.Unlock()
+		return s.ps.pending() == 0
+	}
+	return true
 }
 
 // finish ends the client: its server is reset, released or closed as
@@ -308,6 +374,7 @@ func (c *client) finish(partial bool) {
 	}
 	queued := c.queued
 	c.queued, c.gone = false, true
+	c.forgetStmts()
 	c.mu.Unlock()
 	if queued {
 		c.pool.dequeue(&c.wait)
@@ -377,7 +444,9 @@ func (c *client) queue(n int, now time.Time) (s *server, queued bool, err error)
 	c.outstanding, c.pendingExt, c.txStatus = 0, false, poolmode.Idle
 	c.pending = c.pending[:0]
 	k := 0
-	if n <= maxPending {
+	// With prepared statements tracked, nothing is queued: messages are
+	// rewritten for the server they go to, once it is linked.
+	if n <= maxPending && !c.px.psOn {
 		k = c.completeBuffered(maxPending)
 	}
 	if k > 0 {
@@ -442,12 +511,38 @@ func (c *client) count(typ byte, now time.Time) {
 		c.pendingExt = false
 	case 'P', 'B', 'E', 'D', 'C':
 		c.pendingExt = true
-		if typ == 'P' {
-			c.st.parses++
-		} else if typ == 'B' {
-			c.st.binds++
-		}
 	}
+}
+
+// readMsg reads the next whole message of n bytes into c.msg. Beyond 1 MB
+// the buffer grows with the bytes that arrive, not with the length the
+// client claims.
+func (c *client) readMsg(n int) ([]byte, error) {
+	if n > 1<<20 {
+		buf := bytes.NewBuffer(c.msg[:0])
+		if _, err := io.CopyN(buf, c.r, int64(n)); err != nil {
+			return nil, err
+		}
+		c.msg = buf.Bytes()
+		return c.msg, nil
+	}
+	if cap(c.msg) < n {
+		c.msg = make([]byte, n)
+	}
+	b := c.msg[:n]
+	if _, err := io.ReadFull(c.r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// keepSmall returns b emptied, or nil when it has grown large, so that an
+// idle client keeps no large buffer.
+func keepSmall(b []byte) []byte {
+	if cap(b) > 64<<10 {
+		return nil
+	}
+	return b[:0]
 }
 
 // writePending writes the queued messages to the newly linked server;

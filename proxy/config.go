@@ -50,6 +50,15 @@ type Config struct {
 	// ServerLifetime is server_lifetime: a server older than this is closed
 	// when it is released; 0 disables it.
 	ServerLifetime time.Duration
+	// MaxPreparedStatements is max_prepared_statements: in transaction and
+	// statement mode, with N > 0, the proxy tracks protocol-level named
+	// prepared statements (PgBouncer 1.21+) and keeps at most N prepared on
+	// each server connection, least recently used closed first; 0 turns
+	// tracking off and named statements pass through untouched, as in
+	// PgBouncer before 1.21. PgBouncer's default has been 200 since 1.24;
+	// DefaultConfig keeps 0, the behaviour of the PgBouncer 1.18 poolsim
+	// validates against (see DefaultConfig).
+	MaxPreparedStatements int
 	// ServerResetQuery is server_reset_query, run in session mode when a
 	// client leaves before its server is reused; empty disables it.
 	ServerResetQuery string
@@ -75,7 +84,11 @@ type Config struct {
 const DefaultWaitLog = 1 << 20
 
 // DefaultConfig returns PgBouncer's defaults: session pooling, 20 servers
-// per pool, 100 clients, trust authentication on 127.0.0.1:6432.
+// per pool, 100 clients, trust authentication on 127.0.0.1:6432. One
+// default differs: MaxPreparedStatements is 0 (PgBouncer 1.24+ has 200),
+// so that, like the PgBouncer 1.18 the validator compares against,
+// protocol-level prepared statements break in transaction pooling unless
+// the setting is given; models/compat reads the same setting.
 func DefaultConfig() Config {
 	return Config{
 		Listen:               "127.0.0.1:6432",
@@ -112,6 +125,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxClientConn < 1 {
 		return fmt.Errorf("max_client_conn: %d: want at least 1", c.MaxClientConn)
+	}
+	if c.MaxPreparedStatements < 0 {
+		return fmt.Errorf("max_prepared_statements: %d: want 0 (off) or more", c.MaxPreparedStatements)
 	}
 	if c.MaxDBConnections < 0 {
 		return fmt.Errorf("max_db_connections: %d: want 0 (unlimited) or more", c.MaxDBConnections)

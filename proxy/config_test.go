@@ -15,7 +15,8 @@ func TestDefaultConfigIsPgBouncers(t *testing.T) {
 	if c.Mode != poolmode.Session || c.PoolSize != 20 || c.MaxClientConn != 100 || c.MaxDBConnections != 0 ||
 		c.QueryWaitTimeout != 120*time.Second || c.ServerConnectTimeout != 15*time.Second ||
 		c.ServerIdleTimeout != 600*time.Second || c.ServerLifetime != 3600*time.Second ||
-		c.ServerResetQuery != "DISCARD ALL" || c.AuthType != AuthTrust || c.Listen != "127.0.0.1:6432" {
+		c.ServerResetQuery != "DISCARD ALL" || c.AuthType != AuthTrust || c.Listen != "127.0.0.1:6432" ||
+		c.MaxPreparedStatements != 0 { // PgBouncer 1.18's behaviour; 1.24+ defaults to 200
 		t.Errorf("DefaultConfig() = %+v, want PgBouncer's defaults", c)
 	}
 }
@@ -39,6 +40,8 @@ func TestValidate(t *testing.T) {
 		{"pool size 0", func(c *Config) { c.PoolSize = 0 }, "default_pool_size"},
 		{"max_client_conn 0", func(c *Config) { c.MaxClientConn = 0 }, "max_client_conn"},
 		{"negative max_db_connections", func(c *Config) { c.MaxDBConnections = -1 }, "max_db_connections"},
+		{"negative max_prepared_statements", func(c *Config) { c.MaxPreparedStatements = -1 }, "max_prepared_statements"},
+		{"max_prepared_statements 200", func(c *Config) { c.MaxPreparedStatements = 200 }, ""},
 		{"negative query_wait_timeout", func(c *Config) { c.QueryWaitTimeout = -time.Second }, "query_wait_timeout"},
 		{"zero server_connect_timeout", func(c *Config) { c.ServerConnectTimeout = 0 }, "server_connect_timeout"},
 		{"bad auth_type", func(c *Config) { c.AuthType = "md5" }, "auth_type"},

@@ -42,6 +42,28 @@
 // ServerIdleTimeout are closed (checked three times a second), and servers
 // older than ServerLifetime are closed when released.
 //
+// # Prepared statements
+//
+// With MaxPreparedStatements > 0, transaction and statement pooling track
+// protocol-level named prepared statements as PgBouncer 1.21+ does
+// (src/prepare.c; see prepare.go): a client's statement names map to
+// proxy-wide statements PGBOUNCER_<id>, one per query text and parameter
+// types; Parse, Bind, Describe and Close are rewritten; a server lacking a
+// statement gets a Parse first; each server keeps at most
+// MaxPreparedStatements, least recently used closed first; a Parse the
+// server has, and every Close of a named statement, are answered by the
+// proxy. Responses are kept in order under pipelining by a per-server queue
+// of expected responses, each forwarded, swallowed or faked. DEALLOCATE ALL
+// and DISCARD ALL forget the client's names and the server's statements.
+// A client reusing a name it has, or binding one it does not have, is
+// disconnected with PgBouncer's FATAL "prepared statement name is already
+// in use" or "prepared statement did not exist". Unnamed statements and
+// SQL-level PREPARE pass through. With 0 (the default, PgBouncer 1.18's
+// behaviour) or in session mode every message passes through untouched.
+// Only while tracking do Parse and Bind messages need to be decoded, and a
+// waiting client's requests are then not queued with the pool (they are
+// rewritten for the server they go to).
+//
 // A CancelRequest carrying a key the proxy gave out is forwarded, with the
 // linked server's real key, over a new upstream connection; the server is
 // held back from reuse until the cancel has settled.
@@ -49,7 +71,8 @@
 // The virtual database "pgbouncer" is an admin console (simple query
 // protocol) answering SHOW POOLS, SHOW STATS, SHOW CLIENTS, SHOW SERVERS,
 // SHOW VERSION and SHOW HELP with PgBouncer's column names in PgBouncer's
-// order. Proxy.Waits reports every server assignment's wait (request
+// order (prepared_statements in SHOW CLIENTS and SHOW SERVERS, the parse
+// and bind counts of SHOW STATS, filled while statements are tracked). Proxy.Waits reports every server assignment's wait (request
 // reached the proxy -> server linked) for the validator, in bounded memory.
 //
 // # Forwarding
@@ -57,7 +80,8 @@
 // Messages are forwarded as bytes: the proxy reads a 5-byte header and
 // copies the message from its read buffer into the peer's write buffer;
 // only ReadyForQuery is decoded on the server side, and only the type byte
-// on the client side. Buffers are flushed when the reader has no complete
+// on the client side (while prepared statements are tracked, also Parse,
+// Bind, Describe and Close, and the tags of short CommandCompletes). Buffers are flushed when the reader has no complete
 // message left, so a pipeline is written in one go and nobody waits on
 // bytes sitting in a buffer. Each client has one goroutine (reading the
 // client, writing its server) and each server one (reading the server,

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -52,14 +54,50 @@ func FuzzClient(f *testing.F) {
 	f.Add(true, uint8(1), msg('X', ""))
 	f.Add(true, uint8(0), append(q, msg('X', "")...))
 
+	// Named statements, for the proxies that track them (modes 3 and 4):
+	// Parse, Bind, Describe, Close, reuse of a name, unknown names,
+	// evictions (the cache holds 2), a pipeline with fakes in it.
+	cat := func(ms ...[]byte) []byte { return bytes.Join(ms, nil) }
+	parse := func(name, query string) []byte { return msg('P', name+"\x00"+query+"\x00\x00\x00") }
+	bind := func(name string) []byte { return msg('B', "\x00"+name+"\x00\x00\x00\x00\x00\x00\x00") }
+	exec := msg('E', "\x00\x00\x00\x00\x00")
+	sync := msg('S', "")
+	closeS := func(name string) []byte { return msg('C', "S"+name+"\x00") }
+	describe := func(kind, name string) []byte { return msg('D', kind+name+"\x00") }
+	named := [][]byte{
+		cat(parse("s1", "select 1"), bind("s1"), exec, sync),
+		cat(parse("s1", "select 1"), sync, bind("s1"), exec, sync, parse("s1", "select 1"), sync),
+		cat(parse("s1", "select 1"), sync, closeS("s1"), sync, bind("s1"), exec, sync),
+		cat(parse("a", "select 1"), parse("b", "select 2"), parse("c", "select 3"), bind("a"), exec, describe("S", "b"), bind("c"), exec, sync),
+		cat(parse("a", "select 1"), sync, parse("b", "select 1"), bind("b"), exec, closeS("a"), closeS("b"), sync, parse("a", "select 2"), sync),
+		cat(closeS("nothing"), msg('H', ""), bind("nothing"), sync),
+		cat(describe("S", "nothing"), sync),
+		cat(describe("P", ""), parse("", "select 1"), bind(""), closeS(""), msg('C', "P\x00"), sync),
+		cat(parse("x", "select 1"), q, bind("x"), exec, sync, msg('Q', "BEGIN\x00"), bind("x"), exec, sync),
+		cat(msg('P', "s1\x00select 1"), sync),
+		cat(msg('B', "\x00s1"), sync),
+		cat(msg('D', "S"), msg('C', "S"), sync),
+		cat(parse("s1", "select 1"), bind("s1"), exec, []byte{'S', 0, 0}), // leaves mid-message
+		{'P', 0x3f, 0xff, 0xff, 0xff, 's', '1', 0},                        // claims 1 GB, sends 3 bytes
+	}
+	for _, b := range named {
+		f.Add(true, uint8(3), b)
+		f.Add(true, uint8(4), b)
+	}
+
 	fake := startFakePG(f)
-	var proxies [3]*Proxy
-	for i, mode := range []poolmode.Mode{poolmode.Session, poolmode.Transaction, poolmode.Statement} {
+	// Modes 0-2: session, transaction, statement; 3 and 4: transaction and
+	// statement tracking prepared statements, 2 per server.
+	var proxies [5]*Proxy
+	for i, mode := range []poolmode.Mode{poolmode.Session, poolmode.Transaction, poolmode.Statement, poolmode.Transaction, poolmode.Statement} {
 		cfg := DefaultConfig()
 		cfg.Listen = "127.0.0.1:0"
 		cfg.Upstream = fake.dsn()
 		cfg.Mode = mode
 		cfg.PoolSize = 2
+		if i >= 3 {
+			cfg.MaxPreparedStatements = 2
+		}
 		cfg.ShutdownTimeout = time.Second
 		p, err := New(cfg)
 		if err != nil {
@@ -113,9 +151,17 @@ func FuzzClient(f *testing.F) {
 			time.Sleep(time.Millisecond)
 		}
 		// Servers the proxy closed may take a moment to be noticed by the fake.
-		for n := fake.open.Load(); n > 3*2; n = fake.open.Load() {
+		for n := fake.open.Load(); n > int64(len(proxies))*2; n = fake.open.Load() {
 			if time.Now().After(deadline) {
-				t.Fatalf("fake server has %d connections open, more than the pools allow (6)", n)
+				t.Fatalf("fake server has %d connections open, more than the pools allow (%d)", n, len(proxies)*2)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		// Every registered statement is held by a server's cache (the
+		// client's names are gone), and no server expects a response.
+		for err := psConsistent(p); err != nil; err = psConsistent(p) {
+			if time.Now().After(deadline) {
+				t.Fatal(err)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -138,4 +184,51 @@ func proxyLoad(p *Proxy) (clients, busy int) {
 		pl.mu.Unlock()
 	}
 	return clients, busy
+}
+
+// psConsistent checks the prepared-statement bookkeeping of an idle proxy:
+// each registered statement has exactly as many references as client names
+// and server caches (and eviction Closes in flight) hold, and no server
+// holds a statement the registry lost.
+func psConsistent(p *Proxy) error {
+	want := map[*psEntry]int{}
+	for _, c := range p.clientList() {
+		c.mu.Lock()
+		for _, e := range c.stmts {
+			want[e]++
+		}
+		c.mu.Unlock()
+	}
+	for _, pl := range p.poolList() {
+		for _, s := range pl.allServers() {
+			s.ps.mu.Lock()
+			for e := range s.ps.cache {
+				want[e]++
+			}
+			for _, r := range s.ps.queue[s.ps.head:] {
+				if r.typ == 'C' && r.stmt != nil {
+					want[r.stmt]++
+				}
+			}
+			pending := s.ps.pending()
+			s.ps.mu.Unlock()
+			if pending > 0 && s.client.Load() == nil {
+				return fmt.Errorf("server %d is unlinked with %d responses due", s.id, pending)
+			}
+		}
+	}
+	p.ps.mu.Lock()
+	defer p.ps.mu.Unlock()
+	for e, n := range want {
+		if p.ps.byKey[e.key] != e {
+			return fmt.Errorf("statement %s is held but not registered", e.name)
+		}
+		if e.refs != n {
+			return fmt.Errorf("statement %s has %d references, %d holders", e.name, e.refs, n)
+		}
+	}
+	if len(p.ps.byKey) != len(want) {
+		return fmt.Errorf("%d statements registered, %d held", len(p.ps.byKey), len(want))
+	}
+	return nil
 }

@@ -80,6 +80,10 @@ func serveProxy(t *testing.T, cfg Config) *testProxy {
 			if err != nil {
 				t.Errorf("Serve: %v", err)
 			}
+			// Every client and server is gone: no statement may be left.
+			if n := p.ps.size(); n != 0 {
+				t.Errorf("after Serve: %d prepared statements still registered", n)
+			}
 		case <-time.After(cfg.ShutdownTimeout + 10*time.Second):
 			t.Errorf("Serve did not return after shutdown")
 		}

@@ -73,7 +73,11 @@ type waiter struct {
 type counters struct {
 	assignments, xacts, queries, received, sent int64
 	xactTime, queryTime, waitTime, logins       int64
-	parses, binds                               int64
+	// Prepared statements, counted only while they are tracked, as
+	// PgBouncer does: named Parses from clients, Parses sent to servers
+	// for named statements (forwarded or injected), Binds of named
+	// statements.
+	clientParses, serverParses, binds int64
 }
 
 func (a *counters) add(b *counters) {
@@ -86,7 +90,8 @@ func (a *counters) add(b *counters) {
 	a.queryTime += b.queryTime
 	a.waitTime += b.waitTime
 	a.logins += b.logins
-	a.parses += b.parses
+	a.clientParses += b.clientParses
+	a.serverParses += b.serverParses
 	a.binds += b.binds
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/poolsim/poolsim/models/poolmode"
 )
 
 // Proxy is a PgBouncer-style pooler. Create it with New, run it with Serve
@@ -40,6 +42,12 @@ type Proxy struct {
 	served   bool
 
 	stats proxyStats
+
+	// Prepared statements are tracked in transaction and statement mode
+	// with MaxPreparedStatements > 0 (PgBouncer's
+	// is_prepared_statements_enabled); ps is the proxy-wide registry.
+	psOn bool
+	ps   psRegistry
 }
 
 type proxyStats struct {
@@ -68,6 +76,7 @@ func New(cfg Config) (*Proxy, error) {
 		clients:  map[*client]struct{}{},
 		keys:     map[uint64]*client{},
 		waits:    waitLog{max: cfg.WaitLog},
+		psOn:     cfg.MaxPreparedStatements > 0 && cfg.Mode != poolmode.Session,
 	}
 	if cfg.AuthType == AuthSCRAM {
 		if p.secrets, err = loadAuthFile(cfg.AuthFile); err != nil {

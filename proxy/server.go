@@ -55,6 +55,10 @@ type server struct {
 	closed    bool
 	cancels   int  // cancel requests in flight
 	held      bool // released while cancels were in flight
+
+	// ps is the server's prepared statements and expected responses
+	// (Proxy.psOn only).
+	ps psServer
 }
 
 var serverIDs atomic.Uint64
@@ -93,6 +97,7 @@ func dialServer(ctx context.Context, p *pool) (*server, map[string]string, error
 // to server_reset_query and notices, and closes the server on anything else.
 func (s *server) run() {
 	defer s.pool.px.wg.Done()
+	defer s.ps.release(&s.pool.px.ps) // the connection is closed: its statements are gone
 	var scratch []byte
 	for {
 		typ, n, err := header(s.r)

@@ -34,9 +34,21 @@ SIGINT or SIGTERM stop accepting clients, let transactions finish for up to
 The upstream URL supplies host, port, password and TLS settings; database and
 user come from each client's login, and each (database, user) is one pool.
 
+Prepared statements: with --max-prepared-statements N > 0, transaction and
+statement pooling track protocol-level named prepared statements as PgBouncer
+1.21+ does: each client's names map to proxy-wide statements (PGBOUNCER_<id>),
+a server lacking one gets a Parse first, and each server keeps at most N (least
+recently used closed). pgbench -M prepared and drivers' statement caches (pgx,
+JDBC) then work. The default is 0, not PgBouncer 1.24's 200: it matches the
+PgBouncer 1.18 poolsim validates against, where named statements pass through
+and fail on another server ("prepared statement ... does not exist"). SHOW
+STATS counts total_client_parse_count, total_server_parse_count and
+total_bind_count only while statements are tracked. Session mode never tracks.
+
 Examples:
   poolsim proxy --upstream postgres://app:secret@127.0.0.1:5432/app --mode transaction
   poolsim proxy --upstream 'host=/var/run/postgresql' --pool-size 10 --max-client-conn 500
+  poolsim proxy --upstream postgres://app@127.0.0.1:5432/app --mode transaction --max-prepared-statements 200
   poolsim proxy --listen 0.0.0.0:6432 --auth-type scram-sha-256 --auth-file userlist.txt \
       --upstream postgres://127.0.0.1:5432/app
   psql 'postgres://app@127.0.0.1:6432/pgbouncer' -c 'SHOW POOLS'
@@ -62,6 +74,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.ServerConnectTimeout, "server-connect-timeout", def.ServerConnectTimeout, "server_connect_timeout: limit on one server login")
 	fs.DurationVar(&cfg.ServerIdleTimeout, "server-idle-timeout", def.ServerIdleTimeout, "server_idle_timeout: close servers idle this long, 0 = never")
 	fs.DurationVar(&cfg.ServerLifetime, "server-lifetime", def.ServerLifetime, "server_lifetime: close servers this old at release, 0 = never")
+	fs.IntVar(&cfg.MaxPreparedStatements, "max-prepared-statements", def.MaxPreparedStatements,
+		"max_prepared_statements: named prepared statements kept per server connection in transaction/statement mode; 0 = off, as in PgBouncer 1.18 (1.24+ defaults to 200)")
 	fs.StringVar(&cfg.ServerResetQuery, "server-reset-query", def.ServerResetQuery, "server_reset_query: run in session mode before a server is reused")
 	fs.StringVar(&cfg.AuthType, "auth-type", def.AuthType, "auth_type: trust or scram-sha-256")
 	fs.StringVar(&cfg.AuthFile, "auth-file", "", "auth_file: PgBouncer userlist.txt (\"user\" \"password or SCRAM secret\")")
@@ -102,8 +116,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	fmt.Fprintf(stdout, "poolsim proxy: listening on %s, %s pooling, pool size %d, upstream %s\n",
-		ln.Addr(), cfg.Mode, cfg.PoolSize, redact(cfg.Upstream))
+	prepared := ""
+	if cfg.MaxPreparedStatements > 0 && cfg.Mode != poolmode.Session {
+		prepared = fmt.Sprintf(", max %d prepared statements per server", cfg.MaxPreparedStatements)
+	}
+	fmt.Fprintf(stdout, "poolsim proxy: listening on %s, %s pooling, pool size %d%s, upstream %s\n",
+		ln.Addr(), cfg.Mode, cfg.PoolSize, prepared, redact(cfg.Upstream))
 	start := time.Now()
 	if err := p.Serve(ctx, ln); err != nil {
 		return err

@@ -19,7 +19,7 @@ func TestProxyHelp(t *testing.T) {
 	for _, flag := range []string{"--listen", "--upstream", "--mode", "--pool-size", "--max-client-conn",
 		"--max-db-connections", "--query-wait-timeout", "--server-connect-timeout", "--server-idle-timeout",
 		"--server-lifetime", "--server-reset-query", "--auth-type", "--auth-file", "--shutdown-timeout",
-		"Examples:", "Exit status"} {
+		"--max-prepared-statements", "Prepared statements:", "Examples:", "Exit status"} {
 		if !strings.Contains(help, flag) {
 			t.Errorf("proxy --help does not mention %s", flag)
 		}
@@ -39,6 +39,7 @@ func TestProxyBadSettings(t *testing.T) {
 		{},
 		{up, "extra"},
 		{"--threads", "-1", up},
+		{"--max-prepared-statements", "-1", up},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), append([]string{"proxy"}, args...), &out, &errb)
