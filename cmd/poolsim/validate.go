@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/poolsim/poolsim/proxy/pgbouncer"
+	"github.com/poolsim/poolsim/proxy/validate"
+)
+
+func init() {
+	register(command{name: "validate", short: "run a scenario live and print the model next to the measurement", run: runValidate})
+}
+
+const validateHelp = `Usage: poolsim validate SCENARIO [--dsn URL] [--target proxy|pgbouncer|direct] [--out DIR] [--set key=value ...] [--seed N] [--quick] [--repeats N]
+
+Runs SCENARIO for real and prints, for every point of its sweep, the model,
+the model with measured values (calibrated) and the measurement side by side,
+with a verdict against fixed tolerances: ok_txns and conn_refused exactly;
+the calibrated model within 10%% of the measured TPS and p50 and within 25%%
+of p99. Each row runs several times (--repeats), each run calibrated right
+before it; the verdict compares the medians of the measurements with the
+medians of the calibrated models, and the report lists every run. Then it
+probes each session feature live in each pool mode (SET, LISTEN, PREPARE,
+protocol-level prepared statements, advisory locks, WITH HOLD cursors,
+temporary tables, transaction blocks) and compares with the model's compat
+matrix.
+
+Without --dsn it starts a throwaway PostgreSQL from the installed binaries
+(initdb into a temporary folder, a free loopback port, the scenario's
+server.max_connections, no superuser-reserved slots) and removes it
+afterwards, also on Ctrl-C. The load connects as a non-superuser role.
+
+Targets: proxy (default) is poolsim's own pooling proxy, in this process;
+pgbouncer starts the installed pgbouncer with a generated configuration;
+direct runs only the scenario's direct rows. Direct rows always connect
+straight to PostgreSQL.
+
+The scenario's live.statement says how a statement takes workload.query:
+sleep (pg_sleep; it rounds up to whole milliseconds, the calibration
+measures by how much), cpu (a generate_series count calibrated on the spot)
+or sql (live.sql as is).
+
+Examples:
+  poolsim validate pgbouncer-modes-live
+  poolsim validate pgbouncer-modes-live --target pgbouncer --out results/pgbouncer-modes-live/pgbouncer
+  poolsim validate my-app.yaml --dsn postgres://app:secret@127.0.0.1:5432/app --set workload.clients=50
+
+Flags:
+%s
+Exit status: 0 when every row is within tolerance and every probe agrees
+with compat, 1 otherwise or on failure, 2 usage error (bad flags, bad
+scenario, a scenario validate cannot run).
+`
+
+// errOutside reports a validation that ran but did not pass.
+var errOutside = errors.New("the measurement is outside the tolerances or a probe disagrees with compat (see the report)")
+
+func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("validate", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dsn := fs.String("dsn", "", "PostgreSQL to use instead of a throwaway cluster (URL or keyword/value)")
+	target := fs.String("target", validate.TargetProxy, "what the pooled rows go through: proxy, pgbouncer or direct")
+	out := fs.String("out", "", "write report.md, rows.csv, command.txt and versions.txt into this folder")
+	seed := fs.Uint64("seed", 0, "random seed (default: the scenario's)")
+	sets := fs.StringArray("set", nil, "override a scenario value by its dotted key: --set workload.clients=50")
+	quick := fs.Bool("quick", false, "fewer calibration samples, one run per row, no feature probes")
+	repeats := fs.Int("repeats", 0, "live runs per row, compared by their medians (default 5, 1 with --quick)")
+	verbose := fs.BoolP("verbose", "v", false, "log each step to stderr")
+	fs.Usage = func() { fmt.Fprintf(stderr, validateHelp, fs.FlagUsages()) }
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want exactly one SCENARIO (a file or a built-in name), got %d arguments; see 'poolsim validate --help'", fs.NArg())
+	}
+	if *repeats < 0 || *repeats > 100 {
+		return usagef("--repeats %d: want 1 to 100 (0 = the default)", *repeats)
+	}
+	switch *target {
+	case validate.TargetProxy, validate.TargetPgBouncer, validate.TargetDirect:
+	default:
+		return usagef("--target %q: want proxy, pgbouncer or direct", *target)
+	}
+	sc, err := loadScenario(fs.Arg(0), *sets, fs.Changed("seed"), *seed)
+	if err != nil {
+		return err
+	}
+	if _, err := sc.Points(); err != nil {
+		return usage(err)
+	}
+	if *target == validate.TargetPgBouncer {
+		if _, err := pgbouncer.Find(); err != nil {
+			return err
+		}
+	}
+	opts := validate.Options{
+		Scenario: sc,
+		DSN:      *dsn,
+		Target:   *target,
+		Quick:    *quick,
+		Repeats:  *repeats,
+		Command:  commandLine(append([]string{"poolsim", "validate"}, args...)),
+	}
+	if *verbose {
+		opts.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	}
+	rep, err := validate.Run(ctx, opts)
+	if err != nil {
+		if errors.Is(err, validate.ErrUnsupported) {
+			return usage(err)
+		}
+		return err
+	}
+	if err := rep.WriteText(stdout); err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := rep.WriteDir(*out); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nwrote %s/report.md, rows.csv, command.txt, versions.txt\n", strings.TrimRight(*out, "/"))
+	}
+	if !rep.Pass() {
+		return errOutside
+	}
+	return nil
+}
+
+// commandLine quotes args for a shell where needed.
+func commandLine(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+			q[i] = a
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}

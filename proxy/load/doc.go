@@ -1,0 +1,31 @@
+// Package load is poolsim's load driver: it runs a scenario's workload with
+// real PostgreSQL connections (github.com/jackc/pgx/v5/pgconn, simple query
+// protocol) against a pooler or a server, and records what the model
+// records — transactions completed, refusals, query_wait_timeout
+// disconnections, wall time and transaction latencies.
+//
+// A closed workload starts one goroutine per client. Every client connects
+// first; when all connection attempts have ended (a barrier), the clients
+// that got in start their sessions together, at the run's time zero, as the
+// model's clients do at t = 0. The connection cost is therefore outside the
+// measurement, as it is in a model whose server.connect is 0 for the
+// clients' own logins. An open workload starts one goroutine per Poisson
+// arrival (seeded, so the arrival times repeat); each connects when it
+// arrives and runs one session.
+//
+// A session is workload.txns_per_session transactions of
+// workload.stmts_per_txn statements, with workload.think after every
+// statement but the session's last. A transaction of several statements is
+// a transaction block when Spec.Blocks is set: BEGIN travels in the first
+// statement's Query message and COMMIT in the last one's, so a transaction
+// costs exactly stmts_per_txn round trips, as in the model. Statement
+// pooling refuses blocks, so the validator runs statement mode without
+// them, as the model does.
+//
+// A transaction's latency runs from its first statement being sent to its
+// last result being received, think time between its statements included.
+//
+// Ownership: Run starts every goroutine it uses and returns only after all
+// of them have ended; every connection and statement is bounded by the
+// context and by Spec's timeouts.
+package load

@@ -1,0 +1,387 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// Spec is one load run.
+type Spec struct {
+	// DSN is where the clients connect: the pooler, or PostgreSQL itself.
+	DSN string
+	// Workload is the scenario's workload (closed or open).
+	Workload system.Workload
+	// Seed seeds the query, think and arrival draws.
+	Seed uint64
+	// Blocks wraps each multi-statement transaction in BEGIN ... COMMIT.
+	Blocks bool
+	// Statement makes each statement's SQL.
+	Statement Statement
+	// ConnectTimeout bounds one connection attempt; 0 means 30 s.
+	ConnectTimeout time.Duration
+	// Timeout bounds the whole run after the start; 0 means 10 minutes.
+	Timeout time.Duration
+	// Settle is how long a closed workload waits after its last connection
+	// attempt before time zero, so that the work of the logins (refused
+	// backends exiting, pooler logins) is over when the sessions start, as
+	// in a model where connecting is instantaneous.
+	Settle time.Duration
+	// Started, when set, is called at time zero, just before the sessions
+	// start (after every closed-workload client has connected), so that a
+	// caller can drop what the connections recorded so far.
+	Started func()
+}
+
+// Result is what a run measured.
+type Result struct {
+	Start, End   time.Time // time zero, and the last completed transaction
+	Clients      int       // clients that tried to connect
+	OKTxns       int64     // transactions completed
+	Refused      int64     // connection attempts refused (53300, or max_client_conn)
+	WaitTimeouts int64     // clients disconnected by query_wait_timeout
+	Failed       int64     // clients ended by any other error
+	Sessions     int64     // clients that sent at least one statement
+	Stmts        int64     // statements completed
+	Latency      sim.Samples
+	StmtRT       sim.Samples // round trip of every completed statement but a transaction's first (those wait for a server in session and transaction pooling)
+	Think        sim.Samples // how long every think really took
+	Errors       []string    // the first few unexpected errors, deduplicated
+}
+
+// Wall is time zero to the last completed transaction (0 without any).
+func (r *Result) Wall() time.Duration {
+	if r.OKTxns == 0 || r.End.Before(r.Start) {
+		return 0
+	}
+	return r.End.Sub(r.Start)
+}
+
+// TPS is completed transactions per second of wall time.
+func (r *Result) TPS() float64 {
+	w := r.Wall()
+	if w <= 0 {
+		return 0
+	}
+	return float64(r.OKTxns) / w.Seconds()
+}
+
+const maxErrors = 5
+
+// outcome of an error.
+type outcome uint8
+
+const (
+	failed outcome = iota
+	refused
+	waitTimeout
+)
+
+// classify tells a refusal (PostgreSQL's max_connections, a pooler's
+// max_client_conn) and a query_wait_timeout from other errors.
+func classify(err error) outcome {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return failed
+	}
+	switch {
+	case pe.Code == poolmode.SQLStateTooManyConn:
+		return refused
+	case pe.Code == poolmode.SQLStatePooler && strings.Contains(pe.Message, "max_client_conn"):
+		return refused
+	case pe.Code == poolmode.SQLStatePooler && pe.Message == poolmode.ErrQueryWaitTimeout:
+		return waitTimeout
+	}
+	return failed
+}
+
+// client is one client's private record, merged after the run.
+type client struct {
+	ok, stmts        int64
+	end              time.Time
+	ran              bool
+	outcome          outcome
+	err              error
+	lat, rt, think   []sim.Time
+	conn             *pgconn.PgConn
+	queryRNG, thkRNG *sim.Rand
+}
+
+// Run runs spec's workload and returns what it measured. An error means the
+// run could not be made (bad spec, context done); errors of single clients
+// are counted in the Result.
+func Run(ctx context.Context, spec Spec) (*Result, error) {
+	if err := spec.Statement.Validate(); err != nil {
+		return nil, err
+	}
+	w := spec.Workload
+	if w.TxnsPerSession < 1 || w.StmtsPerTxn < 1 {
+		return nil, fmt.Errorf("load: txns_per_session and stmts_per_txn must be at least 1")
+	}
+	cfg, err := pgconn.ParseConfig(spec.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("load: dsn: %w", err)
+	}
+	cfg.ConnectTimeout = spec.ConnectTimeout
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 30 * time.Second
+	}
+	timeout := spec.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	r := &run{spec: spec, cfg: cfg, timeout: timeout}
+	if w.Open() {
+		return r.open(ctx)
+	}
+	return r.closed(ctx)
+}
+
+type run struct {
+	spec    Spec
+	cfg     *pgconn.Config
+	timeout time.Duration
+}
+
+func (r *run) newClient(i int) *client {
+	return &client{
+		queryRNG: sim.NewRand(r.spec.Seed, fmt.Sprintf("load query %d", i)),
+		thkRNG:   sim.NewRand(r.spec.Seed, fmt.Sprintf("load think %d", i)),
+	}
+}
+
+// connect opens c's connection; a failure ends the client.
+func (r *run) connect(ctx context.Context, c *client) bool {
+	conn, err := pgconn.ConnectConfig(ctx, r.cfg)
+	if err != nil {
+		c.outcome, c.err = classify(err), err
+		return false
+	}
+	c.conn = conn
+	return true
+}
+
+func (r *run) closed(ctx context.Context) (*Result, error) {
+	n := r.spec.Workload.Clients
+	clients := make([]*client, n)
+	start := make(chan struct{})
+	var connected, done sync.WaitGroup
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := range n {
+		c := r.newClient(i)
+		clients[i] = c
+		connected.Add(1)
+		done.Add(1)
+		go func() { // owner: closed; ends when the session does
+			defer done.Done()
+			ok := r.connect(runCtx, c)
+			connected.Done()
+			if !ok {
+				return
+			}
+			select {
+			case <-start:
+			case <-runCtx.Done():
+				closeConn(c.conn)
+				return
+			}
+			r.session(runCtx, c)
+		}()
+	}
+	connected.Wait()
+	if r.spec.Settle > 0 {
+		t := time.NewTimer(r.spec.Settle)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		cancel()
+		done.Wait()
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	if r.spec.Started != nil {
+		r.spec.Started()
+	}
+	t0 := time.Now()
+	deadline := time.AfterFunc(r.timeout, cancel)
+	close(start)
+	done.Wait()
+	deadline.Stop()
+	res := merge(t0, clients)
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("load: %w", err)
+	}
+	if runCtx.Err() != nil {
+		return res, fmt.Errorf("load: run timed out after %v", r.timeout)
+	}
+	return res, nil
+}
+
+func (r *run) open(ctx context.Context) (*Result, error) {
+	w := r.spec.Workload
+	arrivals := sim.NewRand(r.spec.Seed, "load arrivals")
+	runCtx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	var done sync.WaitGroup
+	var clients []*client
+	if r.spec.Started != nil {
+		r.spec.Started()
+	}
+	t0 := time.Now()
+	first := time.Time{}
+	at := time.Duration(0)
+	for i := 0; ; i++ {
+		at += time.Duration(arrivals.ExpFloat64() / w.ArrivalRate * 1e9)
+		if at >= w.Duration.Duration() {
+			break
+		}
+		t := time.NewTimer(time.Until(t0.Add(at)))
+		select {
+		case <-runCtx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		if runCtx.Err() != nil {
+			break
+		}
+		if first.IsZero() {
+			first = time.Now()
+		}
+		c := r.newClient(i)
+		clients = append(clients, c)
+		done.Add(1)
+		go func() { // owner: open; ends when the session does
+			defer done.Done()
+			if r.connect(runCtx, c) {
+				r.session(runCtx, c)
+			}
+		}()
+	}
+	done.Wait()
+	if first.IsZero() {
+		first = t0
+	}
+	res := merge(first, clients) // the model's wall starts at the first arrival
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("load: %w", err)
+	}
+	if runCtx.Err() != nil {
+		return res, fmt.Errorf("load: run timed out after %v", r.timeout)
+	}
+	return res, nil
+}
+
+// session runs c's transactions and closes its connection.
+func (r *run) session(ctx context.Context, c *client) {
+	defer closeConn(c.conn)
+	w := r.spec.Workload
+	blocks := r.spec.Blocks && w.StmtsPerTxn > 1
+	for txn := range w.TxnsPerSession {
+		var t0 time.Time
+		for s := range w.StmtsPerTxn {
+			sql := r.spec.Statement.Text(w.Query.Sample(c.queryRNG).Duration())
+			if blocks && s == 0 {
+				sql = "BEGIN; " + sql
+			}
+			if blocks && s == w.StmtsPerTxn-1 {
+				sql += "; COMMIT"
+			}
+			t := time.Now()
+			if s == 0 {
+				t0 = t
+			}
+			c.ran = true
+			_, err := c.conn.Exec(ctx, sql).ReadAll()
+			end := time.Now()
+			if err != nil {
+				c.outcome, c.err = classify(err), err
+				return
+			}
+			c.stmts++
+			if s > 0 {
+				c.rt = append(c.rt, sim.FromDuration(end.Sub(t)))
+			}
+			if s == w.StmtsPerTxn-1 {
+				c.ok++
+				c.end = end
+				c.lat = append(c.lat, sim.FromDuration(end.Sub(t0)))
+			}
+			if txn == w.TxnsPerSession-1 && s == w.StmtsPerTxn-1 {
+				break
+			}
+			d := w.Think.Sample(c.thkRNG).Duration()
+			if d > 0 {
+				ts := time.Now()
+				tm := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					tm.Stop()
+					c.err = ctx.Err()
+					return
+				case <-tm.C:
+				}
+				c.think = append(c.think, sim.FromDuration(time.Since(ts)))
+			}
+		}
+	}
+}
+
+func merge(t0 time.Time, clients []*client) *Result {
+	res := &Result{Start: t0, End: t0, Clients: len(clients)}
+	seen := map[string]bool{}
+	for _, c := range clients {
+		res.OKTxns += c.ok
+		res.Stmts += c.stmts
+		if c.ran {
+			res.Sessions++
+		}
+		if c.end.After(res.End) {
+			res.End = c.end
+		}
+		for _, v := range c.lat {
+			res.Latency.Add(v)
+		}
+		for _, v := range c.rt {
+			res.StmtRT.Add(v)
+		}
+		for _, v := range c.think {
+			res.Think.Add(v)
+		}
+		if c.err == nil {
+			continue
+		}
+		switch c.outcome {
+		case refused:
+			res.Refused++
+		case waitTimeout:
+			res.WaitTimeouts++
+		default:
+			res.Failed++
+			if msg := c.err.Error(); !seen[msg] && len(res.Errors) < maxErrors {
+				seen[msg] = true
+				res.Errors = append(res.Errors, msg)
+			}
+		}
+	}
+	return res
+}
+
+// closeConn closes a connection politely (Terminate), within a second.
+func closeConn(c *pgconn.PgConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
+}

@@ -1,0 +1,116 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/goleak"
+
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/proxy/pgcluster"
+	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
+	"github.com/poolsim/poolsim/sim"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestStatementText(t *testing.T) {
+	tests := []struct {
+		s    Statement
+		q    time.Duration
+		want string
+	}{
+		{Statement{Kind: KindSleep}, 3 * time.Millisecond, "SELECT pg_sleep(0.003)"},
+		{Statement{Kind: KindSleep}, 0, "SELECT pg_sleep(0)"},
+		{Statement{Kind: KindCPU, RowNs: 50}, time.Millisecond, "SELECT count(*) FROM generate_series(1, 20000)"},
+		{Statement{Kind: KindSQL, SQL: " SELECT 1; "}, time.Second, "SELECT 1"},
+	}
+	for _, tt := range tests {
+		if got := tt.s.Text(tt.q); got != tt.want {
+			t.Errorf("%+v.Text(%v) = %q, want %q", tt.s, tt.q, got, tt.want)
+		}
+	}
+	for _, bad := range []Statement{{Kind: "x"}, {Kind: KindCPU}, {Kind: KindSQL}} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v.Validate() = nil, want an error", bad)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		err  error
+		want outcome
+	}{
+		{&pgconn.PgError{Code: "53300", Message: "sorry, too many clients already"}, refused},
+		{fmt.Errorf("connect: %w", &pgconn.PgError{Code: "08P01", Message: "no more connections allowed (max_client_conn)"}), refused},
+		{&pgconn.PgError{Code: "08P01", Message: "query_wait_timeout"}, waitTimeout},
+		{&pgconn.PgError{Code: "08P01", Message: "transaction blocks not allowed in statement pooling mode"}, failed},
+		{errors.New("boom"), failed},
+	}
+	for _, tt := range tests {
+		if got := classify(tt.err); got != tt.want {
+			t.Errorf("classify(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+func workload(clients, txns, stmts int, query, think time.Duration) system.Workload {
+	return system.Workload{Clients: clients, TxnsPerSession: txns, StmtsPerTxn: stmts,
+		Query: sim.ConstDist(sim.FromDuration(query)), Think: sim.ConstDist(sim.FromDuration(think))}
+}
+
+// TestClosedRefusesBeyondMaxConnections: 5 clients, 3 slots: all connect
+// at once before time zero, so exactly 2 are refused.
+func TestClosedRefusesBeyondMaxConnections(t *testing.T) {
+	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 3, SuperuserReservedConnections: pgcluster.ReserveNone})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	started := false
+	res, err := Run(ctx, Spec{DSN: c.UserDSN(), Workload: workload(5, 2, 3, time.Millisecond, time.Millisecond),
+		Blocks: true, Statement: Statement{Kind: KindSleep}, Started: func() { started = true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Refused != 2 || res.OKTxns != 6 || res.Failed != 0 || res.Stmts != 18 || res.Sessions != 3 {
+		t.Errorf("refused %d, ok %d, failed %d (%v), statements %d, sessions %d; want 2, 6, 0, 18, 3",
+			res.Refused, res.OKTxns, res.Failed, res.Errors, res.Stmts, res.Sessions)
+	}
+	if !started || res.Latency.Count() != 6 || res.StmtRT.Count() != 12 || res.Think.Count() != 15 {
+		t.Errorf("started %v, %d latencies, %d statement times, %d thinks; want true, 6, 12, 15",
+			started, res.Latency.Count(), res.StmtRT.Count(), res.Think.Count())
+	}
+	// A transaction is 3 sleeps of at least 1 ms and 2 thinks of 1 ms.
+	if p50 := res.Latency.Percentile(50); p50 < 5*sim.Millisecond {
+		t.Errorf("p50 %v, want at least 5ms", p50)
+	}
+	if res.TPS() <= 0 || res.Wall() <= 0 {
+		t.Errorf("tps %v, wall %v; want both above 0", res.TPS(), res.Wall())
+	}
+}
+
+// TestOpenArrivals runs a short Poisson workload: every arrival is one
+// session; the same seed gives the same number of arrivals.
+func TestOpenArrivals(t *testing.T) {
+	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 20, SuperuserReservedConnections: pgcluster.ReserveNone})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := system.Workload{ArrivalRate: 100, Duration: 200 * sim.Millisecond, TxnsPerSession: 1, StmtsPerTxn: 1,
+		Query: sim.ConstDist(sim.Millisecond)}
+	spec := Spec{DSN: c.UserDSN(), Workload: w, Seed: 7, Statement: Statement{Kind: KindSleep}}
+	a, err := Run(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Run(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Clients == 0 || a.Clients != b.Clients || a.OKTxns != int64(a.Clients) || a.Failed != 0 {
+		t.Errorf("arrivals %d and %d, ok %d, failed %d (%v); want the same count twice, all ok", a.Clients, b.Clients, a.OKTxns, a.Failed, a.Errors)
+	}
+}

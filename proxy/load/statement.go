@@ -1,0 +1,118 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Statement kinds (system.Live.Statement).
+const (
+	KindSleep = "sleep" // SELECT pg_sleep(seconds)
+	KindCPU   = "cpu"   // SELECT count(*) FROM generate_series(1, n), n calibrated
+	KindSQL   = "sql"   // the user's own statement
+)
+
+// Statement turns a wanted server time into the SQL text of one statement.
+type Statement struct {
+	Kind string
+	// SQL is the statement run as is when Kind is KindSQL.
+	SQL string
+	// RowNs is the server time per generate_series row for KindCPU, from
+	// CalibrateCPU.
+	RowNs float64
+}
+
+// Text is the statement that should take q at the server. pg_sleep rounds
+// its wait up to whole milliseconds, so a sleep takes a little longer than
+// q; the validator measures by how much.
+func (s Statement) Text(q time.Duration) string {
+	switch s.Kind {
+	case KindSQL:
+		return strings.TrimRight(strings.TrimSpace(s.SQL), ";")
+	case KindCPU:
+		n := int64(1)
+		if s.RowNs > 0 {
+			n = max(1, int64(math.Round(float64(q)/s.RowNs)))
+		}
+		return "SELECT count(*) FROM generate_series(1, " + strconv.FormatInt(n, 10) + ")"
+	default:
+		return "SELECT pg_sleep(" + strconv.FormatFloat(max(0, q.Seconds()), 'f', -1, 64) + ")"
+	}
+}
+
+// Validate checks the kind.
+func (s Statement) Validate() error {
+	switch s.Kind {
+	case KindSleep:
+	case KindCPU:
+		if !(s.RowNs > 0) {
+			return errors.New("load: cpu statement not calibrated (run CalibrateCPU)")
+		}
+	case KindSQL:
+		if strings.TrimSpace(s.SQL) == "" {
+			return errors.New("load: sql statement is empty")
+		}
+	default:
+		return fmt.Errorf("load: statement kind %q: want sleep, cpu or sql", s.Kind)
+	}
+	return nil
+}
+
+// Time runs sql n times on conn, one at a time, and returns each round
+// trip, sorted. Every run is bounded by ctx.
+func Time(ctx context.Context, conn *pgconn.PgConn, sql string, n int) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	for range n {
+		t := time.Now()
+		if _, err := conn.Exec(ctx, sql).ReadAll(); err != nil {
+			return nil, fmt.Errorf("load: time %q: %w", sql, err)
+		}
+		out = append(out, time.Since(t))
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Median of sorted durations.
+func Median(sorted []time.Duration) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[len(sorted)/2]
+}
+
+// CalibrateCPU finds how long one generate_series row takes on conn's
+// server, so that Statement{Kind: KindCPU} takes target: it times a
+// probe-sized statement, scales it to target, times that and corrects once.
+// The time of an empty query (the round trip) is subtracted.
+func CalibrateCPU(ctx context.Context, conn *pgconn.PgConn, target time.Duration) (float64, error) {
+	if target <= 0 {
+		return 0, fmt.Errorf("load: calibrate cpu: target %v: want above 0", target)
+	}
+	empty, err := Time(ctx, conn, ";", 20)
+	if err != nil {
+		return 0, err
+	}
+	rt := Median(empty)
+	rowNs := 0.0
+	n := int64(100_000)
+	for range 3 {
+		s := Statement{Kind: KindCPU, RowNs: 1}
+		d, err := Time(ctx, conn, s.Text(time.Duration(n)), 7)
+		if err != nil {
+			return 0, err
+		}
+		server := max(Median(d)-rt, time.Microsecond)
+		rowNs = float64(server) / float64(n)
+		n = max(1, int64(float64(target)/rowNs))
+	}
+	return rowNs, nil
+}

@@ -1,0 +1,149 @@
+package validate
+
+import (
+	"slices"
+	"time"
+
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// A row runs several times, each run calibrated right before it. The row
+// compares, metric by metric, the median of the measurements with the
+// median of the calibrated models, so one run disturbed by other work on
+// the machine moves neither side, and no run is picked. Counts are not
+// medians: every run must reproduce them, so the first run whose count
+// differs from the model's is the one shown.
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medianOf[T any](xs []T, f func(T) float64) float64 {
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	return median(v)
+}
+
+func medianDur[T any](xs []T, f func(T) time.Duration) time.Duration {
+	return time.Duration(medianOf(xs, func(x T) float64 { return float64(f(x)) }))
+}
+
+// count is the count every run should share: want when they all have it,
+// else the first run's count that differs.
+func count[T any](xs []T, want int64, f func(T) int64) int64 {
+	for _, x := range xs {
+		if f(x) != want {
+			return f(x)
+		}
+	}
+	return want
+}
+
+// combineMeasured folds the runs of a row into one measurement: medians of
+// times and rates, counts that every run must share (model's are the
+// reference).
+func combineMeasured(xs []Measured, model system.Metrics) Measured {
+	if len(xs) == 0 {
+		return Measured{}
+	}
+	m := xs[0]
+	m.OKTxns = count(xs, model.OKTxns, func(x Measured) int64 { return x.OKTxns })
+	m.ConnRefused = count(xs, model.ConnRefused, func(x Measured) int64 { return x.ConnRefused })
+	m.WaitTimeouts = count(xs, model.WaitTimeouts, func(x Measured) int64 { return x.WaitTimeouts })
+	m.Failed = count(xs, 0, func(x Measured) int64 { return x.Failed })
+	m.Errors = nil
+	for _, x := range xs {
+		m.Errors = append(m.Errors, x.Errors...)
+	}
+	for _, f := range []struct {
+		dst *float64
+		get func(Measured) float64
+	}{
+		{&m.WallMs, func(x Measured) float64 { return x.WallMs }},
+		{&m.TPS, func(x Measured) float64 { return x.TPS }},
+		{&m.MeanMs, func(x Measured) float64 { return x.MeanMs }},
+		{&m.P50Ms, func(x Measured) float64 { return x.P50Ms }},
+		{&m.P95Ms, func(x Measured) float64 { return x.P95Ms }},
+		{&m.P99Ms, func(x Measured) float64 { return x.P99Ms }},
+		{&m.WaitMeanMs, func(x Measured) float64 { return x.WaitMeanMs }},
+		{&m.WaitP50Ms, func(x Measured) float64 { return x.WaitP50Ms }},
+		{&m.WaitP99Ms, func(x Measured) float64 { return x.WaitP99Ms }},
+		{&m.StmtMeanMs, func(x Measured) float64 { return x.StmtMeanMs }},
+		{&m.StmtP99Ms, func(x Measured) float64 { return x.StmtP99Ms }},
+		{&m.ThinkMeanMs, func(x Measured) float64 { return x.ThinkMeanMs }},
+		{&m.CPUBusy, func(x Measured) float64 { return x.CPUBusy }},
+		{&m.CPUSelf, func(x Measured) float64 { return x.CPUSelf }},
+	} {
+		*f.dst = medianOf(xs, f.get)
+	}
+	m.Assignments = int64(medianOf(xs, func(x Measured) float64 { return float64(x.Assignments) }))
+	return m
+}
+
+// combineModels folds the calibrated models of a row's runs: medians of the
+// judged times and rates, counts that every run's model must share.
+func combineModels(ms []system.Metrics, model system.Metrics) system.Metrics {
+	if len(ms) == 0 {
+		return system.Metrics{}
+	}
+	c := ms[0]
+	c.OKTxns = count(ms, model.OKTxns, func(x system.Metrics) int64 { return x.OKTxns })
+	c.ConnRefused = count(ms, model.ConnRefused, func(x system.Metrics) int64 { return x.ConnRefused })
+	c.WaitTimeouts = count(ms, model.WaitTimeouts, func(x system.Metrics) int64 { return x.WaitTimeouts })
+	for _, f := range []struct {
+		dst *float64
+		get func(system.Metrics) float64
+	}{
+		{&c.WallMs, func(x system.Metrics) float64 { return x.WallMs }},
+		{&c.TPS, func(x system.Metrics) float64 { return x.TPS }},
+		{&c.MeanMs, func(x system.Metrics) float64 { return x.MeanMs }},
+		{&c.P50Ms, func(x system.Metrics) float64 { return x.P50Ms }},
+		{&c.P95Ms, func(x system.Metrics) float64 { return x.P95Ms }},
+		{&c.P99Ms, func(x system.Metrics) float64 { return x.P99Ms }},
+		{&c.WaitMeanMs, func(x system.Metrics) float64 { return x.WaitMeanMs }},
+		{&c.WaitP50Ms, func(x system.Metrics) float64 { return x.WaitP50Ms }},
+		{&c.WaitP99Ms, func(x system.Metrics) float64 { return x.WaitP99Ms }},
+	} {
+		*f.dst = medianOf(ms, f.get)
+	}
+	return c
+}
+
+// combineCal is the calibration shown for a row: medians of its runs'.
+func combineCal(cs []Calibration) Calibration {
+	if len(cs) == 0 {
+		return Calibration{}
+	}
+	c := cs[0]
+	c.Connect = medianDur(cs, func(x Calibration) time.Duration { return x.Connect })
+	c.QueryMean = medianDur(cs, func(x Calibration) time.Duration { return x.QueryMean })
+	c.QueryP99 = medianDur(cs, func(x Calibration) time.Duration { return x.QueryP99 })
+	c.ThinkMean = medianDur(cs, func(x Calibration) time.Duration { return x.ThinkMean })
+	c.Hop = medianDur(cs, func(x Calibration) time.Duration { return x.Hop })
+	c.HopRTT = medianDur(cs, func(x Calibration) time.Duration { return x.HopRTT })
+	return c
+}
+
+// calibrated runs the model of cfg with a run's calibration.
+func calibrated(cfg system.Config, cal Calibration) system.Metrics {
+	cc := cfg
+	cc.Workload.Query = cal.Query
+	cc.Workload.Think = cal.Think
+	cc.Server.Connect = sim.ConstDist(0) // direct clients connect before time zero
+	if cfg.Pooler.Mode.Pooled() {
+		cc.Pooler.Hop = sim.FromDuration(cal.Hop)
+		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.Connect))
+	}
+	return system.Run(cc).Metrics
+}

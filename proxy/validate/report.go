@@ -1,0 +1,608 @@
+package validate
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/poolsim/poolsim/models/compat"
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/proxy/probe"
+	"github.com/poolsim/poolsim/scenarios"
+)
+
+// cpuSaturated is the busy fraction of all CPUs above which a miss is put
+// down to CPU contention.
+const cpuSaturated = 0.85
+
+// Tolerances of the calibrated model against the measurement (issue 4):
+// counts that follow from the rules match exactly; TPS and p50 within 10%,
+// p99 within 25%.
+const (
+	TolTPS = 0.10
+	TolP50 = 0.10
+	TolP99 = 0.25
+)
+
+// Report is one validation: every row side by side, and the probes.
+type Report struct {
+	Scenario    string
+	Description string
+	Source      string
+	Seed        uint64
+	Target      string
+	Command     string
+	Versions    Versions
+	RowNs       float64 // cpu statements: server time per generate_series row
+	Rows        []Row
+	Probes      []ProbeRow
+	Notes       []string
+	Elapsed     time.Duration
+}
+
+// Versions is what the run ran on.
+type Versions struct {
+	PostgreSQL string
+	PgBouncer  string
+	Go         string
+	Commit     string
+	CPUs       int
+	OS         string
+	Date       string
+	LoadStart  string // load averages (1, 5, 15 min) when the run started
+	LoadEnd    string // and when it ended
+}
+
+// Row is one point of the sweep.
+type Row struct {
+	Params     []scenarios.Param
+	Mode       poolmode.Mode
+	Clients    int
+	Skipped    string // why the row was not run, if it was not
+	Model      system.Metrics
+	Calibrated system.Metrics
+	Measured   Measured
+	// Repeats are the row's live runs and RepeatModels their calibrated
+	// models; Measured and Calibrated are their metric-by-metric medians
+	// (counts: every run must match).
+	Repeats      []Measured
+	RepeatModels []system.Metrics
+	Cal          Calibration // medians of the calibrations made right before each run
+	Load         string      // the machine's load averages before and after the row's runs
+	Cells        []Cell
+
+	calStmt    float64 // calibrated statement round trip through the target (query + 2 hops), ms
+	calThinkMs float64 // calibrated think, ms
+}
+
+// Measured is what the load driver and the target recorded.
+type Measured struct {
+	OKTxns       int64
+	ConnRefused  int64
+	WaitTimeouts int64
+	Failed       int64
+	WallMs       float64
+	TPS          float64
+	MeanMs       float64
+	P50Ms        float64
+	P95Ms        float64
+	P99Ms        float64
+	// Waits: from the proxy's record (one per assignment); PgBouncer gives
+	// only a mean (SHOW STATS total_wait_time / assignments).
+	WaitKnown    bool // WaitP50Ms and WaitP99Ms are measured
+	WaitMeanMs   float64
+	WaitP50Ms    float64
+	WaitP99Ms    float64
+	WaitMeanOnly bool // WaitMeanMs measured, percentiles not
+	Assignments  int64
+	// Diagnostics: statement round trips and think times under load.
+	StmtMeanMs  float64
+	StmtP99Ms   float64
+	ThinkMeanMs float64
+	// CPUBusy is the fraction of all the machine's CPUs busy during the run
+	// (PostgreSQL, a pgbouncer, this process and anything else); CPUSelf
+	// is this process's share (the driver, and the proxy when in process).
+	CPUBusy, CPUSelf float64
+	Errors           []string
+}
+
+// Cell is one metric of one row.
+type Cell struct {
+	Metric     string
+	Model      float64
+	Calibrated float64
+	Measured   float64
+	Known      bool    // Measured holds a measurement
+	Tol        float64 // relative tolerance; 0 = must match exactly; -1 = not judged
+	Pass       bool
+	Why        string // for a judged cell outside its tolerance
+}
+
+// ProbeRow is one mode's live feature probes next to compat.
+type ProbeRow struct {
+	Mode poolmode.Mode
+	// MaxPrepared is the scenario's max_prepared_statements, Effective the
+	// one the target put in force (0 when it has no such setting, with a
+	// Note); Expected is compat at Effective.
+	MaxPrepared, Effective int
+	Note                   string
+	Expected               compat.Matrix
+	Result                 probe.Result
+	Err                    string
+}
+
+// Agrees reports whether every probed feature matches compat.
+func (p ProbeRow) Agrees() bool {
+	if p.Err != "" || len(p.Result.Outcomes) == 0 {
+		return false
+	}
+	return p.Result.Matrix() == p.Expected
+}
+
+// relErr is (x - measured) / measured, NaN when it is undefined.
+func relErr(x, measured float64) float64 {
+	if measured == 0 {
+		if x == 0 {
+			return 0
+		}
+		return math.NaN()
+	}
+	return (x - measured) / measured
+}
+
+// judge fills a row's cells and verdicts. Counts must equal the calibrated
+// model's (and the model's, whose rules are the same); TPS, p50 and p99
+// are held to their tolerances; wait p99 is shown but not judged.
+func judge(r *Row) {
+	m, c, x := r.Model, r.Calibrated, r.Measured
+	cells := []Cell{
+		{Metric: "ok_txns", Model: float64(m.OKTxns), Calibrated: float64(c.OKTxns), Measured: float64(x.OKTxns), Known: true, Tol: 0},
+		{Metric: "conn_refused", Model: float64(m.ConnRefused), Calibrated: float64(c.ConnRefused), Measured: float64(x.ConnRefused), Known: true, Tol: 0},
+		{Metric: "tps", Model: m.TPS, Calibrated: c.TPS, Measured: x.TPS, Known: true, Tol: TolTPS},
+		{Metric: "p50_ms", Model: m.P50Ms, Calibrated: c.P50Ms, Measured: x.P50Ms, Known: true, Tol: TolP50},
+		{Metric: "p99_ms", Model: m.P99Ms, Calibrated: c.P99Ms, Measured: x.P99Ms, Known: true, Tol: TolP99},
+		{Metric: "wait_p99_ms", Model: m.WaitP99Ms, Calibrated: c.WaitP99Ms, Measured: x.WaitP99Ms, Known: x.WaitKnown, Tol: -1},
+	}
+	if x.WaitMeanOnly || x.WaitKnown {
+		cells = append(cells, Cell{Metric: "wait_mean_ms", Model: m.WaitMeanMs, Calibrated: c.WaitMeanMs, Measured: x.WaitMeanMs, Known: true, Tol: -1})
+	}
+	if m.WaitTimeouts != 0 || x.WaitTimeouts != 0 || c.WaitTimeouts != 0 {
+		cells = append(cells[:2], append([]Cell{{Metric: "wait_timeouts", Model: float64(m.WaitTimeouts), Calibrated: float64(c.WaitTimeouts), Measured: float64(x.WaitTimeouts), Known: true, Tol: 0}}, cells[2:]...)...)
+	}
+	for i := range cells {
+		cl := &cells[i]
+		switch {
+		case cl.Tol < 0 || !cl.Known:
+			cl.Pass = true
+		case cl.Tol == 0:
+			cl.Pass = cl.Measured == cl.Calibrated && cl.Measured == cl.Model
+		default:
+			e := relErr(cl.Calibrated, cl.Measured)
+			cl.Pass = !math.IsNaN(e) && math.Abs(e) <= cl.Tol+1e-9
+		}
+		if !cl.Pass {
+			cl.Why = why(*cl, r)
+		}
+	}
+	r.Cells = cells
+}
+
+// Pass reports whether every judged cell of the row is within tolerance.
+func (r Row) Pass() bool {
+	if r.Skipped != "" {
+		return true
+	}
+	for _, c := range r.Cells {
+		if !c.Pass {
+			return false
+		}
+	}
+	return len(r.Cells) > 0
+}
+
+// Failing lists the metrics outside tolerance.
+func (r Row) Failing() []string {
+	var out []string
+	for _, c := range r.Cells {
+		if !c.Pass {
+			out = append(out, c.Metric)
+		}
+	}
+	return out
+}
+
+// why explains a cell outside its tolerance from what the run measured:
+// failed clients, the statements' and think times' real length under load
+// against the calibration, and the wait at the pooler.
+func why(c Cell, r *Row) string {
+	x := r.Measured
+	var parts []string
+	if x.Failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d clients failed (%s)", x.Failed, strings.Join(x.Errors, "; ")))
+	}
+	switch c.Metric {
+	case "ok_txns", "conn_refused", "wait_timeouts":
+		if c.Model != c.Calibrated {
+			parts = append(parts, fmt.Sprintf("the measured times change the count in the model (%s vs %s)", num(c.Model), num(c.Calibrated)))
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "the count does not follow from the rules here: a race between the clients' timing and the limit")
+		}
+		return strings.Join(parts, "; ")
+	}
+	if cal := r.calStmt; cal > 0 && x.StmtMeanMs > 0 && r.Mode != poolmode.Statement {
+		d := (x.StmtMeanMs - cal) / cal
+		if math.Abs(d) > 0.03 {
+			parts = append(parts, fmt.Sprintf("statements took %.3f ms on average under load against %.3f ms calibrated right before the run (%+.0f%%)", x.StmtMeanMs, cal, 100*d))
+		}
+	}
+	if x.ThinkMeanMs > 0 {
+		if t := r.calThinkMs; t > 0 && math.Abs(x.ThinkMeanMs-t)/t > 0.02 {
+			parts = append(parts, fmt.Sprintf("think took %.3f ms on average against %.3f ms calibrated", x.ThinkMeanMs, t))
+		}
+	}
+	if x.CPUBusy >= cpuSaturated {
+		parts = append(parts, fmt.Sprintf("the machine's CPUs were %.0f%% busy during the run (this process — the driver and the in-process proxy — %.0f%% of them): the driver, the pooler and PostgreSQL compete for the cores, and the model gives the pooler and the clients no CPU time", 100*x.CPUBusy, 100*x.CPUSelf))
+	}
+	if (x.WaitKnown || x.WaitMeanOnly) && r.Mode.Pooled() {
+		if d := x.WaitMeanMs - r.Calibrated.WaitMeanMs; math.Abs(d) > 0.5 && math.Abs(d) > 0.1*r.Calibrated.WaitMeanMs {
+			parts = append(parts, fmt.Sprintf("the mean wait for a server was %.2f ms against %.2f ms in the calibrated model", x.WaitMeanMs, r.Calibrated.WaitMeanMs))
+		}
+	}
+	if c.Metric == "p99_ms" && x.P99Ms > c.Calibrated {
+		parts = append(parts, "the tail holds the slowest of a few hundred transactions: one scheduler or timer stall on this machine moves it")
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no single measured part accounts for it (see the diagnostics line)")
+	}
+	return strings.Join(parts, "; ")
+}
+
+func num(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+func pct(x, measured float64) string {
+	e := relErr(x, measured)
+	if math.IsNaN(e) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f", 100*e)
+}
+
+// Title names a row by its swept keys.
+func (r Row) Title() string {
+	var b []string
+	for _, p := range r.Params {
+		b = append(b, p.Key+"="+p.Value)
+	}
+	if len(b) == 0 {
+		return r.Mode.String()
+	}
+	return strings.Join(b, ", ")
+}
+
+func (r Row) verdict() string {
+	switch {
+	case r.Skipped != "":
+		return "SKIPPED: " + r.Skipped
+	case r.Pass():
+		return "PASS"
+	default:
+		return "FAIL (" + strings.Join(r.Failing(), ", ") + ")"
+	}
+}
+
+// WriteMarkdown writes report.md.
+func (rep *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("# poolsim validate %s — target %s\n\n", rep.Scenario, rep.Target)
+	if rep.Description != "" {
+		p("%s\n\n", rep.Description)
+	}
+	p("Command: `%s`\n\n", rep.Command)
+	v := rep.Versions
+	p("PostgreSQL %s; PgBouncer %s; %s; poolsim %s; %d CPUs (%s); %s; run took %s. Load average (1, 5, 15 min) %s at the start, %s at the end: other work shares these CPUs, and every time below moves with it.\n\n",
+		v.PostgreSQL, v.PgBouncer, v.Go, v.Commit, v.CPUs, v.OS, v.Date, rep.Elapsed.Round(time.Second), v.LoadStart, v.LoadEnd)
+	p("Tolerances: ok_txns and conn_refused must equal the model exactly; the calibrated model must be within %.0f%% of the measured TPS and p50 and within %.0f%% of p99. Error %% is (prediction − measured) / measured.\n\n", 100*TolTPS, 100*TolP99)
+
+	p("## Summary\n\n")
+	p("| row | ok_txns model / measured | refused model / measured | tps model / calibrated / measured | p50_ms model / calibrated / measured | p99_ms model / calibrated / measured | wait_p99_ms model / calibrated / measured | verdict |\n")
+	p("|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rep.Rows {
+		if r.Skipped != "" {
+			p("| %s | | | | | | | %s |\n", r.Title(), r.verdict())
+			continue
+		}
+		m, c, x := r.Model, r.Calibrated, r.Measured
+		wait := "—"
+		if x.WaitKnown {
+			wait = fmt.Sprintf("%.2f", x.WaitP99Ms)
+		}
+		p("| %s | %d / %d | %d / %d | %.1f / %.1f / %.1f | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.2f / %.2f / %s | %s |\n",
+			r.Title(), m.OKTxns, x.OKTxns, m.ConnRefused, x.ConnRefused, m.TPS, c.TPS, x.TPS,
+			m.P50Ms, c.P50Ms, x.P50Ms, m.P99Ms, c.P99Ms, x.P99Ms, m.WaitP99Ms, c.WaitP99Ms, wait, r.verdict())
+	}
+	p("\n")
+	rep.writeProbeSummary(&b)
+
+	p("## Calibration\n\n")
+	p("Measured right before each live run and put into that run's calibrated model; the table shows the medians over a row's runs: ")
+	p("connect = median time to open one PostgreSQL connection as the load's role, one at a time (pooled rows only: direct clients connect before time zero); ")
+	p("query and think = the scenario's statement straight to PostgreSQL (round trip included: the model's direct statement) and the driver's think timer, alternating on several connections at once so that pg_sleep and the timers see the concurrency of a full pool, fitted as a lognormal (mean, σ of the logs); ")
+	p("hop = (empty query round trip through the target − direct) / 2, timed alternately.\n\n")
+	p("| row | connect | query (scenario → measured mean, p99) | think (scenario → measured mean) | hop | connections × statements |\n|---|---|---|---|---|---|\n")
+	for _, r := range rep.Rows {
+		if r.Skipped != "" {
+			continue
+		}
+		c := r.Cal
+		p("| %s | %s | %s → %s, %s | %s → %s | %s | %d × %d |\n", r.Title(), ms(c.Connect), ms(c.QueryNominal), ms(c.QueryMean), ms(c.QueryP99),
+			ms(c.ThinkNominal), ms(c.ThinkMean), us(c.Hop), c.Concurrency, c.Samples)
+	}
+	if rep.RowNs > 0 {
+		p("\nThe cpu statement was calibrated on the spot: %.2f ns of server time per generate_series row.\n", rep.RowNs)
+	}
+	p("\n")
+
+	p("## Rows\n\n")
+	for _, r := range rep.Rows {
+		p("### %s\n\n", r.Title())
+		if r.Skipped != "" {
+			p("Skipped: %s\n\n", r.Skipped)
+			continue
+		}
+		p("| metric | model | calibrated model | measured | error %% model | error %% calibrated |\n|---|---|---|---|---|---|\n")
+		for _, c := range r.Cells {
+			meas, em, ec := "—", "—", "—"
+			if c.Known {
+				meas, em, ec = fnum(c.Metric, c.Measured), pct(c.Model, c.Measured), pct(c.Calibrated, c.Measured)
+			}
+			p("| %s | %s | %s | %s | %s | %s |\n", c.Metric, fnum(c.Metric, c.Model), fnum(c.Metric, c.Calibrated), meas, em, ec)
+		}
+		p("\n**Verdict: %s**", r.verdict())
+		for _, c := range r.Cells {
+			if !c.Pass {
+				p("\n- %s outside tolerance: %s.", c.Metric, c.Why)
+			}
+		}
+		if !r.Pass() && rep.busy() {
+			p("\n- The machine was busy with other work during the run (load average %s at the start, %s at the end, on %d CPUs): stalls of the driver, the pooler and PostgreSQL that no model of this scenario contains.", v.LoadStart, v.LoadEnd, v.CPUs)
+		}
+		x := r.Measured
+		stmtNote := ""
+		if r.Mode == poolmode.Statement {
+			stmtNote = ", waits for a server included"
+		}
+		p("\n\nDiagnostics: hop %s (empty query round trip through the target %s); statements after a transaction's first %.3f ms mean, %.3f ms p99 under load%s (calibrated query + 2 hops %.3f ms); think %.3f ms mean (calibrated %.3f ms); wall %.1f ms; %d wait timeouts, %d failed clients",
+			us(r.Cal.Hop), us(r.Cal.HopRTT), x.StmtMeanMs, x.StmtP99Ms, stmtNote, r.calStmt, x.ThinkMeanMs, r.calThinkMs, x.WallMs, x.WaitTimeouts, x.Failed)
+		if x.WaitMeanOnly {
+			p("; wait percentiles: PgBouncer reports only a mean (SHOW STATS total_wait_time / %d assignments counted by the driver)", x.Assignments)
+		}
+		p("; CPUs %.0f%% busy (this process %.0f%%); machine load average (1, 5, 15 min) %s.\n", 100*x.CPUBusy, 100*x.CPUSelf, r.Load)
+		if len(r.Repeats) > 1 {
+			p("\nRuns (measured / calibrated model; the table holds their medians):")
+			for i, y := range r.Repeats {
+				if i < len(r.RepeatModels) {
+					k := r.RepeatModels[i]
+					p(" #%d tps %.1f / %.1f, p50 %.2f / %.2f ms, p99 %.2f / %.2f ms;", i+1, y.TPS, k.TPS, y.P50Ms, k.P50Ms, y.P99Ms, k.P99Ms)
+				}
+			}
+			p("\n")
+		}
+		p("\n")
+	}
+	rep.writeProbeDetail(&b)
+	if len(rep.Notes) > 0 {
+		p("## Notes\n\n")
+		for _, n := range rep.Notes {
+			p("- %s\n", n)
+		}
+		p("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (rep *Report) writeProbeSummary(b *strings.Builder) {
+	if len(rep.Probes) == 0 {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## Feature probes (live vs compat)\n\n| mode |")
+	for _, f := range compat.Features {
+		p(" %s |", f)
+	}
+	p(" agrees |\n|---|")
+	for range compat.Features {
+		p("---|")
+	}
+	p("---|\n")
+	for _, pr := range rep.Probes {
+		p("| %s |", pr.Mode)
+		got := pr.Result.Matrix()
+		for _, f := range compat.Features {
+			if pr.Err != "" || int(f) >= len(pr.Result.Outcomes) {
+				p(" — |")
+				continue
+			}
+			cell := compat.Word(got[f])
+			if got[f] != pr.Expected[f] {
+				cell += " (compat: " + compat.Word(pr.Expected[f]) + ")"
+			}
+			p(" %s |", cell)
+		}
+		if pr.Agrees() {
+			p(" yes |\n")
+		} else {
+			p(" **no** |\n")
+		}
+	}
+	p("\n")
+}
+
+func (rep *Report) writeProbeDetail(b *strings.Builder) {
+	if len(rep.Probes) == 0 {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## Probe details\n\n")
+	for _, pr := range rep.Probes {
+		if pr.Note != "" {
+			p("Note (%s): %s.\n\n", pr.Mode, pr.Note)
+		}
+	}
+	p("Each feature is set up in one transaction and used in the next, while another client keeps the server just released busy (pool size 2), so a pooled second transaction runs on another server.\n\n")
+	for _, pr := range rep.Probes {
+		if pr.Err != "" {
+			p("- %s: probe failed: %s\n", pr.Mode, pr.Err)
+			continue
+		}
+		for _, o := range pr.Result.Outcomes {
+			ch := "same server"
+			if o.Changed {
+				ch = "server changed"
+			}
+			tries := "1 try"
+			if o.Tries != 1 {
+				tries = fmt.Sprintf("%d tries", o.Tries)
+			}
+			p("- %s / %s: %s — %s (%s, %s)\n", pr.Mode, o.Feature, compat.Word(o.OK), o.Detail, ch, tries)
+		}
+	}
+	p("\n")
+}
+
+func fnum(metric string, v float64) string {
+	switch metric {
+	case "ok_txns", "conn_refused", "wait_timeouts":
+		return num(v)
+	case "tps":
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) + " ms" }
+func us(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e3, 'f', 1, 64) + " µs" }
+
+// WriteCSV writes rows.csv: one line per row and metric.
+func (rep *Report) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"target", "row", "mode", "clients", "metric", "model", "calibrated", "measured", "err_model_pct", "err_calibrated_pct", "tolerance_pct", "pass"})
+	for _, r := range rep.Rows {
+		if r.Skipped != "" {
+			continue
+		}
+		for _, c := range r.Cells {
+			meas, em, ec := "", "", ""
+			if c.Known {
+				meas, em, ec = fnum(c.Metric, c.Measured), pct(c.Model, c.Measured), pct(c.Calibrated, c.Measured)
+			}
+			tol := ""
+			if c.Tol >= 0 {
+				tol = strconv.FormatFloat(100*c.Tol, 'f', 0, 64)
+			}
+			_ = cw.Write([]string{rep.Target, r.Title(), r.Mode.String(), strconv.Itoa(r.Clients), c.Metric,
+				fnum(c.Metric, c.Model), fnum(c.Metric, c.Calibrated), meas, em, ec, tol, strconv.FormatBool(c.Pass)})
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteText prints the summary for a terminal.
+func (rep *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("%s — target %s\n\n", rep.Scenario, rep.Target)
+	p("%-34s %-14s %9s %9s %9s %9s %9s %9s   %s\n", "row", "metric", "model", "calib", "measured", "err%", "err%cal", "tol%", "")
+	for _, r := range rep.Rows {
+		if r.Skipped != "" {
+			p("%-34s skipped: %s\n", r.Title(), r.Skipped)
+			continue
+		}
+		for i, c := range r.Cells {
+			title := ""
+			if i == 0 {
+				title = r.Title()
+			}
+			meas, em, ec := "—", "", ""
+			if c.Known {
+				meas, em, ec = fnum(c.Metric, c.Measured), pct(c.Model, c.Measured), pct(c.Calibrated, c.Measured)
+			}
+			tol, mark := "", ""
+			if c.Tol >= 0 {
+				tol = strconv.FormatFloat(100*c.Tol, 'f', 0, 64)
+				mark = "ok"
+				if !c.Pass {
+					mark = "OUT"
+				}
+			}
+			p("%-34s %-14s %9s %9s %9s %9s %9s %9s   %s\n", title, c.Metric, fnum(c.Metric, c.Model), fnum(c.Metric, c.Calibrated), meas, em, ec, tol, mark)
+		}
+		p("%-34s verdict: %s\n\n", "", r.verdict())
+	}
+	if len(rep.Probes) > 0 {
+		p("feature probes (live vs compat):\n")
+		for _, pr := range rep.Probes {
+			agree := "agrees"
+			if !pr.Agrees() {
+				agree = "DISAGREES"
+			}
+			p("  %-12s", pr.Mode)
+			got := pr.Result.Matrix()
+			for _, f := range compat.Features {
+				if pr.Err != "" || int(f) >= len(pr.Result.Outcomes) {
+					continue
+				}
+				p(" %s=%s", f, compat.Word(got[f]))
+			}
+			if pr.Err != "" {
+				p(" error: %s", pr.Err)
+			}
+			p("  [%s]\n", agree)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// busy reports a 1-minute load average above the CPU count at the start or
+// the end of the run.
+func (rep *Report) busy() bool {
+	for _, l := range []string{rep.Versions.LoadStart, rep.Versions.LoadEnd} {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		if x, err := strconv.ParseFloat(f[0], 64); err == nil && rep.Versions.CPUs > 0 && x > float64(rep.Versions.CPUs) {
+			return true
+		}
+	}
+	return false
+}
+
+// Pass reports whether every row passed and every probe agreed.
+func (rep *Report) Pass() bool {
+	for _, r := range rep.Rows {
+		if !r.Pass() {
+			return false
+		}
+	}
+	for _, p := range rep.Probes {
+		if !p.Agrees() {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,242 @@
+package validate
+
+import (
+	"bytes"
+	"encoding/csv"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/poolsim/poolsim/models/compat"
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/proxy/probe"
+	"github.com/poolsim/poolsim/scenarios"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// row builds a judged row whose model and calibrated model agree and whose
+// measurement is m.
+func row(model system.Metrics, m Measured) Row {
+	r := Row{Params: []scenarios.Param{{Key: "pooler.mode", Value: "transaction"}}, Mode: poolmode.Transaction,
+		Clients: 40, Model: model, Calibrated: model, Measured: m}
+	judge(&r)
+	return r
+}
+
+func cell(r Row, metric string) Cell {
+	for _, c := range r.Cells {
+		if c.Metric == metric {
+			return c
+		}
+	}
+	return Cell{Metric: "missing " + metric}
+}
+
+func TestJudge(t *testing.T) {
+	model := system.Metrics{OKTxns: 120, ConnRefused: 0, TPS: 300, P50Ms: 100, P99Ms: 200, WaitP99Ms: 50}
+	exact := Measured{OKTxns: 120, TPS: 300, P50Ms: 100, P99Ms: 200, WaitKnown: true, WaitP99Ms: 500}
+	with := func(f func(*Measured)) Measured { m := exact; f(&m); return m }
+	tests := []struct {
+		name     string
+		m        Measured
+		pass     bool
+		failing  string
+		wantCell string // the cell to check
+		cellPass bool
+	}{
+		{"all equal", exact, true, "", "tps", true},
+		{"wait is shown, not judged", exact, true, "", "wait_p99_ms", true},
+		{"one transaction short", with(func(m *Measured) { m.OKTxns = 119 }), false, "ok_txns", "ok_txns", false},
+		{"a refusal the model has not", with(func(m *Measured) { m.ConnRefused = 1 }), false, "conn_refused", "conn_refused", false},
+		{"tps 9% low is in", with(func(m *Measured) { m.TPS = 330 }), true, "", "tps", true},        // (300-330)/330 = -9.1%
+		{"tps 11% off is out", with(func(m *Measured) { m.TPS = 270 }), false, "tps", "tps", false}, // (300-270)/270 = +11.1%
+		{"p50 10% is the edge", with(func(m *Measured) { m.P50Ms = 100 / 1.1 }), true, "", "p50_ms", true},
+		{"p99 24% is in", with(func(m *Measured) { m.P99Ms = 200 / 1.24 }), true, "", "p99_ms", true},
+		{"p99 26% is out", with(func(m *Measured) { m.P99Ms = 200 / 1.26 }), false, "p99_ms", "p99_ms", false},
+		{"zero measured is out", with(func(m *Measured) { m.TPS = 0 }), false, "tps", "tps", false},
+	}
+	for _, tt := range tests {
+		r := row(model, tt.m)
+		if got := r.Pass(); got != tt.pass {
+			t.Errorf("%s: Pass() = %v, want %v (cells %+v)", tt.name, got, tt.pass, r.Cells)
+		}
+		if got := strings.Join(r.Failing(), ","); got != tt.failing {
+			t.Errorf("%s: Failing() = %q, want %q", tt.name, got, tt.failing)
+		}
+		c := cell(r, tt.wantCell)
+		if c.Pass != tt.cellPass {
+			t.Errorf("%s: cell %s pass = %v, want %v", tt.name, c.Metric, c.Pass, tt.cellPass)
+		}
+		if !c.Pass && c.Why == "" {
+			t.Errorf("%s: cell %s is outside its tolerance but says no why", tt.name, c.Metric)
+		}
+	}
+}
+
+func TestJudgeCountsMatchBothModels(t *testing.T) {
+	// The calibrated model's count differs from the model's: a count then
+	// fails even when the measurement equals one of them, and says why.
+	r := Row{Mode: poolmode.Direct, Model: system.Metrics{OKTxns: 60, ConnRefused: 20, TPS: 1, P50Ms: 1, P99Ms: 1},
+		Calibrated: system.Metrics{OKTxns: 63, ConnRefused: 19, TPS: 1, P50Ms: 1, P99Ms: 1},
+		Measured:   Measured{OKTxns: 63, ConnRefused: 19, TPS: 1, P50Ms: 1, P99Ms: 1}}
+	judge(&r)
+	c := cell(r, "conn_refused")
+	if c.Pass || !strings.Contains(c.Why, "20 vs 19") {
+		t.Errorf("conn_refused cell = %+v, want a failure naming 20 vs 19", c)
+	}
+}
+
+func TestWaitTimeoutsCellOnlyWhenThereAreAny(t *testing.T) {
+	m := system.Metrics{OKTxns: 1, TPS: 1, P50Ms: 1, P99Ms: 1}
+	r := row(m, Measured{OKTxns: 1, TPS: 1, P50Ms: 1, P99Ms: 1})
+	if c := cell(r, "wait_timeouts"); c.Metric == "wait_timeouts" {
+		t.Errorf("row without timeouts has a wait_timeouts cell")
+	}
+	r = row(m, Measured{OKTxns: 1, TPS: 1, P50Ms: 1, P99Ms: 1, WaitTimeouts: 2})
+	if c := cell(r, "wait_timeouts"); c.Pass {
+		t.Errorf("2 measured wait timeouts against 0 predicted: cell passes")
+	}
+}
+
+func TestRelErr(t *testing.T) {
+	for _, tt := range []struct{ x, m, want float64 }{{110, 100, 0.1}, {90, 100, -0.1}, {0, 0, 0}} {
+		if got := relErr(tt.x, tt.m); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("relErr(%v, %v) = %v, want %v", tt.x, tt.m, got, tt.want)
+		}
+	}
+	if got := relErr(1, 0); !math.IsNaN(got) {
+		t.Errorf("relErr(1, 0) = %v, want NaN", got)
+	}
+}
+
+func TestDistFrom(t *testing.T) {
+	same := []time.Duration{3 * time.Millisecond, 3 * time.Millisecond, 3 * time.Millisecond}
+	d, mean, _ := distFrom(same)
+	if d.Kind != sim.Const || mean != 3*time.Millisecond {
+		t.Errorf("distFrom(3ms x3) = %v, mean %v; want const 3ms", d, mean)
+	}
+	spread := []time.Duration{3 * time.Millisecond, 4 * time.Millisecond, 5 * time.Millisecond, 8 * time.Millisecond}
+	d, mean, p99 := distFrom(spread)
+	if d.Kind != sim.Lognormal || mean != 5*time.Millisecond || d.MeanValue() != sim.FromDuration(mean) || p99 != 8*time.Millisecond {
+		t.Errorf("distFrom(3,4,5,8 ms) = %v, mean %v, p99 %v; want lognormal with mean 5ms, p99 8ms", d, mean, p99)
+	}
+}
+
+func testReport() *Report {
+	model := system.Metrics{OKTxns: 120, TPS: 300, P50Ms: 100, P99Ms: 200}
+	pass := row(model, Measured{OKTxns: 120, TPS: 310, P50Ms: 101, P99Ms: 210, WaitKnown: true})
+	fail := row(model, Measured{OKTxns: 120, TPS: 200, P50Ms: 150, P99Ms: 400, StmtMeanMs: 9})
+	fail.Params = []scenarios.Param{{Key: "pooler.mode", Value: "statement"}}
+	fail.calStmt = 4
+	judge(&fail)
+	skipped := Row{Params: []scenarios.Param{{Key: "pooler.mode", Value: "session"}}, Mode: poolmode.Session, Skipped: "needs a pooler"}
+	var ok probe.Result
+	ok.Mode = poolmode.Transaction
+	for _, f := range compat.Features {
+		ok.Outcomes = append(ok.Outcomes, probe.Outcome{Feature: f, OK: compat.Works(poolmode.Transaction, 0, f), Changed: true, Tries: 1, Detail: "x"})
+	}
+	bad := ok
+	bad.Outcomes = append([]probe.Outcome(nil), ok.Outcomes...)
+	bad.Outcomes[compat.SetReset].OK = true
+	return &Report{Scenario: "s", Target: TargetProxy, Command: "poolsim validate s",
+		Rows: []Row{pass, fail, skipped},
+		Probes: []ProbeRow{
+			{Mode: poolmode.Transaction, Expected: compat.For(poolmode.Transaction, 0), Result: ok},
+			{Mode: poolmode.Transaction, Expected: compat.For(poolmode.Transaction, 0), Result: bad},
+		}}
+}
+
+func TestReportWriters(t *testing.T) {
+	rep := testReport()
+	if rep.Pass() {
+		t.Errorf("Pass() = true for a report with a failing row and a disagreeing probe")
+	}
+	if !rep.Probes[0].Agrees() || rep.Probes[1].Agrees() {
+		t.Errorf("Agrees() = %v, %v; want true, false", rep.Probes[0].Agrees(), rep.Probes[1].Agrees())
+	}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"**Verdict: PASS**",
+		"**Verdict: FAIL (tps, p50_ms, p99_ms)**",
+		"- tps outside tolerance: statements took 9.000 ms on average under load against 4.000 ms calibrated right before the run",
+		"SKIPPED: needs a pooler",
+		"| transaction | ok | broken |",
+		"ok (compat: broken)",
+		"| **no** |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md.String())
+		}
+	}
+	var c bytes.Buffer
+	if err := rep.WriteCSV(&c); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&c).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(recs), 1+7+6; got != want { // header, two judged rows (one with wait_mean_ms); the skipped row has none
+		t.Fatalf("rows.csv has %d records, want %d", got, want)
+	}
+	if got := strings.Join(recs[0], ","); got != "target,row,mode,clients,metric,model,calibrated,measured,err_model_pct,err_calibrated_pct,tolerance_pct,pass" {
+		t.Errorf("rows.csv header = %s", got)
+	}
+	for _, r := range recs[1:] {
+		if r[4] == "tps" && r[1] == "pooler.mode=statement" && (r[7] != "200.0" || r[9] != "+50.0" || r[11] != "false") {
+			t.Errorf("rows.csv tps line of the failing row = %v, want measured 200.0, error +50.0, pass false", r)
+		}
+	}
+	var txt bytes.Buffer
+	if err := rep.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(txt.String(), "DISAGREES") || !strings.Contains(txt.String(), "OUT") {
+		t.Errorf("text summary lacks the failures:\n%s", txt.String())
+	}
+}
+
+func TestWriteDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := testReport().WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"report.md", "rows.csv", "command.txt", "versions.txt"} {
+		if _, err := readFile(dir, f); err != nil {
+			t.Errorf("WriteDir: %v", err)
+		}
+	}
+	if b, _ := readFile(dir, "command.txt"); string(b) != "poolsim validate s\n" {
+		t.Errorf("command.txt = %q", b)
+	}
+}
+
+func TestCombine(t *testing.T) {
+	model := system.Metrics{OKTxns: 120, ConnRefused: 20}
+	xs := []Measured{
+		{OKTxns: 120, ConnRefused: 20, TPS: 300, P50Ms: 10},
+		{OKTxns: 120, ConnRefused: 20, TPS: 100, P50Ms: 30}, // disturbed
+		{OKTxns: 120, ConnRefused: 20, TPS: 310, P50Ms: 11},
+	}
+	m := combineMeasured(xs, model)
+	if m.TPS != 300 || m.P50Ms != 11 || m.OKTxns != 120 || m.ConnRefused != 20 {
+		t.Errorf("combineMeasured = tps %v, p50 %v, ok %d, refused %d; want medians 300, 11 and the shared counts", m.TPS, m.P50Ms, m.OKTxns, m.ConnRefused)
+	}
+	xs[2].ConnRefused = 19
+	if m := combineMeasured(xs, model); m.ConnRefused != 19 {
+		t.Errorf("one run refused 19: combined %d, want the differing 19 shown", m.ConnRefused)
+	}
+	c := combineModels([]system.Metrics{{OKTxns: 120, TPS: 1}, {OKTxns: 120, TPS: 3}, {OKTxns: 120, TPS: 2}, {OKTxns: 120, TPS: 10}}, model)
+	if c.TPS != 2.5 || c.OKTxns != 120 {
+		t.Errorf("combineModels = tps %v, ok %d; want 2.5 (even count: mean of the middle two), 120", c.TPS, c.OKTxns)
+	}
+	cal := combineCal([]Calibration{{Hop: 10}, {Hop: 30}, {Hop: 20}})
+	if cal.Hop != 20 {
+		t.Errorf("combineCal hop = %v, want 20ns", cal.Hop)
+	}
+}

@@ -1,0 +1,236 @@
+package validate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/proxy"
+	"github.com/poolsim/poolsim/proxy/pgbouncer"
+)
+
+// Targets.
+const (
+	TargetProxy     = "proxy"
+	TargetPgBouncer = "pgbouncer"
+	TargetDirect    = "direct"
+)
+
+// server is the PostgreSQL the run uses: where to connect, as whom.
+type server struct {
+	dsn      string // the load's role and database
+	host     string
+	port     int
+	user     string
+	password string
+	database string
+}
+
+func parseServer(dsn string) (server, error) {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return server{}, fmt.Errorf("dsn: %w", err)
+	}
+	if strings.HasPrefix(cfg.Host, "/") {
+		return server{}, fmt.Errorf("dsn: host %s is a Unix socket folder: validate needs a TCP host (PgBouncer and the proxy connect over TCP)", cfg.Host)
+	}
+	return server{dsn: dsn, host: cfg.Host, port: int(cfg.Port), user: cfg.User, password: cfg.Password, database: cfg.Database}, nil
+}
+
+// dsnAt is a URL for the server's user and database at addr.
+func (s server) dsnAt(host string, port int) string {
+	u := url.User(s.user)
+	if s.password != "" {
+		u = url.UserPassword(s.user, s.password)
+	}
+	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", u.String(), net.JoinHostPort(host, strconv.Itoa(port)), url.PathEscape(s.database))
+}
+
+// poolSettings are the pooler settings of one target start.
+type poolSettings struct {
+	mode             poolmode.Mode
+	poolSize         int
+	maxClientConn    int
+	maxDBConnections int
+	queryWaitTimeout time.Duration
+	maxPrepared      int    // the scenario's max_prepared_statements
+	bouncerVersion   string // the installed pgbouncer's version, for its settings
+}
+
+// running is a started target.
+type running struct {
+	// prepared is the max_prepared_statements in force: the scenario's when
+	// the target supports the setting, else 0 (noted in preparedNote).
+	prepared     int
+	preparedNote string
+	dsn          string // where clients connect
+	px           *proxy.Proxy
+	bouncer      *pgbouncer.PgBouncer
+	stop         func() error
+}
+
+// waits drains the proxy's assignment log (nil for other targets).
+func (r *running) waits() []proxy.Wait {
+	if r.px == nil {
+		return nil
+	}
+	return r.px.Waits()
+}
+
+// startTarget starts the pooler for one row. Direct mode needs none: the
+// clients connect to PostgreSQL.
+func startTarget(ctx context.Context, target string, srv server, ps poolSettings, logf func(string, ...any)) (*running, error) {
+	if ps.mode == poolmode.Direct || target == TargetDirect {
+		return &running{dsn: srv.dsn, prepared: ps.maxPrepared, stop: func() error { return nil }}, nil
+	}
+	switch target {
+	case TargetProxy:
+		return startProxy(ctx, srv, ps)
+	case TargetPgBouncer:
+		return startBouncer(ctx, srv, ps, logf)
+	}
+	return nil, fmt.Errorf("target %q: want proxy, pgbouncer or direct", target)
+}
+
+func startProxy(ctx context.Context, srv server, ps poolSettings) (*running, error) {
+	cfg := proxy.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Upstream = srv.dsn
+	cfg.Mode = ps.mode
+	cfg.PoolSize = ps.poolSize
+	cfg.MaxClientConn = ps.maxClientConn
+	cfg.MaxDBConnections = ps.maxDBConnections
+	cfg.QueryWaitTimeout = ps.queryWaitTimeout
+	cfg.ShutdownTimeout = 2 * time.Second
+	cfg.MaxPreparedStatements = ps.maxPrepared
+	px, err := proxy.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("proxy listen: %w", err)
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- px.Serve(sctx, ln) }() // owner: running.stop; ends when sctx is cancelled
+	addr := px.Addr().(*net.TCPAddr)
+	stop := func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			return errors.New("proxy: did not stop within 30s")
+		}
+	}
+	return &running{dsn: srv.dsnAt("127.0.0.1", addr.Port), px: px, stop: stop, prepared: ps.maxPrepared}, nil
+}
+
+func startBouncer(ctx context.Context, srv server, ps poolSettings, logf func(string, ...any)) (*running, error) {
+	qwt := ps.queryWaitTimeout
+	if qwt == 0 {
+		qwt = -1 // disabled
+	}
+	extra := map[string]string{"stats_period": "1"} // SHOW STATS totals are refreshed every stats_period
+	prepared, note := ps.maxPrepared, ""
+	if bouncerAtLeast(ps.bouncerVersion, 1, 21) {
+		// Written even when 0: PgBouncer 1.24+ defaults to 200.
+		extra["max_prepared_statements"] = strconv.Itoa(ps.maxPrepared)
+	} else {
+		prepared = 0
+		if ps.maxPrepared > 0 {
+			note = fmt.Sprintf("PgBouncer %s has no max_prepared_statements (1.21+): protocol-level prepared statements are compared with compat at 0", ps.bouncerVersion)
+		}
+	}
+	users := map[string]string{srv.user: srv.password}
+	if _, ok := users["postgres"]; !ok {
+		users["postgres"] = "" // the admin console's user
+	}
+	b, err := pgbouncer.Start(ctx, pgbouncer.Config{
+		UpstreamHost:     srv.host,
+		UpstreamPort:     srv.port,
+		Users:            users,
+		PoolMode:         ps.mode.String(),
+		DefaultPoolSize:  ps.poolSize,
+		MaxClientConn:    ps.maxClientConn,
+		MaxDBConnections: ps.maxDBConnections,
+		QueryWaitTimeout: qwt,
+		Extra:            extra,
+		Logf:             logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &running{dsn: b.DSN(srv.database, srv.user), bouncer: b, stop: b.Stop, prepared: prepared, preparedNote: note}, nil
+}
+
+// bouncerStats reads SHOW STATS totals for database db: total_wait_time in
+// microseconds and total_xact_count.
+func bouncerStats(ctx context.Context, b *pgbouncer.PgBouncer, db string) (waitUs, xacts int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgconn.Connect(ctx, b.AdminDSN())
+	if err != nil {
+		return 0, 0, fmt.Errorf("pgbouncer admin: %w", err)
+	}
+	defer closeConn(conn)
+	rs, err := conn.Exec(ctx, "SHOW STATS").ReadAll()
+	if err != nil {
+		return 0, 0, fmt.Errorf("pgbouncer SHOW STATS: %w", err)
+	}
+	if len(rs) != 1 {
+		return 0, 0, errors.New("pgbouncer SHOW STATS: no result")
+	}
+	col := map[string]int{}
+	for i, f := range rs[0].FieldDescriptions {
+		col[f.Name] = i
+	}
+	wi, ok1 := col["total_wait_time"]
+	xi, ok2 := col["total_xact_count"]
+	di, ok3 := col["database"]
+	if !ok1 || !ok2 || !ok3 {
+		return 0, 0, errors.New("pgbouncer SHOW STATS: no total_wait_time, total_xact_count or database column")
+	}
+	for _, row := range rs[0].Rows {
+		if string(row[di]) != db {
+			continue
+		}
+		w, _ := strconv.ParseInt(string(row[wi]), 10, 64)
+		x, _ := strconv.ParseInt(string(row[xi]), 10, 64)
+		waitUs += w
+		xacts += x
+	}
+	return waitUs, xacts, nil
+}
+
+// closeConn closes a connection politely (Terminate), within a second.
+func closeConn(c *pgconn.PgConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
+}
+
+// bouncerAtLeast reports whether version v (e.g. "1.18.0") is major.minor
+// or later.
+func bouncerAtLeast(v string, major, minor int) bool {
+	parts := strings.Split(v, ".")
+	ma, err := strconv.Atoi(parts[0])
+	if err != nil {
+		return false
+	}
+	mi := 0
+	if len(parts) > 1 {
+		mi, _ = strconv.Atoi(parts[1])
+	}
+	return ma > major || ma == major && mi >= minor
+}

@@ -1,0 +1,565 @@
+// Package validate runs a scenario live and puts the model next to the
+// measurement: poolsim validate.
+//
+// For every point of the scenario's sweep it starts the target — poolsim's
+// own proxy in this process, a real pgbouncer with a generated
+// configuration, or nothing for direct rows, whose clients connect straight
+// to PostgreSQL — runs the workload with the load driver (package
+// proxy/load), collects the metrics and stops the target. PostgreSQL is a
+// throwaway cluster (package proxy/pgcluster) with the scenario's
+// max_connections and no superuser-reserved slots unless a DSN is given;
+// the load connects as a non-superuser role.
+//
+// Before the rows it calibrates: the cost of opening one PostgreSQL
+// connection, the real duration of the scenario's statement and of the
+// driver's think time; per row, the hop through the target. The model runs
+// twice per row, with the scenario's values and with the measured ones, and
+// the report judges the calibrated model against the measurement with fixed
+// tolerances (counts exactly; TPS and p50 within 10%, p99 within 25%). The
+// live feature probes (package proxy/probe) run once per pool mode with a
+// pool of two servers and are compared with models/compat.
+//
+// Everything Run starts it stops before returning, on error and when ctx is
+// cancelled too: targets, the cluster, and every goroutine.
+package validate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/poolsim/poolsim/models/compat"
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/proxy/load"
+	"github.com/poolsim/poolsim/proxy/pgbouncer"
+	"github.com/poolsim/poolsim/proxy/pgcluster"
+	"github.com/poolsim/poolsim/proxy/probe"
+	"github.com/poolsim/poolsim/scenarios"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// Options is one validation.
+type Options struct {
+	Scenario *scenarios.Scenario
+	// DSN is an existing PostgreSQL to use ("" = a throwaway cluster). Its
+	// max_connections is what it is; the report notes a difference from the
+	// scenario's.
+	DSN string
+	// Target is TargetProxy (default), TargetPgBouncer or TargetDirect.
+	Target string
+	// Quick takes fewer calibration samples and skips the feature probes.
+	Quick bool
+	// Probes forces the feature probes on in quick mode.
+	Probes bool
+	// Repeats is how many times each row runs (the report compares the
+	// medians of the runs' measurements and calibrated models); 0 means 5,
+	// or 1 with Quick.
+	Repeats int
+	// Command is recorded in the report as the command that made it.
+	Command string
+	// Logf receives progress lines; nil = none.
+	Logf func(format string, args ...any)
+}
+
+// settle is the pause between the clients' logins and time zero.
+const settle = 200 * time.Millisecond
+
+// ErrUnsupported marks a scenario the live validator cannot run.
+var ErrUnsupported = errors.New("validate: unsupported scenario")
+
+// v is one run's state.
+type v struct {
+	o           Options
+	logf        func(string, ...any)
+	srv         server
+	watchDSN    string // where to count other backends
+	cluster     *pgcluster.Cluster
+	backendGone func(context.Context, uint32) error
+	// bouncerVersion is the installed pgbouncer's version ("" if none).
+	bouncerVersion string
+}
+
+// Run validates o.Scenario and returns the report.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	began := time.Now()
+	if o.Target == "" {
+		o.Target = TargetProxy
+	}
+	switch o.Target {
+	case TargetProxy, TargetPgBouncer, TargetDirect:
+	default:
+		return nil, fmt.Errorf("%w: target %q: want proxy, pgbouncer or direct", ErrUnsupported, o.Target)
+	}
+	sc := o.Scenario
+	points, err := sc.Points()
+	if err != nil {
+		return nil, err
+	}
+	maxConn := points[0].Config.Server.MaxConnections
+	for _, p := range points {
+		c := p.Config
+		if c.Server.MaxConnections != maxConn && o.DSN == "" {
+			return nil, fmt.Errorf("%w: server.max_connections varies across the sweep; validate starts one PostgreSQL per run", ErrUnsupported)
+		}
+		if c.AppPool.Mode != system.NoAppPool {
+			return nil, fmt.Errorf("%w: app_pool.mode %v: the load driver has no application-side pool yet", ErrUnsupported, c.AppPool.Mode)
+		}
+		if c.Workload.CPU.MeanValue() > 0 || c.Server.Cores > 0 {
+			return nil, fmt.Errorf("%w: workload.cpu and server.cores model CPU sharing; run it live with live.statement: cpu and workload.query instead", ErrUnsupported)
+		}
+	}
+	vv := &v{o: o, logf: o.Logf}
+	if vv.logf == nil {
+		vv.logf = func(string, ...any) {}
+	}
+	rep := &Report{Scenario: sc.Name, Description: sc.Description, Source: sc.Source, Seed: sc.Base.Seed, Target: o.Target, Command: o.Command}
+
+	if o.DSN == "" {
+		c, err := pgcluster.Start(ctx, pgcluster.Options{
+			MaxConnections:               maxConn,
+			SuperuserReservedConnections: pgcluster.ReserveNone,
+			Logf:                         vv.logf,
+		})
+		if err != nil {
+			return nil, err
+		}
+		defer c.Stop()
+		vv.cluster = c
+		vv.watchDSN = c.SuperuserDSN("postgres")
+		vv.backendGone = func(ctx context.Context, pid uint32) error { return c.WaitBackendsExit(ctx, pid) }
+		if vv.srv, err = parseServer(c.UserDSN()); err != nil {
+			return nil, err
+		}
+	} else {
+		if vv.srv, err = parseServer(o.DSN); err != nil {
+			return nil, err
+		}
+		vv.watchDSN = o.DSN
+		vv.backendGone = func(ctx context.Context, _ uint32) error { return sleep(ctx, 50*time.Millisecond) }
+	}
+	if err := vv.versions(ctx, rep, maxConn); err != nil {
+		return nil, err
+	}
+
+	samples := 540
+	if o.Quick {
+		samples = 60
+	}
+	stmt, err := statement(ctx, vv.srv.dsn, sc.Base, vv.backendGone)
+	if err != nil {
+		return nil, err
+	}
+	rep.RowNs = stmt.RowNs
+
+	models := scenarios.Run(points, 0)
+	for i, p := range points {
+		row, err := vv.row(ctx, p, models[i].Metrics, stmt, samples)
+		if err != nil {
+			return nil, err
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+
+	if !o.Quick || o.Probes {
+		seen := map[poolmode.Mode]bool{}
+		for _, p := range points {
+			m := p.Config.Pooler.Mode
+			if seen[m] || (o.Target == TargetDirect && m.Pooled()) {
+				continue
+			}
+			seen[m] = true
+			pr, err := vv.probe(ctx, m, p.Config.Pooler.MaxPreparedStatements)
+			if err != nil {
+				return nil, err
+			}
+			rep.Probes = append(rep.Probes, pr)
+		}
+	}
+	rep.Notes = append(rep.Notes, notes(o.Target, points)...)
+	rep.Versions.LoadEnd = loadAvg()
+	rep.Elapsed = time.Since(began)
+	return rep, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// quiesce waits until no other client backend is connected, so that every
+// max_connections slot is free for the next row.
+func (vv *v) quiesce(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	conn, err := pgconn.Connect(ctx, vv.watchDSN)
+	if err != nil {
+		return fmt.Errorf("validate: wait for idle server: %w", err)
+	}
+	pid := conn.PID()
+	q := "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+	if vv.cluster == nil {
+		q += " AND usename = current_user"
+	}
+	for {
+		rs, err := conn.Exec(ctx, q).ReadAll()
+		if err != nil {
+			closeConn(conn)
+			return fmt.Errorf("validate: wait for idle server: %w", err)
+		}
+		if len(rs) == 1 && len(rs[0].Rows) == 1 && string(rs[0].Rows[0][0]) == "0" {
+			break
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			closeConn(conn)
+			return fmt.Errorf("validate: other connections did not end: %w", err)
+		}
+	}
+	_ = conn.Close(ctx)
+	return vv.backendGone(ctx, pid)
+}
+
+// row runs one point.
+func (vv *v) row(ctx context.Context, p scenarios.Point, model system.Metrics, stmt load.Statement, samples int) (Row, error) {
+	c := p.Config
+	mode := c.Pooler.Mode
+	row := Row{Params: p.Params, Mode: mode, Clients: c.Workload.Clients, Model: model}
+	if vv.o.Target == TargetDirect && mode.Pooled() {
+		row.Skipped = "--target direct runs no pooler; this row needs one"
+		return row, nil
+	}
+	vv.logf("validate: row %s", row.Title())
+	loadStart := loadAvg()
+	var runs []attempt
+	for range vv.repeats() {
+		a, err := vv.once(ctx, c, stmt, samples)
+		if err != nil {
+			return row, err
+		}
+		runs = append(runs, a)
+	}
+	var xs []Measured
+	var cals []Calibration
+	var models []system.Metrics
+	for _, a := range runs {
+		xs, cals = append(xs, a.x), append(cals, a.cal)
+		models = append(models, calibrated(c, a.cal))
+	}
+	row.Repeats, row.RepeatModels = xs, models
+	row.Measured = combineMeasured(xs, model)
+	row.Calibrated = combineModels(models, model)
+	row.Cal = combineCal(cals)
+	row.Load = loadStart + " → " + loadAvg()
+	row.calStmt = float64(row.Cal.QueryMean+2*row.Cal.Hop) / 1e6
+	row.calThinkMs = float64(row.Cal.ThinkMean) / 1e6
+	judge(&row)
+	vv.logf("validate: row %s: %s", row.Title(), row.verdict())
+	return row, nil
+}
+
+// attempt is one live run of a row.
+type attempt struct {
+	x   Measured
+	cal Calibration
+}
+
+// repeats is how many times each row runs.
+func (vv *v) repeats() int {
+	if vv.o.Repeats > 0 {
+		return vv.o.Repeats
+	}
+	if vv.o.Quick {
+		return 1
+	}
+	return 5
+}
+
+// once starts the row's target, measures the hop through it, runs the load,
+// collects the metrics and stops the target.
+func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, samples int) (attempt, error) {
+	var a attempt
+	mode := c.Pooler.Mode
+	if err := vv.quiesce(ctx); err != nil {
+		return a, err
+	}
+	var err error
+	if a.cal, err = calibrate(ctx, vv.srv.dsn, c, stmt, samples, vv.backendGone); err != nil {
+		return a, err
+	}
+	t, err := startTarget(ctx, vv.o.Target, vv.srv, poolSettings{
+		mode: mode, poolSize: c.Pooler.DefaultPoolSize, maxClientConn: c.Pooler.MaxClientConn,
+		maxDBConnections: c.Pooler.MaxDBConnections, queryWaitTimeout: c.Pooler.QueryWaitTimeout.Duration(),
+		maxPrepared: c.Pooler.MaxPreparedStatements, bouncerVersion: vv.bouncerVersion,
+	}, vv.logf)
+	if err != nil {
+		return a, err
+	}
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		return t.stop()
+	}
+	defer stop()
+
+	if mode.Pooled() {
+		if a.cal.Hop, a.cal.HopRTT, err = measureHop(ctx, t.dsn, vv.srv.dsn, samples, vv.backendGone); err != nil {
+			return a, err
+		}
+	}
+	var waitBefore int64
+	if t.bouncer != nil {
+		if waitBefore, _, err = bouncerStats(ctx, t.bouncer, vv.srv.database); err != nil {
+			return a, err
+		}
+	}
+	cpu0 := sampleCPU()
+	res, err := load.Run(ctx, load.Spec{
+		DSN:       t.dsn,
+		Workload:  c.Workload,
+		Seed:      c.Seed,
+		Blocks:    mode != poolmode.Statement,
+		Statement: stmt,
+		Settle:    settle,
+		Started:   func() { t.waits() },
+	})
+	if err != nil {
+		return a, err
+	}
+	x := measured(res)
+	x.CPUBusy, x.CPUSelf = cpuUse(cpu0, sampleCPU(), runtime.NumCPU())
+	if t.px != nil {
+		var ws sim.Samples
+		for _, w := range t.waits() {
+			if !w.At.Before(res.Start) {
+				ws.Add(sim.FromDuration(w.Wait))
+			}
+		}
+		x.WaitKnown = ws.Count() > 0
+		x.Assignments = int64(ws.Count())
+		x.WaitMeanMs, x.WaitP50Ms, x.WaitP99Ms = ws.Mean().Milliseconds(), ws.Percentile(50).Milliseconds(), ws.Percentile(99).Milliseconds()
+	}
+	if t.bouncer != nil {
+		// SHOW STATS totals move every stats_period (1 s here).
+		if err := sleep(ctx, 1100*time.Millisecond); err != nil {
+			return a, err
+		}
+		waitAfter, _, err := bouncerStats(ctx, t.bouncer, vv.srv.database)
+		if err != nil {
+			return a, err
+		}
+		x.Assignments = assignments(mode, res)
+		if x.Assignments > 0 {
+			x.WaitMeanOnly = true
+			x.WaitMeanMs = float64(waitAfter-waitBefore) / 1e3 / float64(x.Assignments)
+		}
+	}
+	if err := stop(); err != nil {
+		return a, err
+	}
+	a.x = x
+	return a, nil
+}
+
+// assignments is how many server assignments the driver's run made in
+// mode: a session's in session mode, a transaction's in transaction mode, a
+// statement's in statement mode.
+func assignments(mode poolmode.Mode, r *load.Result) int64 {
+	switch mode {
+	case poolmode.Session:
+		return r.Sessions
+	case poolmode.Transaction:
+		return r.OKTxns
+	case poolmode.Statement:
+		return r.Stmts
+	}
+	return 0
+}
+
+func measured(r *load.Result) Measured {
+	return Measured{
+		OKTxns:       r.OKTxns,
+		ConnRefused:  r.Refused,
+		WaitTimeouts: r.WaitTimeouts,
+		Failed:       r.Failed,
+		WallMs:       float64(r.Wall()) / 1e6,
+		TPS:          r.TPS(),
+		MeanMs:       r.Latency.Mean().Milliseconds(),
+		P50Ms:        r.Latency.Percentile(50).Milliseconds(),
+		P95Ms:        r.Latency.Percentile(95).Milliseconds(),
+		P99Ms:        r.Latency.Percentile(99).Milliseconds(),
+		StmtMeanMs:   r.StmtRT.Mean().Milliseconds(),
+		StmtP99Ms:    r.StmtRT.Percentile(99).Milliseconds(),
+		ThinkMeanMs:  r.Think.Mean().Milliseconds(),
+		Errors:       r.Errors,
+	}
+}
+
+// probe runs the feature probes of one mode through the target, with a
+// pool of two servers.
+func (vv *v) probe(ctx context.Context, mode poolmode.Mode, maxPrepared int) (ProbeRow, error) {
+	vv.logf("validate: probing %s", mode)
+	pr := ProbeRow{Mode: mode, MaxPrepared: maxPrepared}
+	if err := vv.quiesce(ctx); err != nil {
+		return pr, err
+	}
+	t, err := startTarget(ctx, vv.o.Target, vv.srv, poolSettings{mode: mode, poolSize: 2, maxClientConn: 100,
+		queryWaitTimeout: 30 * time.Second, maxPrepared: maxPrepared, bouncerVersion: vv.bouncerVersion}, vv.logf)
+	if err != nil {
+		return pr, err
+	}
+	pr.Effective, pr.Note = t.prepared, t.preparedNote
+	pr.Expected = compat.For(mode, t.prepared)
+	res, err := probe.Run(ctx, probe.Spec{DSN: t.dsn, NotifyDSN: vv.srv.dsn, Mode: mode})
+	serr := t.stop()
+	if ctx.Err() != nil {
+		return pr, ctx.Err()
+	}
+	pr.Result = res
+	if err != nil {
+		pr.Err = err.Error()
+	}
+	if serr != nil {
+		return pr, serr
+	}
+	return pr, nil
+}
+
+// versions fills the report's versions.
+func (vv *v) versions(ctx context.Context, rep *Report, maxConn int) error {
+	vs := Versions{Go: runtime.Version(), CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH,
+		Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), LoadStart: loadAvg()}
+	if vv.cluster != nil {
+		vs.PostgreSQL = vv.cluster.Version()
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		conn, err := pgconn.Connect(cctx, vv.srv.dsn)
+		if err != nil {
+			return fmt.Errorf("validate: %w", err)
+		}
+		vs.PostgreSQL = conn.ParameterStatus("server_version")
+		rs, err := conn.Exec(cctx, "SHOW max_connections").ReadAll()
+		if err == nil && len(rs) == 1 && len(rs[0].Rows) == 1 {
+			if got := string(rs[0].Rows[0][0]); got != fmt.Sprint(maxConn) {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("the server's max_connections is %s, the scenario's %d: direct refusals follow the server's", got, maxConn))
+			}
+		}
+		_ = conn.Close(cctx)
+	}
+	vs.PgBouncer = bouncerVersion(ctx)
+	vv.bouncerVersion = vs.PgBouncer
+	vs.Commit = gitCommit(ctx)
+	rep.Versions = vs
+	return nil
+}
+
+// loadAvg is the machine's 1, 5 and 15 minute load averages (Linux), so the
+// report shows how busy the machine was with other work.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func bouncerVersion(ctx context.Context) string {
+	path, err := pgbouncer.Find()
+	if err != nil {
+		return "not installed"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return "unknown (" + filepath.Base(path) + " --version failed)"
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(strings.TrimPrefix(line, "PgBouncer "))
+}
+
+func gitCommit(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "git", "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown (not a git checkout)"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		c += " (with uncommitted changes)"
+	}
+	return c
+}
+
+// notes explain how the live run differs from the model by construction.
+func notes(target string, points []scenarios.Point) []string {
+	n := []string{
+		"Time zero is 200 ms after every client of a closed workload has tried to connect (a barrier, then a pause so that refused backends have exited): the clients' own logins are outside the measurement, so the calibrated model gives direct rows server.connect = 0 and pooled rows the measured connect for the pooler's server logins.",
+		"In the pooled rows the pooler opens its first server connection before time zero (to answer the first login, and for the hop measurement), so the live pool starts with one server where the model starts with none.",
+		"hop_ms_per_txn is not measurable from outside the pooler and is left out; the hop enters the calibrated model as measured above.",
+		"Transaction blocks travel inside the first and last statements' Query messages (BEGIN; ... and ...; COMMIT), so a transaction costs stmts_per_txn round trips, as in the model; statement mode runs the statements as autocommit statements, as the model does.",
+	}
+	switch target {
+	case TargetPgBouncer:
+		n = append(n, "PgBouncer reports no wait percentiles: wait_p99_ms is left blank and wait_mean_ms is SHOW STATS total_wait_time divided by the assignments the driver made (sessions, transactions or statements by mode).")
+	case TargetProxy:
+		n = append(n, "wait_p99_ms and wait_mean_ms come from the proxy's own record of every server assignment (request reached the proxy → server linked).")
+	}
+	_ = points
+	return n
+}
+
+// WriteDir writes report.md, rows.csv, command.txt and versions.txt into
+// dir, creating it.
+func (rep *Report) WriteDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("validate: %w", err)
+	}
+	write := func(name string, fill func(*os.File) error) error {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return fmt.Errorf("validate: %w", err)
+		}
+		if err := fill(f); err != nil {
+			f.Close()
+			return fmt.Errorf("validate: write %s: %w", name, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("validate: write %s: %w", name, err)
+		}
+		return nil
+	}
+	v := rep.Versions
+	return errors.Join(
+		write("report.md", func(f *os.File) error { return rep.WriteMarkdown(f) }),
+		write("rows.csv", func(f *os.File) error { return rep.WriteCSV(f) }),
+		write("command.txt", func(f *os.File) error { _, err := fmt.Fprintln(f, rep.Command); return err }),
+		write("versions.txt", func(f *os.File) error {
+			_, err := fmt.Fprintf(f, "postgresql: %s\npgbouncer: %s\ngo: %s\npoolsim: %s\ncpus: %d\nos: %s\ndate: %s\nload average at start: %s\nload average at end: %s\n",
+				v.PostgreSQL, v.PgBouncer, v.Go, v.Commit, v.CPUs, v.OS, v.Date, v.LoadStart, v.LoadEnd)
+			return err
+		}),
+	)
+}

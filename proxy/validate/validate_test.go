@@ -1,0 +1,148 @@
+package validate
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/poolsim/poolsim/proxy/pgcluster"
+	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
+	"github.com/poolsim/poolsim/scenarios"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func readFile(dir, name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
+
+// needPostgres skips t without PostgreSQL binaries, or fails it under CI.
+func needPostgres(t *testing.T) {
+	t.Helper()
+	if _, err := pgcluster.FindBinDir(); err != nil {
+		if pgclustertest.InCI() {
+			t.Fatalf("CI=true and PostgreSQL is required: %v", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+}
+
+// small is a few-second live validation: 6 clients, 4 backend slots, a pool
+// of 2, one transaction of two 2 ms sleeps; direct refuses 2 clients.
+const small = `
+name: small-live
+seed: 1
+workload:
+  clients: 6
+  txns_per_session: 1
+  stmts_per_txn: 2
+  query: 2ms
+  think: 1ms
+pooler:
+  mode: transaction
+  hop: 50us
+  max_client_conn: 100
+  default_pool_size: 2
+  max_prepared_statements: 0
+server:
+  max_connections: 4
+live:
+  statement: sleep
+sweep:
+  pooler.mode: [direct, transaction]
+`
+
+func TestValidateLive(t *testing.T) {
+	needPostgres(t)
+	sc, err := scenarios.Parse([]byte(small), "small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Scenario: sc, Target: TargetProxy, Quick: true, Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		// Counts follow from the rules and must match exactly; times on a
+		// shared CI machine are too noisy to assert here.
+		for _, metric := range []string{"ok_txns", "conn_refused"} {
+			if c := cell(r, metric); !c.Pass {
+				t.Errorf("%s: %s model %v, calibrated %v, measured %v: %s", r.Title(), metric, c.Model, c.Calibrated, c.Measured, c.Why)
+			}
+		}
+		if r.Measured.Failed != 0 {
+			t.Errorf("%s: %d clients failed: %v", r.Title(), r.Measured.Failed, r.Measured.Errors)
+		}
+	}
+	if got := rep.Rows[0].Measured.ConnRefused; got != 2 {
+		t.Errorf("direct: %d refused, want 2 (6 clients, 4 slots)", got)
+	}
+	if got := rep.Rows[1].Measured; !got.WaitKnown || got.Assignments != 6 {
+		t.Errorf("transaction: waits known %v, %d assignments; want the proxy's record of 6", got.WaitKnown, got.Assignments)
+	}
+	if rep.Versions.PostgreSQL == "" || rep.Versions.CPUs < 1 {
+		t.Errorf("versions not filled: %+v", rep.Versions)
+	}
+	dir := t.TempDir()
+	if err := rep.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := readFile(dir, "report.md"); !strings.Contains(string(b), "### pooler.mode=transaction") {
+		t.Errorf("report.md lacks the transaction row:\n%s", b)
+	}
+}
+
+func TestUnsupported(t *testing.T) {
+	sc, err := scenarios.Parse([]byte(small), "small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Set("app_pool.mode", "queue"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), Options{Scenario: sc})
+	if !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Run with an application pool: %v, want ErrUnsupported", err)
+	}
+	sc, _ = scenarios.Parse([]byte(small), "small.yaml")
+	if _, err := Run(context.Background(), Options{Scenario: sc, Target: "nope"}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Run with target nope: %v, want ErrUnsupported", err)
+	}
+}
+
+// TestValidateDSNDirect runs against a given server (--dsn) with --target
+// direct: the direct row runs, the pooled row is skipped.
+func TestValidateDSNDirect(t *testing.T) {
+	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 4, SuperuserReservedConnections: pgcluster.ReserveNone})
+	sc, err := scenarios.Parse([]byte(small), "small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Scenario: sc, DSN: c.UserDSN(), Target: TargetDirect, Quick: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 || rep.Rows[0].Skipped != "" || rep.Rows[1].Skipped == "" {
+		t.Fatalf("rows skipped %q, %q; want the direct row run and the transaction row skipped", rep.Rows[0].Skipped, rep.Rows[1].Skipped)
+	}
+	r := rep.Rows[0]
+	if x := r.Measured; x.OKTxns != 4 || x.ConnRefused != 2 {
+		t.Errorf("direct through --dsn: %d ok, %d refused; want 4 and 2", x.OKTxns, x.ConnRefused)
+	}
+	if len(rep.Probes) != 0 {
+		t.Errorf("quick mode ran %d probe rows, want none", len(rep.Probes))
+	}
+}
