@@ -13,6 +13,7 @@
 # Everything it starts is stopped and removed on exit.
 #
 # Environment: DURATION (seconds per run, default 20), ROUNDS (default 3),
+# PROXY_ARGS (extra flags for poolsim proxy, e.g. "--threads 1"),
 # CLIENTS (50), JOBS (2), SCALE (10), TARGETS ("pgbouncer proxy"; set
 # TARGETS=pgbouncer to measure PgBouncer alone).
 # Needs: Go, the PostgreSQL server binaries (initdb, pg_ctl, pgbench) and
@@ -148,7 +149,7 @@ fi
 if want proxy; then
   pport=$(free_port)
   "$tmp/poolsim" proxy --listen "127.0.0.1:$pport" --upstream "postgres://postgres@127.0.0.1:$pgport/postgres" \
-    --mode transaction --pool-size 20 --max-client-conn 200 >"$tmp/proxy.log" 2>&1 &
+    --mode transaction --pool-size 20 --max-client-conn 200 ${PROXY_ARGS:-} >"$tmp/proxy.log" 2>&1 &
   proxy_pid=$!
   wait_port "$pport" "poolsim proxy" "$tmp/proxy.log"
   echo "poolsim proxy on 127.0.0.1:$pport"
