@@ -46,9 +46,22 @@ sleep (pg_sleep; it rounds up to whole milliseconds, the calibration
 measures by how much), cpu (a generate_series count calibrated on the spot)
 or sql (live.sql as is).
 
+Prepared statements (workload.statements, workload.parse,
+workload.prepare_threshold; e.g. prepared-statements-live): the statement
+(sleep or cpu, taking workload.query + workload.cpu) becomes
+workload.statements fixed texts run with the extended protocol, unnamed
+until prepare_threshold executions, then named; a cpu statement gets its
+parse and plan cost from one-row joins tuned to workload.parse, and the
+real cost is measured before each run. The report compares the prepared
+hit rate (within 0.05), server parses per second and TPS (within 15%%), and
+the transactions that failed on a missing prepared statement. PgBouncer
+before 1.21 has no max_prepared_statements: --target pgbouncer refuses
+such rows.
+
 Examples:
   poolsim validate pgbouncer-modes-live
   poolsim validate pgbouncer-modes-live --target pgbouncer --out results/pgbouncer-modes-live/pgbouncer
+  poolsim validate prepared-statements-live --out results/prepared-statements-live/proxy
   poolsim validate my-app.yaml --dsn postgres://app:secret@127.0.0.1:5432/app --set workload.clients=50
 
 Flags:

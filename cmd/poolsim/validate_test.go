@@ -1,8 +1,11 @@
 package main
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/poolsim/poolsim/proxy/pgbouncer"
 )
 
 func TestValidateUsage(t *testing.T) {
@@ -18,12 +21,31 @@ func TestValidateUsage(t *testing.T) {
 		{[]string{"validate", "pgbouncer-modes-live", "--set", "workload.clients=0"}, exitUsage, "workload.clients"},
 		// Checked before anything starts: no PostgreSQL needed.
 		{[]string{"validate", "pgbouncer-modes-live", "--set", "app_pool.mode=queue"}, exitUsage, "application-side pool"},
+		{[]string{"validate", "prepared-statements-live", "--set", "live.sql=SELECT 1", "--set", "live.statement=sql"}, exitUsage, "live.statement sql"},
 	}
 	for _, tt := range tests {
 		code, _, errOut := runCmd(tt.args...)
 		if code != tt.code || !strings.Contains(errOut, tt.inStderr) {
 			t.Errorf("poolsim %s: exit %d, stderr %q; want exit %d and %q", strings.Join(tt.args, " "), code, errOut, tt.code, tt.inStderr)
 		}
+	}
+}
+
+// TestValidatePreparedOldPgBouncer: a PgBouncer without
+// max_prepared_statements (before 1.21) is refused for the cache rows,
+// before anything starts.
+func TestValidatePreparedOldPgBouncer(t *testing.T) {
+	path, err := pgbouncer.Find()
+	if err != nil {
+		t.Skipf("pgbouncer: %v", err)
+	}
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil || !strings.Contains(string(out), "PgBouncer 1.1") && !strings.Contains(string(out), "PgBouncer 1.20") {
+		t.Skipf("pgbouncer %q has max_prepared_statements", strings.TrimSpace(string(out)))
+	}
+	code, _, errOut := runCmd("validate", "prepared-statements-live", "--target", "pgbouncer")
+	if code != exitUsage || !strings.Contains(errOut, "needs PgBouncer 1.21 or later") {
+		t.Errorf("validate prepared-statements-live --target pgbouncer: exit %d, stderr %q; want a usage error naming 1.21", code, errOut)
 	}
 }
 

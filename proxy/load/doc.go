@@ -1,8 +1,9 @@
 // Package load is poolsim's load driver: it runs a scenario's workload with
-// real PostgreSQL connections (github.com/jackc/pgx/v5/pgconn, simple query
-// protocol) against a pooler or a server, and records what the model
-// records — transactions completed, refusals, query_wait_timeout
-// disconnections, wall time and transaction latencies.
+// real PostgreSQL connections (github.com/jackc/pgx/v5/pgconn; the simple
+// query protocol, or the extended one for prepared statements) against a
+// pooler or a server, and records what the model records — transactions
+// completed, refusals, query_wait_timeout disconnections, wall time and
+// transaction latencies.
 //
 // A closed workload starts one goroutine per client. Every client connects
 // first; when all connection attempts have ended (a barrier), the clients
@@ -21,6 +22,10 @@
 // costs exactly stmts_per_txn round trips, as in the model. Statement
 // pooling refuses blocks, so the validator runs statement mode without
 // them, as the model does.
+//
+// A prepared-statement workload (Spec.Prepared: workload.statements,
+// workload.prepare_threshold) runs its statements with the extended
+// protocol instead, as the model's driver does; see PreparedCounts.
 //
 // A transaction's latency runs from its first statement being sent to its
 // last result being received, think time between its statements included.

@@ -36,6 +36,10 @@ type Spec struct {
 	// backends exiting, pooler logins) is over when the sessions start, as
 	// in a model where connecting is instantaneous.
 	Settle time.Duration
+	// Prepared runs the workload's statements as workload.statements
+	// prepared-statement texts with the extended protocol (see
+	// PreparedCounts); Statement must be a sleep or cpu statement.
+	Prepared bool
 	// Started, when set, is called at time zero, just before the sessions
 	// start (after every closed-workload client has connected), so that a
 	// caller can drop what the connections recorded so far.
@@ -56,6 +60,9 @@ type Result struct {
 	StmtRT       sim.Samples // round trip of every completed statement but a transaction's first (those wait for a server in session and transaction pooling)
 	Think        sim.Samples // how long every think really took
 	Errors       []string    // the first few unexpected errors, deduplicated
+	// Prepared is what the drivers did with prepared statements
+	// (Spec.Prepared).
+	Prepared PreparedCounts
 }
 
 // Wall is time zero to the last completed transaction (0 without any).
@@ -114,6 +121,8 @@ type client struct {
 	lat, rt, think   []sim.Time
 	conn             *pgconn.PgConn
 	queryRNG, thkRNG *sim.Rand
+	index            int
+	ps               *preparedState // Spec.Prepared
 }
 
 // Run runs spec's workload and returns what it measured. An error means the
@@ -140,6 +149,11 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		timeout = 10 * time.Minute
 	}
 	r := &run{spec: spec, cfg: cfg, timeout: timeout}
+	if spec.Prepared {
+		if err := r.preparedSetup(); err != nil {
+			return nil, err
+		}
+	}
 	if w.Open() {
 		return r.open(ctx)
 	}
@@ -150,13 +164,24 @@ type run struct {
 	spec    Spec
 	cfg     *pgconn.Config
 	timeout time.Duration
+	cdf     []float64 // Spec.Prepared: statement popularity
+	texts   []string  // Spec.Prepared: statement texts
 }
 
 func (r *run) newClient(i int) *client {
-	return &client{
+	c := &client{
 		queryRNG: sim.NewRand(r.spec.Seed, fmt.Sprintf("load query %d", i)),
 		thkRNG:   sim.NewRand(r.spec.Seed, fmt.Sprintf("load think %d", i)),
+		index:    i,
 	}
+	if r.spec.Prepared {
+		c.ps = &preparedState{
+			rng:      sim.NewRand(r.spec.Seed, fmt.Sprintf("load statements %d", i)),
+			execs:    make([]int32, len(r.cdf)),
+			prepared: make([]bool, len(r.cdf)),
+		}
+	}
+	return c
 }
 
 // connect opens c's connection; a failure ends the client.
@@ -286,6 +311,10 @@ func (r *run) open(ctx context.Context) (*Result, error) {
 
 // session runs c's transactions and closes its connection.
 func (r *run) session(ctx context.Context, c *client) {
+	if c.ps != nil {
+		r.preparedSession(ctx, c)
+		return
+	}
 	defer closeConn(c.conn)
 	w := r.spec.Workload
 	blocks := r.spec.Blocks && w.StmtsPerTxn > 1
@@ -345,6 +374,9 @@ func merge(t0 time.Time, clients []*client) *Result {
 	for _, c := range clients {
 		res.OKTxns += c.ok
 		res.Stmts += c.stmts
+		if c.ps != nil {
+			res.Prepared.add(c.ps.n)
+		}
 		if c.ran {
 			res.Sessions++
 		}

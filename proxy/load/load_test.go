@@ -41,6 +41,30 @@ func TestStatementText(t *testing.T) {
 	}
 }
 
+func TestPreparedText(t *testing.T) {
+	cpu := Statement{Kind: KindCPU, RowNs: 50, Joins: 2}
+	if got, want := cpu.PreparedText(4), "SELECT count(*) FROM generate_series(1, $1::int8) g, generate_series(1, 1) j1, generate_series(1, 1) j2 /* poolsim statement 5 */"; got != want {
+		t.Errorf("PreparedText = %q, want %q", got, want)
+	}
+	if got := cpu.Param(time.Millisecond); got != "20000" {
+		t.Errorf("cpu Param(1ms) = %q, want 20000", got)
+	}
+	if got := cpu.Text(time.Millisecond); got != "SELECT count(*) FROM generate_series(1, 20000) g, generate_series(1, 1) j1, generate_series(1, 1) j2" {
+		t.Errorf("cpu Text with joins = %q", got)
+	}
+	sl := Statement{Kind: KindSleep}
+	if got, want := sl.PreparedText(0), "SELECT pg_sleep($1::float8) /* poolsim statement 1 */"; got != want || sl.Param(3*time.Millisecond) != "0.003" {
+		t.Errorf("sleep PreparedText = %q, Param = %q", got, sl.Param(3*time.Millisecond))
+	}
+	if cpu.PreparedText(0) == cpu.PreparedText(1) {
+		t.Error("two statements share a text: they would be one prepared statement")
+	}
+	cdf := zipfCDF(3, 1)
+	if len(cdf) != 3 || cdf[2] != 1 || cdf[0] < 0.54 || cdf[0] > 0.55 {
+		t.Errorf("zipfCDF(3, 1) = %v, want 1/H3 = 0.545 first and 1 last", cdf)
+	}
+}
+
 func TestClassify(t *testing.T) {
 	tests := []struct {
 		err  error

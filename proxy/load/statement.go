@@ -28,6 +28,23 @@ type Statement struct {
 	// RowNs is the server time per generate_series row for KindCPU, from
 	// CalibrateCPU.
 	RowNs float64
+	// Joins joins that many one-row generate_series to a KindCPU
+	// statement: each adds little to its execution and much to its
+	// planning (the planner weighs every join order), which is how a
+	// prepared-statement run gives its statement a parse and plan cost
+	// (see Joined).
+	Joins int
+}
+
+// joined is the statement of a KindCPU statement of rows rows (a number or
+// a parameter) with s.Joins one-row joins.
+func (s Statement) joined(rows string) string {
+	var b strings.Builder
+	b.WriteString("SELECT count(*) FROM generate_series(1, " + rows + ") g")
+	for i := range s.Joins {
+		b.WriteString(", generate_series(1, 1) j" + strconv.Itoa(i+1))
+	}
+	return b.String()
 }
 
 // Text is the statement that should take q at the server. pg_sleep rounds
@@ -41,6 +58,9 @@ func (s Statement) Text(q time.Duration) string {
 		n := int64(1)
 		if s.RowNs > 0 {
 			n = max(1, int64(math.Round(float64(q)/s.RowNs)))
+		}
+		if s.Joins > 0 {
+			return s.joined(strconv.FormatInt(n, 10))
 		}
 		return "SELECT count(*) FROM generate_series(1, " + strconv.FormatInt(n, 10) + ")"
 	default:
@@ -115,4 +135,36 @@ func CalibrateCPU(ctx context.Context, conn *pgconn.PgConn, target time.Duration
 		n = max(1, int64(float64(target)/rowNs))
 	}
 	return rowNs, nil
+}
+
+// Prepared statements (workload.statements, workload.prepare_threshold):
+// statement k of K is one fixed text per k — the kind's statement with its
+// time as the parameter $1 and k in a comment — so that each k is a
+// separate prepared statement whose execution time still varies per
+// execution, as the model's does.
+
+// PreparedText is the text of statement k (0-based): the same for every
+// execution, with its time as parameter $1 (see Param).
+func (s Statement) PreparedText(k int) string {
+	tag := " /* poolsim statement " + strconv.Itoa(k+1) + " */"
+	switch s.Kind {
+	case KindCPU:
+		return s.joined("$1::int8") + tag
+	case KindSleep:
+		return "SELECT pg_sleep($1::float8)" + tag
+	}
+	return ""
+}
+
+// Param is the value of PreparedText's $1 that makes it take q at the
+// server: generate_series rows for KindCPU, seconds for KindSleep.
+func (s Statement) Param(q time.Duration) string {
+	if s.Kind == KindCPU {
+		n := int64(1)
+		if s.RowNs > 0 {
+			n = max(1, int64(math.Round(float64(q)/s.RowNs)))
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	return strconv.FormatFloat(max(0, q.Seconds()), 'f', -1, 64)
 }

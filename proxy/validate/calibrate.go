@@ -41,6 +41,16 @@ type Calibration struct {
 	// statements they ran.
 	Concurrency int
 	Samples     int
+	// Prepared-statement scenarios (calibratePrepared): QueryMean is a
+	// prepared execution's round trip at the statement's mean time, RTT a
+	// prepared trivial statement's, Unnamed an unnamed execution's (Parse,
+	// Bind, Execute) of the same text, and Parse the median difference
+	// between the two (PostgreSQL's parse and plan), against the scenario's
+	// ParseNominal.
+	Prepared            bool
+	Kind                string // the live statement's kind (load.KindCPU or KindSleep)
+	RTT, Unnamed, Parse time.Duration
+	ParseNominal        time.Duration
 }
 
 // distFrom fits a distribution to measured durations: a lognormal with
@@ -120,7 +130,16 @@ func statement(ctx context.Context, dsn string, base system.Config, backendGone 
 		return st, fmt.Errorf("calibrate cpu statement: %w", err)
 	}
 	pid := conn.PID()
-	st.RowNs, err = load.CalibrateCPU(cctx, conn, max(base.Workload.Query.MeanValue().Duration(), time.Microsecond))
+	target := base.Workload.Query.MeanValue().Duration()
+	if load.PreparedWorkload(base.Workload) {
+		// A prepared-statement statement spends workload.query and
+		// workload.cpu as one CPU-bound statement.
+		target += base.Workload.CPU.MeanValue().Duration()
+	}
+	st.RowNs, err = load.CalibrateCPU(cctx, conn, max(target, time.Microsecond))
+	if err == nil && load.PreparedWorkload(base.Workload) {
+		st, err = tunePrepared(cctx, conn, st, base.Workload)
+	}
 	closeConn(conn)
 	if gerr := backendGone(ctx, pid); err == nil {
 		err = gerr

@@ -59,6 +59,13 @@ func combineMeasured(xs []Measured, model system.Metrics) Measured {
 	}
 	m := xs[0]
 	m.OKTxns = count(xs, model.OKTxns, func(x Measured) int64 { return x.OKTxns })
+	if model.PreparedErrorTxns > 0 {
+		// Which transactions fail is a race: medians, not a shared count.
+		m.OKTxns = int64(medianOf(xs, func(x Measured) float64 { return float64(x.OKTxns) }))
+		m.Prepared.Counts.FailedTxns = int64(medianOf(xs, func(x Measured) float64 { return float64(x.Prepared.Counts.FailedTxns) }))
+	} else {
+		m.Prepared.Counts.FailedTxns = count(xs, 0, func(x Measured) int64 { return x.Prepared.Counts.FailedTxns })
+	}
 	m.ConnRefused = count(xs, model.ConnRefused, func(x Measured) int64 { return x.ConnRefused })
 	m.WaitTimeouts = count(xs, model.WaitTimeouts, func(x Measured) int64 { return x.WaitTimeouts })
 	m.Failed = count(xs, 0, func(x Measured) int64 { return x.Failed })
@@ -84,10 +91,15 @@ func combineMeasured(xs []Measured, model system.Metrics) Measured {
 		{&m.ThinkMeanMs, func(x Measured) float64 { return x.ThinkMeanMs }},
 		{&m.CPUBusy, func(x Measured) float64 { return x.CPUBusy }},
 		{&m.CPUSelf, func(x Measured) float64 { return x.CPUSelf }},
+		{&m.CPUSteal, func(x Measured) float64 { return x.CPUSteal }},
+		{&m.Prepared.HitRate, func(x Measured) float64 { return x.Prepared.HitRate }},
+		{&m.Prepared.ServerParsesPerS, func(x Measured) float64 { return x.Prepared.ServerParsesPerS }},
 	} {
 		*f.dst = medianOf(xs, f.get)
 	}
 	m.Assignments = int64(medianOf(xs, func(x Measured) float64 { return float64(x.Assignments) }))
+	m.Prepared.ServerParses = int64(medianOf(xs, func(x Measured) float64 { return float64(x.Prepared.ServerParses) }))
+	m.Prepared.StmtExecs = int64(medianOf(xs, func(x Measured) float64 { return float64(x.Prepared.StmtExecs) }))
 	return m
 }
 
@@ -99,6 +111,13 @@ func combineModels(ms []system.Metrics, model system.Metrics) system.Metrics {
 	}
 	c := ms[0]
 	c.OKTxns = count(ms, model.OKTxns, func(x system.Metrics) int64 { return x.OKTxns })
+	c.PreparedErrorTxns = count(ms, model.PreparedErrorTxns, func(x system.Metrics) int64 { return x.PreparedErrorTxns })
+	if model.PreparedErrorTxns > 0 {
+		c.OKTxns = int64(medianOf(ms, func(x system.Metrics) float64 { return float64(x.OKTxns) }))
+		c.PreparedErrorTxns = int64(medianOf(ms, func(x system.Metrics) float64 { return float64(x.PreparedErrorTxns) }))
+	}
+	c.ServerParses = int64(medianOf(ms, func(x system.Metrics) float64 { return float64(x.ServerParses) }))
+	c.StmtExecs = int64(medianOf(ms, func(x system.Metrics) float64 { return float64(x.StmtExecs) }))
 	c.ConnRefused = count(ms, model.ConnRefused, func(x system.Metrics) int64 { return x.ConnRefused })
 	c.WaitTimeouts = count(ms, model.WaitTimeouts, func(x system.Metrics) int64 { return x.WaitTimeouts })
 	for _, f := range []struct {
@@ -114,6 +133,8 @@ func combineModels(ms []system.Metrics, model system.Metrics) system.Metrics {
 		{&c.WaitMeanMs, func(x system.Metrics) float64 { return x.WaitMeanMs }},
 		{&c.WaitP50Ms, func(x system.Metrics) float64 { return x.WaitP50Ms }},
 		{&c.WaitP99Ms, func(x system.Metrics) float64 { return x.WaitP99Ms }},
+		{&c.PreparedHitRate, func(x system.Metrics) float64 { return x.PreparedHitRate }},
+		{&c.ServerParsesPerS, func(x system.Metrics) float64 { return x.ServerParsesPerS }},
 	} {
 		*f.dst = medianOf(ms, f.get)
 	}
@@ -132,6 +153,9 @@ func combineCal(cs []Calibration) Calibration {
 	c.ThinkMean = medianDur(cs, func(x Calibration) time.Duration { return x.ThinkMean })
 	c.Hop = medianDur(cs, func(x Calibration) time.Duration { return x.Hop })
 	c.HopRTT = medianDur(cs, func(x Calibration) time.Duration { return x.HopRTT })
+	c.RTT = medianDur(cs, func(x Calibration) time.Duration { return x.RTT })
+	c.Unnamed = medianDur(cs, func(x Calibration) time.Duration { return x.Unnamed })
+	c.Parse = medianDur(cs, func(x Calibration) time.Duration { return x.Parse })
 	return c
 }
 
@@ -144,6 +168,9 @@ func calibrated(cfg system.Config, cal Calibration) system.Metrics {
 	if cfg.Pooler.Mode.Pooled() {
 		cc.Pooler.Hop = sim.FromDuration(cal.Hop)
 		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.Connect))
+	}
+	if cal.Prepared {
+		calibratedPrepared(&cc, cfg.Workload, cal)
 	}
 	return system.Run(cc).Metrics
 }

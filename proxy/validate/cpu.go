@@ -14,6 +14,7 @@ import (
 type cpuSample struct {
 	at          time.Time
 	busy, total float64 // machine-wide clock ticks (all CPUs), /proc/stat
+	steal       float64 // ticks the hypervisor gave to other guests
 	self        time.Duration
 	ok          bool
 }
@@ -45,6 +46,9 @@ func sampleCPU() cpuSample {
 		if i != 3 && i != 4 { // idle, iowait
 			s.busy += x
 		}
+		if i == 7 {
+			s.steal = x
+		}
 	}
 	s.ok = s.total > 0
 	return s
@@ -60,4 +64,13 @@ func cpuUse(a, b cpuSample, cpus int) (machine, self float64) {
 		self = float64(b.self-a.self) / float64(wall) / float64(cpus)
 	}
 	return machine, self
+}
+
+// stealUse is the fraction of all CPUs the hypervisor gave to other guests
+// between two samples (steal time: the cores were not this machine's).
+func stealUse(a, b cpuSample) float64 {
+	if a.ok && b.ok && b.total > a.total {
+		return (b.steal - a.steal) / (b.total - a.total)
+	}
+	return 0
 }

@@ -29,6 +29,13 @@ const (
 	TolP99 = 0.25
 )
 
+// Cell checks.
+const (
+	checkDefault      = ""
+	checkAbs          = "abs"      // |calibrated − measured| <= Tol
+	checkBothPositive = "positive" // model, calibrated and measured all above 0
+)
+
 // Report is one validation: every row side by side, and the probes.
 type Report struct {
 	Scenario    string
@@ -39,6 +46,7 @@ type Report struct {
 	Command     string
 	Versions    Versions
 	RowNs       float64 // cpu statements: server time per generate_series row
+	Joins       int     // prepared cpu statements: one-row joins that give the statement its planning cost
 	Rows        []Row
 	Probes      []ProbeRow
 	Notes       []string
@@ -72,12 +80,15 @@ type Row struct {
 	// (counts: every run must match).
 	Repeats      []Measured
 	RepeatModels []system.Metrics
+	Prepared     bool        // the row runs prepared statements (preparedCells)
 	Cal          Calibration // medians of the calibrations made right before each run
 	Load         string      // the machine's load averages before and after the row's runs
 	Cells        []Cell
 
-	calStmt    float64 // calibrated statement round trip through the target (query + 2 hops), ms
-	calThinkMs float64 // calibrated think, ms
+	maxPrepared, threshold int     // the row's pooler.max_prepared_statements and workload.prepare_threshold
+	cores, poolSize        int     // the row's server.cores and pooler.default_pool_size
+	calStmt                float64 // calibrated statement round trip through the target (query + 2 hops), ms
+	calThinkMs             float64 // calibrated think, ms
 }
 
 // Measured is what the load driver and the target recorded.
@@ -108,7 +119,12 @@ type Measured struct {
 	// (PostgreSQL, a pgbouncer, this process and anything else); CPUSelf
 	// is this process's share (the driver, and the proxy when in process).
 	CPUBusy, CPUSelf float64
-	Errors           []string
+	// CPUSteal is the fraction of all CPUs taken by the hypervisor for
+	// other guests during the run (steal time, counted in CPUBusy).
+	CPUSteal float64
+	Errors   []string
+	// Prepared is a prepared-statement row's measurement.
+	Prepared PreparedMeasured
 }
 
 // Cell is one metric of one row.
@@ -119,6 +135,7 @@ type Cell struct {
 	Measured   float64
 	Known      bool    // Measured holds a measurement
 	Tol        float64 // relative tolerance; 0 = must match exactly; -1 = not judged
+	Check      string  // checkDefault (Tol as above), checkAbs (Tol absolute) or checkBothPositive
 	Pass       bool
 	Why        string // for a judged cell outside its tolerance
 }
@@ -174,11 +191,18 @@ func judge(r *Row) {
 	if m.WaitTimeouts != 0 || x.WaitTimeouts != 0 || c.WaitTimeouts != 0 {
 		cells = append(cells[:2], append([]Cell{{Metric: "wait_timeouts", Model: float64(m.WaitTimeouts), Calibrated: float64(c.WaitTimeouts), Measured: float64(x.WaitTimeouts), Known: true, Tol: 0}}, cells[2:]...)...)
 	}
+	if r.Prepared {
+		cells = preparedCells(r)
+	}
 	for i := range cells {
 		cl := &cells[i]
 		switch {
+		case cl.Check == checkBothPositive:
+			cl.Pass = cl.Model > 0 && cl.Calibrated > 0 && cl.Measured > 0
 		case cl.Tol < 0 || !cl.Known:
 			cl.Pass = true
+		case cl.Check == checkAbs:
+			cl.Pass = math.Abs(cl.Calibrated-cl.Measured) <= cl.Tol+1e-9
 		case cl.Tol == 0:
 			cl.Pass = cl.Measured == cl.Calibrated && cl.Measured == cl.Model
 		default:
@@ -235,7 +259,15 @@ func why(c Cell, r *Row) string {
 		}
 		return strings.Join(parts, "; ")
 	}
-	if cal := r.calStmt; cal > 0 && x.StmtMeanMs > 0 && r.Mode != poolmode.Statement {
+	if c.Metric == "prepared_hit_rate" || c.Metric == "prepared_error_txns" {
+		if r.Model.PreparedErrorTxns > 0 {
+			parts = append(parts, fmt.Sprintf("with the pooler not tracking prepared statements, a prepared execution hits only when its transaction lands on the server its connection's Parse went to, else it fails: which server a transaction gets is a race between the clients live and a seeded draw in the model, and in this run %d transactions failed against %d in the model", x.Prepared.Counts.FailedTxns, r.Model.PreparedErrorTxns))
+		} else {
+			parts = append(parts, "the hits depend on which statements each server has already seen (the cache warming up) and so on which server each transaction lands on, a race live and a seeded draw in the model")
+		}
+		return strings.Join(parts, "; ")
+	}
+	if cal := r.calStmt; cal > 0 && x.StmtMeanMs > 0 && r.Mode != poolmode.Statement && !(r.Prepared && r.cores > 0) {
 		d := (x.StmtMeanMs - cal) / cal
 		if math.Abs(d) > 0.03 {
 			parts = append(parts, fmt.Sprintf("statements took %.3f ms on average under load against %.3f ms calibrated right before the run (%+.0f%%)", x.StmtMeanMs, cal, 100*d))
@@ -248,6 +280,12 @@ func why(c Cell, r *Row) string {
 	}
 	if x.CPUBusy >= cpuSaturated {
 		parts = append(parts, fmt.Sprintf("the machine's CPUs were %.0f%% busy during the run (this process — the driver and the in-process proxy — %.0f%% of them): the driver, the pooler and PostgreSQL compete for the cores, and the model gives the pooler and the clients no CPU time", 100*x.CPUBusy, 100*x.CPUSelf))
+	}
+	if x.CPUSteal >= 0.02 {
+		parts = append(parts, fmt.Sprintf("the hypervisor gave %.0f%% of the CPUs to other guests during the run (steal time), capacity that neither the calibration on one connection nor the model sees", 100*x.CPUSteal))
+	}
+	if r.Prepared && r.cores > 0 && c.Calibrated > c.Measured {
+		parts = append(parts, fmt.Sprintf("the calibrated model shares the %d cores among the running statements at the speed measured on one connection with nothing else running; live, up to %d backends, the proxy and the driver run at once on them (context switches, caches), which the model does not charge", r.cores, r.poolSize))
 	}
 	if (x.WaitKnown || x.WaitMeanOnly) && r.Mode.Pooled() {
 		if d := x.WaitMeanMs - r.Calibrated.WaitMeanMs; math.Abs(d) > 0.5 && math.Abs(d) > 0.1*r.Calibrated.WaitMeanMs {
@@ -313,7 +351,12 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	v := rep.Versions
 	p("PostgreSQL %s; PgBouncer %s; %s; poolsim %s; %d CPUs (%s); %s; run took %s. Load average (1, 5, 15 min) %s at the start, %s at the end: other work shares these CPUs, and every time below moves with it.\n\n",
 		v.PostgreSQL, v.PgBouncer, v.Go, v.Commit, v.CPUs, v.OS, v.Date, rep.Elapsed.Round(time.Second), v.LoadStart, v.LoadEnd)
-	p("Tolerances: ok_txns and conn_refused must equal the model exactly; the calibrated model must be within %.0f%% of the measured TPS and p50 and within %.0f%% of p99. Error %% is (prediction − measured) / measured.\n\n", 100*TolTPS, 100*TolP99)
+	if rep.prepared() {
+		p("Tolerances (prepared statements): counts that follow from the rules must equal the model exactly — conn_refused, txns_ended (every transaction ends ok or failed on a missing prepared statement), and ok_txns and prepared_error_txns (0) where no statement can go missing; where statements can go missing (max_prepared_statements 0 with prepare_threshold > 0), which transactions fail depends on which server each lands on — a race live, a seeded draw in the model — so prepared_error_txns must be above 0 in the model, the calibrated model and the run, and ok_txns is shown, not judged. The calibrated model must be within %.2f (absolute) of the measured prepared hit rate and within %.0f%% of the measured server parses per second and TPS; p50 and p99 are shown, not judged. Error %% is (prediction − measured) / measured.\n\n", TolHitRate, 100*TolPrepared)
+		rep.writePreparedSummary(&b)
+	} else {
+		p("Tolerances: ok_txns and conn_refused must equal the model exactly; the calibrated model must be within %.0f%% of the measured TPS and p50 and within %.0f%% of p99. Error %% is (prediction − measured) / measured.\n\n", 100*TolTPS, 100*TolP99)
+	}
 
 	p("## Summary\n\n")
 	p("| row | ok_txns model / measured | refused model / measured | tps model / calibrated / measured | p50_ms model / calibrated / measured | p99_ms model / calibrated / measured | wait_p99_ms model / calibrated / measured | verdict |\n")
@@ -339,7 +382,11 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	p("Measured right before each live run and put into that run's calibrated model; the table shows the medians over a row's runs: ")
 	p("connect = median time to open one PostgreSQL connection as the load's role, one at a time (pooled rows only: direct clients connect before time zero); ")
 	p("query and think = the scenario's statement straight to PostgreSQL (round trip included: the model's direct statement) and the driver's think timer, alternating on several connections at once so that pg_sleep and the timers see the concurrency of a full pool, fitted as a lognormal (mean, σ of the logs); ")
-	p("hop = (empty query round trip through the target − direct) / 2, timed alternately.\n\n")
+	p("hop = (empty query round trip through the target − direct) / 2, timed alternately.")
+	if rep.prepared() {
+		p(" In prepared-statement rows the query column is a prepared execution of the statement and think is the driver's timer alone, both measured as described below the table (1 connection).")
+	}
+	p("\n\n")
 	p("| row | connect | query (scenario → measured mean, p99) | think (scenario → measured mean) | hop | connections × statements |\n|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		if r.Skipped != "" {
@@ -349,8 +396,22 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		p("| %s | %s | %s → %s, %s | %s → %s | %s | %d × %d |\n", r.Title(), ms(c.Connect), ms(c.QueryNominal), ms(c.QueryMean), ms(c.QueryP99),
 			ms(c.ThinkNominal), ms(c.ThinkMean), us(c.Hop), c.Concurrency, c.Samples)
 	}
+	if rep.prepared() {
+		p("\nPrepared statements, measured right before and right after each run on one connection straight to PostgreSQL with nothing else running (the run's calibration is the mean of the two; the table shows medians over the row's runs): a prepared execution (Bind/Execute of a named statement at the statement's mean time), a prepared trivial `SELECT 1` (the round trip), an unnamed execution of the same text (Parse/Bind/Execute), and parse = the median of (unnamed − prepared), timed alternately. The calibrated model takes the prepared execution less the trivial round trip as its server time (CPU for a cpu statement, shaped as the scenario's distribution), the trivial round trip as fixed non-CPU time, and the measured parse as workload.parse.\n\n")
+		p("| row | prepared execution (scenario query+cpu → measured) | trivial round trip | unnamed execution | parse (scenario → measured) |\n|---|---|---|---|---|\n")
+		for _, r := range rep.Rows {
+			if r.Skipped != "" {
+				continue
+			}
+			c := r.Cal
+			p("| %s | %s → %s | %s | %s | %s → %s |\n", r.Title(), ms(c.QueryNominal), ms(c.QueryMean), us(c.RTT), ms(c.Unnamed), us(c.ParseNominal), us(c.Parse))
+		}
+	}
 	if rep.RowNs > 0 {
 		p("\nThe cpu statement was calibrated on the spot: %.2f ns of server time per generate_series row.\n", rep.RowNs)
+	}
+	if rep.Joins > 0 {
+		p("Its parse and plan cost comes from %d one-row generate_series joined to it (the planner weighs every join order): the number of joins whose measured cost was nearest the scenario's workload.parse.\n", rep.Joins)
 	}
 	p("\n")
 
@@ -383,17 +444,31 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		if r.Mode == poolmode.Statement {
 			stmtNote = ", waits for a server included"
 		}
+		if r.Prepared {
+			pm := x.Prepared
+			n := pm.Counts
+			src := "the driver's own count of named Parses (the pooler does not track prepared statements here, so each reaches a server); hits = executions of named statements with no Parse that succeeded"
+			if pm.FromProxy {
+				src = fmt.Sprintf("the proxy's SHOW STATS over the run: total_server_parse_count %d (named Parses it forwarded or injected), total_bind_count %d, total_client_parse_count %d; hit rate = 1 − server parses / binds", pm.ProxyServerParses, pm.ProxyBinds, pm.ProxyClientParses)
+			}
+			p("\n\nPrepared statements (first run): %d executions — %d unnamed (each a parse at the server), %d of named statements (%d with the driver's named Parse, %d failed: prepared statement does not exist, in %d transactions); server parses = named Parses at the servers + unnamed executions = %d, %.1f/s over the wall; named Parses at the servers from %s.",
+				n.Unnamed+n.Binds, n.Unnamed, n.Binds, n.NamedParses, n.Failed, n.FailedTxns, pm.ServerParses, pm.ServerParsesPerS, src)
+		}
 		p("\n\nDiagnostics: hop %s (empty query round trip through the target %s); statements after a transaction's first %.3f ms mean, %.3f ms p99 under load%s (calibrated query + 2 hops %.3f ms); think %.3f ms mean (calibrated %.3f ms); wall %.1f ms; %d wait timeouts, %d failed clients",
 			us(r.Cal.Hop), us(r.Cal.HopRTT), x.StmtMeanMs, x.StmtP99Ms, stmtNote, r.calStmt, x.ThinkMeanMs, r.calThinkMs, x.WallMs, x.WaitTimeouts, x.Failed)
 		if x.WaitMeanOnly {
 			p("; wait percentiles: PgBouncer reports only a mean (SHOW STATS total_wait_time / %d assignments counted by the driver)", x.Assignments)
 		}
-		p("; CPUs %.0f%% busy (this process %.0f%%); machine load average (1, 5, 15 min) %s.\n", 100*x.CPUBusy, 100*x.CPUSelf, r.Load)
+		p("; CPUs %.0f%% busy (this process %.0f%%, steal %.0f%%); machine load average (1, 5, 15 min) %s.\n", 100*x.CPUBusy, 100*x.CPUSelf, 100*x.CPUSteal, r.Load)
 		if len(r.Repeats) > 1 {
 			p("\nRuns (measured / calibrated model; the table holds their medians):")
 			for i, y := range r.Repeats {
 				if i < len(r.RepeatModels) {
 					k := r.RepeatModels[i]
+					if r.Prepared {
+						p(" #%d tps %.1f / %.1f, hit rate %.3f / %.3f, server parses/s %.1f / %.1f, failed txns %d / %d;", i+1, y.TPS, k.TPS, y.Prepared.HitRate, k.PreparedHitRate, y.Prepared.ServerParsesPerS, k.ServerParsesPerS, y.Prepared.Counts.FailedTxns, k.PreparedErrorTxns)
+						continue
+					}
 					p(" #%d tps %.1f / %.1f, p50 %.2f / %.2f ms, p99 %.2f / %.2f ms;", i+1, y.TPS, k.TPS, y.P50Ms, k.P50Ms, y.P99Ms, k.P99Ms)
 				}
 			}
@@ -484,16 +559,64 @@ func (rep *Report) writeProbeDetail(b *strings.Builder) {
 
 func fnum(metric string, v float64) string {
 	switch metric {
-	case "ok_txns", "conn_refused", "wait_timeouts":
-		return num(v)
-	case "tps":
+	case "ok_txns", "conn_refused", "wait_timeouts", "prepared_error_txns", "txns_ended", "server_parses", "stmt_execs":
+		return num(math.Round(v))
+	case "tps", "server_parses_per_s":
 		return strconv.FormatFloat(v, 'f', 1, 64)
+	case "prepared_hit_rate":
+		return strconv.FormatFloat(v, 'f', 3, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
 func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) + " ms" }
 func us(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e3, 'f', 1, 64) + " µs" }
+
+// tolText is a cell's tolerance for rows.csv and the terminal: a relative
+// one in percent, "abs 0.05" for an absolute one, ">0" when all must be
+// positive, "" when not judged.
+func tolText(c Cell) string {
+	switch {
+	case c.Check == checkBothPositive:
+		return ">0"
+	case c.Tol < 0:
+		return ""
+	case c.Check == checkAbs:
+		return "abs " + strconv.FormatFloat(c.Tol, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(100*c.Tol, 'f', 0, 64)
+}
+
+// prepared reports whether the report's rows run prepared statements.
+func (rep *Report) prepared() bool {
+	for _, r := range rep.Rows {
+		if r.Prepared {
+			return true
+		}
+	}
+	return false
+}
+
+// writePreparedSummary is the prepared-statement table: the metrics of
+// issue 7 side by side.
+func (rep *Report) writePreparedSummary(b *strings.Builder) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## Prepared statements\n\n")
+	p("| row | max_prepared_statements | prepare_threshold | ok_txns model / calibrated / measured | failed (statement missing) model / calibrated / measured | hit rate model / calibrated / measured | server parses/s model / calibrated / measured | tps model / calibrated / measured | verdict |\n")
+	p("|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rep.Rows {
+		if r.Skipped != "" {
+			p("| %s | | | | | | | | %s |\n", r.Title(), r.verdict())
+			continue
+		}
+		m, c, x := r.Model, r.Calibrated, r.Measured
+		p("| %s | %d | %d | %d / %d / %d | %d / %d / %d | %.2f / %.2f / %.2f | %.0f / %.0f / %.0f | %.1f / %.1f / %.1f | %s |\n",
+			r.Title(), r.maxPrepared, r.threshold, m.OKTxns, c.OKTxns, x.OKTxns, m.PreparedErrorTxns, c.PreparedErrorTxns, x.Prepared.Counts.FailedTxns,
+			m.PreparedHitRate, c.PreparedHitRate, x.Prepared.HitRate, m.ServerParsesPerS, c.ServerParsesPerS, x.Prepared.ServerParsesPerS,
+			m.TPS, c.TPS, x.TPS, r.verdict())
+	}
+	p("\n")
+}
 
 // WriteCSV writes rows.csv: one line per row and metric.
 func (rep *Report) WriteCSV(w io.Writer) error {
@@ -508,10 +631,7 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 			if c.Known {
 				meas, em, ec = fnum(c.Metric, c.Measured), pct(c.Model, c.Measured), pct(c.Calibrated, c.Measured)
 			}
-			tol := ""
-			if c.Tol >= 0 {
-				tol = strconv.FormatFloat(100*c.Tol, 'f', 0, 64)
-			}
+			tol := tolText(c)
 			_ = cw.Write([]string{rep.Target, r.Title(), r.Mode.String(), strconv.Itoa(r.Clients), c.Metric,
 				fnum(c.Metric, c.Model), fnum(c.Metric, c.Calibrated), meas, em, ec, tol, strconv.FormatBool(c.Pass)})
 		}
@@ -540,9 +660,8 @@ func (rep *Report) WriteText(w io.Writer) error {
 			if c.Known {
 				meas, em, ec = fnum(c.Metric, c.Measured), pct(c.Model, c.Measured), pct(c.Calibrated, c.Measured)
 			}
-			tol, mark := "", ""
-			if c.Tol >= 0 {
-				tol = strconv.FormatFloat(100*c.Tol, 'f', 0, 64)
+			tol, mark := tolText(c), ""
+			if tol != "" {
 				mark = "ok"
 				if !c.Pass {
 					mark = "OUT"

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,10 +114,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if c.AppPool.Mode != system.NoAppPool {
 			return nil, fmt.Errorf("%w: app_pool.mode %v: the load driver has no application-side pool yet", ErrUnsupported, c.AppPool.Mode)
 		}
+		if preparedScenario(c) {
+			if k := c.Live.Statement; k != load.KindCPU && k != load.KindSleep {
+				return nil, fmt.Errorf("%w: live.statement %s: prepared statements (workload.statements, workload.parse, workload.prepare_threshold) run live as sleep or cpu statements", ErrUnsupported, k)
+			}
+			if o.Target == TargetPgBouncer && preparedTracked(c.Pooler.Mode, c.Pooler.MaxPreparedStatements) {
+				if v := bouncerVersion(ctx); !bouncerAtLeast(v, 1, 21) {
+					return nil, fmt.Errorf("%w: pooler.max_prepared_statements %d in %s mode needs PgBouncer 1.21 or later; the installed pgbouncer is %s, which does not track protocol-level prepared statements (run --target proxy, or only the variants with max_prepared_statements 0)", ErrUnsupported, c.Pooler.MaxPreparedStatements, c.Pooler.Mode, v)
+				}
+			}
+			continue
+		}
 		if c.Workload.CPU.MeanValue() > 0 || c.Server.Cores > 0 {
 			return nil, fmt.Errorf("%w: workload.cpu and server.cores model CPU sharing; run it live with live.statement: cpu and workload.query instead", ErrUnsupported)
 		}
 	}
+	prepared := preparedScenario(points[0].Config)
 	vv := &v{o: o, logf: o.Logf}
 	if vv.logf == nil {
 		vv.logf = func(string, ...any) {}
@@ -136,11 +149,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		vv.cluster = c
 		vv.watchDSN = c.SuperuserDSN("postgres")
 		vv.backendGone = func(ctx context.Context, pid uint32) error { return c.WaitBackendsExit(ctx, pid) }
-		if vv.srv, err = parseServer(c.UserDSN()); err != nil {
+		dsn := c.UserDSN()
+		if prepared {
+			dsn = genericPlans(dsn)
+		}
+		if vv.srv, err = parseServer(dsn); err != nil {
 			return nil, err
 		}
 	} else {
-		if vv.srv, err = parseServer(o.DSN); err != nil {
+		dsn := o.DSN
+		if prepared {
+			dsn = genericPlans(dsn)
+		}
+		if vv.srv, err = parseServer(dsn); err != nil {
 			return nil, err
 		}
 		vv.watchDSN = o.DSN
@@ -158,7 +179,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.RowNs = stmt.RowNs
+	rep.RowNs, rep.Joins = stmt.RowNs, stmt.Joins
 
 	models := scenarios.Run(points, 0)
 	for i, p := range points {
@@ -237,7 +258,9 @@ func (vv *v) quiesce(ctx context.Context) error {
 func (vv *v) row(ctx context.Context, p scenarios.Point, model system.Metrics, stmt load.Statement, samples int) (Row, error) {
 	c := p.Config
 	mode := c.Pooler.Mode
-	row := Row{Params: p.Params, Mode: mode, Clients: c.Workload.Clients, Model: model}
+	row := Row{Params: p.Params, Mode: mode, Clients: c.Workload.Clients, Model: model, Prepared: preparedScenario(c),
+		maxPrepared: c.Pooler.MaxPreparedStatements, threshold: c.Workload.PrepareThreshold,
+		cores: c.Server.Cores, poolSize: c.Pooler.DefaultPoolSize}
 	if vv.o.Target == TargetDirect && mode.Pooled() {
 		row.Skipped = "--target direct runs no pooler; this row needs one"
 		return row, nil
@@ -297,8 +320,17 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 		return a, err
 	}
 	var err error
-	if a.cal, err = calibrate(ctx, vv.srv.dsn, c, stmt, samples, vv.backendGone); err != nil {
+	prepared := preparedScenario(c)
+	if prepared {
+		a.cal, err = calibratePrepared(ctx, vv.srv.dsn, c, stmt, samples, vv.backendGone)
+	} else {
+		a.cal, err = calibrate(ctx, vv.srv.dsn, c, stmt, samples, vv.backendGone)
+	}
+	if err != nil {
 		return a, err
+	}
+	if prepared {
+		vv.logf("validate: calibrated: connect %v, prepared execution %v (trivial %v), unnamed %v, parse %v, think %v", a.cal.Connect, a.cal.QueryMean, a.cal.RTT, a.cal.Unnamed, a.cal.Parse, a.cal.ThinkMean)
 	}
 	t, err := startTarget(ctx, vv.o.Target, vv.srv, poolSettings{
 		mode: mode, poolSize: c.Pooler.DefaultPoolSize, maxClientConn: c.Pooler.MaxClientConn,
@@ -329,8 +361,20 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 			return a, err
 		}
 	}
+	tracked := prepared && t.px != nil && preparedTracked(mode, c.Pooler.MaxPreparedStatements)
+	admin := vv.srv
+	admin.database = "pgbouncer"
+	adminDSN := ""
+	var sp0, b0, cp0 int64
+	if tracked {
+		adminDSN = admin.dsnAt("127.0.0.1", t.px.Addr().(*net.TCPAddr).Port)
+		if sp0, b0, cp0, err = proxyStats(ctx, adminDSN, vv.srv.database); err != nil {
+			return a, err
+		}
+	}
 	cpu0 := sampleCPU()
 	res, err := load.Run(ctx, load.Spec{
+		Prepared:  prepared,
 		DSN:       t.dsn,
 		Workload:  c.Workload,
 		Seed:      c.Seed,
@@ -343,7 +387,18 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 		return a, err
 	}
 	x := measured(res)
-	x.CPUBusy, x.CPUSelf = cpuUse(cpu0, sampleCPU(), runtime.NumCPU())
+	cpu1 := sampleCPU()
+	x.CPUBusy, x.CPUSelf = cpuUse(cpu0, cpu1, runtime.NumCPU())
+	x.CPUSteal = stealUse(cpu0, cpu1)
+	if prepared {
+		var sp, b, cp int64
+		if tracked {
+			if sp, b, cp, err = settledStats(ctx, adminDSN, vv.srv.database); err != nil {
+				return a, err
+			}
+		}
+		x.Prepared = preparedMeasure(res, tracked, sp-sp0, b-b0, cp-cp0)
+	}
 	if t.px != nil {
 		var ws sim.Samples
 		for _, w := range t.waits() {
@@ -372,6 +427,17 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 	}
 	if err := stop(); err != nil {
 		return a, err
+	}
+	if prepared {
+		// The statement's cost moves with the machine's other work (load
+		// average, CPU steal on a shared host): measure it again right
+		// after the run and give the model the mean of both.
+		after, err := calibratePrepared(ctx, vv.srv.dsn, c, stmt, samples, vv.backendGone)
+		if err != nil {
+			return a, err
+		}
+		a.cal = bracket(a.cal, after)
+		vv.logf("validate: calibrated after the run: prepared execution %v (trivial %v), unnamed %v, parse %v; used: %v, %v, %v, %v", after.QueryMean, after.RTT, after.Unnamed, after.Parse, a.cal.QueryMean, a.cal.RTT, a.cal.Unnamed, a.cal.Parse)
 	}
 	a.x = x
 	return a, nil
@@ -527,7 +593,15 @@ func notes(target string, points []scenarios.Point) []string {
 	case TargetProxy:
 		n = append(n, "wait_p99_ms and wait_mean_ms come from the proxy's own record of every server assignment (request reached the proxy → server linked).")
 	}
-	_ = points
+	if len(points) > 0 && preparedScenario(points[0].Config) {
+		n[3] = "Each statement is one of workload.statements fixed texts (the live statement with its time as the bind parameter $1 and its number in a comment), chosen with the workload's Zipf popularity, and runs with the extended protocol as the model's driver does: an unnamed Parse/Bind/Execute/Sync until the text has run prepare_threshold times on the connection (0: always), then a named Parse once, in the same round trip as its first Bind/Execute, and Bind/Execute/Sync after that. Names are unique per client (poolsim_<client>_<k>), as the model's (connection, statement) pairs are. BEGIN and COMMIT travel unnamed in the same round trip as a transaction's first and last statements, so a transaction costs stmts_per_txn round trips, as in the model."
+		n = append(n,
+			"Every PostgreSQL connection of the run (calibration, the proxy's servers, direct clients) starts with plan_cache_mode = force_generic_plan: without it PostgreSQL plans a named statement with parameters afresh for its first five executions, where the model's prepared statement is parsed and planned once. The measured parse is PostgreSQL's parse and plan of the statement.",
+			"Prepared hit rate, as in the model: the share of executions of named statements that needed no Parse at their server, among those that did not fail. With the proxy tracking prepared statements (transaction mode, max_prepared_statements > 0) it is 1 − SHOW STATS total_server_parse_count / total_bind_count over the run (each Bind of a named statement, and the proxy's count of named Parses it forwarded or injected); otherwise every named Parse the driver sends reaches a server, and the driver counts it and the executions that succeeded without one. Server parses = named Parses at the servers + the driver's unnamed executions (each is a Parse), per second of the run's wall.",
+			"A Bind of a statement missing on its server fails (SQLSTATE 26000): the live client then sends ROLLBACK, one round trip the model does not have, and goes on with its next transaction still believing the statement prepared, as the model's driver does.",
+			"The model gives the driver and the in-process proxy no CPU time; on this machine they share the cores with PostgreSQL. The live statement is scaled so that its CPU time dwarfs theirs (see the scenario).",
+		)
+	}
 	return n
 }
 

@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,5 +145,131 @@ func TestValidateDSNDirect(t *testing.T) {
 	}
 	if len(rep.Probes) != 0 {
 		t.Errorf("quick mode ran %d probe rows, want none", len(rep.Probes))
+	}
+}
+
+// preparedSmall is a few-second prepared-statement validation: 6 clients
+// through a pool of 2 run 5 statements, prepared on first use, with the
+// proxy's cache on and off.
+const preparedSmall = `
+name: prepared-small
+seed: 1
+workload:
+  clients: 6
+  txns_per_session: 20
+  stmts_per_txn: 2
+  statements: 5
+  zipf: 0.8
+  cpu: 300us
+  parse: 60us
+  prepare_threshold: 1
+  think: 0s
+pooler:
+  mode: transaction
+  hop: 50us
+  max_client_conn: 100
+  default_pool_size: 2
+  max_prepared_statements: 10
+server:
+  max_connections: 10
+  cores: 2
+live:
+  statement: cpu
+variants:
+  cache-on: {pooler.max_prepared_statements: 10}
+  cache-off: {pooler.max_prepared_statements: 0}
+sweep:
+  variant: [cache-on, cache-off]
+`
+
+func TestValidatePrepared(t *testing.T) {
+	needPostgres(t)
+	sc, err := scenarios.Parse([]byte(preparedSmall), "prepared-small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Scenario: sc, Target: TargetProxy, Quick: true, Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(rep.Rows))
+	}
+	const txns = 6 * 20
+	on, off := rep.Rows[0], rep.Rows[1]
+	for _, r := range rep.Rows {
+		if !r.Prepared {
+			t.Fatalf("%s: not a prepared-statement row", r.Title())
+		}
+		if x := r.Measured; x.Failed != 0 {
+			t.Errorf("%s: %d clients failed: %v", r.Title(), x.Failed, x.Errors)
+		}
+		for _, metric := range []string{"txns_ended", "conn_refused", "prepared_error_txns"} {
+			if c := cell(r, metric); !c.Pass {
+				t.Errorf("%s: %s model %v, calibrated %v, measured %v: %s", r.Title(), metric, c.Model, c.Calibrated, c.Measured, c.Why)
+			}
+		}
+	}
+	// The cache on: every transaction ok, nearly every execution a hit,
+	// server parses far fewer than executions (at most 5 per server).
+	x := on.Measured.Prepared
+	if !x.FromProxy {
+		t.Errorf("cache on: the hit rate does not come from the proxy's SHOW STATS")
+	}
+	if on.Measured.OKTxns != txns || x.Counts.FailedTxns != 0 {
+		t.Errorf("cache on: %d ok, %d failed; want %d and 0", on.Measured.OKTxns, x.Counts.FailedTxns, txns)
+	}
+	if x.HitRate < 0.9 {
+		t.Errorf("cache on: live hit rate %.3f, want at least 0.9 (model %.3f)", x.HitRate, on.Model.PreparedHitRate)
+	}
+	if x.StmtExecs != 2*txns || x.ServerParses > x.StmtExecs/10 || x.ProxyBinds != x.StmtExecs {
+		t.Errorf("cache on: %d executions, %d binds, %d server parses; want %d executions, all binds, at most a tenth parsed", x.StmtExecs, x.ProxyBinds, x.ServerParses, 2*txns)
+	}
+	if d := math.Abs(x.HitRate - on.Calibrated.PreparedHitRate); d > TolHitRate {
+		t.Errorf("cache on: live hit rate %.3f, calibrated model %.3f", x.HitRate, on.Calibrated.PreparedHitRate)
+	}
+	// The cache off with a threshold of 1: statements go missing on the
+	// other server and transactions fail, in the model and live.
+	y := off.Measured.Prepared
+	if off.Model.PreparedErrorTxns == 0 {
+		t.Fatalf("cache off: the model has no failed transactions; the test scenario no longer shows the failure")
+	}
+	if y.Counts.FailedTxns == 0 || y.Counts.Failed == 0 {
+		t.Errorf("cache off: no transaction failed on a missing prepared statement live (model: %d)", off.Model.PreparedErrorTxns)
+	}
+	if y.FromProxy {
+		t.Errorf("cache off: counts read from the proxy, which does not track prepared statements")
+	}
+	if got := off.Measured.OKTxns + y.Counts.FailedTxns; got != txns {
+		t.Errorf("cache off: %d ok + %d failed = %d, want %d", off.Measured.OKTxns, y.Counts.FailedTxns, got, txns)
+	}
+	dir := t.TempDir()
+	if err := rep.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := readFile(dir, "report.md"); !strings.Contains(string(b), "## Prepared statements") || !strings.Contains(string(b), "### variant=cache-off") {
+		t.Errorf("report.md lacks the prepared-statement table or rows:\n%s", b)
+	}
+	if b, _ := readFile(dir, "rows.csv"); !strings.Contains(string(b), "prepared_hit_rate") || !strings.Contains(string(b), "server_parses_per_s") {
+		t.Errorf("rows.csv lacks the prepared-statement metrics:\n%s", b)
+	}
+}
+
+// TestPreparedPgBouncer118 refuses a cache through a PgBouncer without
+// max_prepared_statements.
+func TestPreparedPgBouncer118(t *testing.T) {
+	v := bouncerVersion(context.Background())
+	if bouncerAtLeast(v, 1, 21) || v == "not installed" {
+		t.Skipf("pgbouncer %s", v)
+	}
+	sc, err := scenarios.Parse([]byte(preparedSmall), "prepared-small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), Options{Scenario: sc, Target: TargetPgBouncer})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "1.21") {
+		t.Errorf("Run prepared statements through pgbouncer %s: %v, want ErrUnsupported naming 1.21", v, err)
 	}
 }
