@@ -339,30 +339,11 @@ func (r *run) session(ctx context.Context, c *client) {
 				c.outcome, c.err = classify(err), err
 				return
 			}
-			c.stmts++
-			if s > 0 {
-				c.rt = append(c.rt, sim.FromDuration(end.Sub(t)))
-			}
-			if s == w.StmtsPerTxn-1 {
-				c.ok++
-				c.end = end
-				c.lat = append(c.lat, sim.FromDuration(end.Sub(t0)))
-			}
-			if txn == w.TxnsPerSession-1 && s == w.StmtsPerTxn-1 {
+			if c.statementDone(w, txn, s, t0, t, end) {
 				break
 			}
-			d := w.Think.Sample(c.thkRNG).Duration()
-			if d > 0 {
-				ts := time.Now()
-				tm := time.NewTimer(d)
-				select {
-				case <-ctx.Done():
-					tm.Stop()
-					c.err = ctx.Err()
-					return
-				case <-tm.C:
-				}
-				c.think = append(c.think, sim.FromDuration(time.Since(ts)))
+			if !r.think(ctx, c) {
+				return
 			}
 		}
 	}
@@ -416,4 +397,20 @@ func closeConn(c *pgconn.PgConn) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = c.Close(ctx)
+}
+
+// statementDone records statement s of transaction txn, sent at t and
+// answered at end in a transaction begun at t0; it reports whether that
+// was the session's last statement.
+func (c *client) statementDone(w system.Workload, txn, s int, t0, t, end time.Time) bool {
+	c.stmts++
+	if s > 0 {
+		c.rt = append(c.rt, sim.FromDuration(end.Sub(t)))
+	}
+	if s == w.StmtsPerTxn-1 {
+		c.ok++
+		c.end = end
+		c.lat = append(c.lat, sim.FromDuration(end.Sub(t0)))
+	}
+	return txn == w.TxnsPerSession-1 && s == w.StmtsPerTxn-1
 }

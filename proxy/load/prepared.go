@@ -189,16 +189,7 @@ func (r *run) preparedSession(ctx context.Context, c *client) {
 			if named && !parse {
 				ps.n.Hits++
 			}
-			c.stmts++
-			if s > 0 {
-				c.rt = append(c.rt, sim.FromDuration(end.Sub(t)))
-			}
-			if s == w.StmtsPerTxn-1 {
-				c.ok++
-				c.end = end
-				c.lat = append(c.lat, sim.FromDuration(end.Sub(t0)))
-			}
-			if txn == w.TxnsPerSession-1 && s == w.StmtsPerTxn-1 {
+			if c.statementDone(w, txn, s, t0, t, end) {
 				break
 			}
 			if !r.think(ctx, c) {

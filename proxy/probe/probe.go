@@ -192,7 +192,7 @@ func (p *prober) warm(ctx context.Context) error {
 func (p *prober) busy(ctx context.Context, b *pgconn.PgConn) (wait func()) {
 	// A pooler puts P's server back a moment after P has its result: let it,
 	// so that B takes that server.
-	_ = sleep(ctx, 5*time.Millisecond)
+	_ = Sleep(ctx, 5*time.Millisecond)
 	sql := "SELECT pg_sleep(" + strconv.FormatFloat(p.spec.Busy.Seconds(), 'f', -1, 64) + ") -- poolsim probe busy " + p.tag + "_" + strconv.FormatInt(p.n.Add(1), 10)
 	done := make(chan struct{})
 	go func() { // owner: busy's caller, through wait
@@ -511,7 +511,8 @@ func cell(rs []*pgconn.Result, col int) string {
 	return string(rs[0].Rows[0][col])
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx is done (then it returns ctx's error).
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

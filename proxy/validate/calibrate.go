@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"fmt"
+	"github.com/poolsim/poolsim/proxy/probe"
 	"math"
 	"slices"
 	"sync"
@@ -262,7 +263,7 @@ func loop(ctx context.Context, dsn string, base system.Config, st load.Statement
 			}
 			// Stagger the connections over one think time, as the clients of
 			// a run drift apart after their first statements.
-			if err := sleep(ctx, time.Duration(i)*base.Workload.Think.MeanValue().Duration()/time.Duration(conc)); err != nil {
+			if err := probe.Sleep(ctx, time.Duration(i)*base.Workload.Think.MeanValue().Duration()/time.Duration(conc)); err != nil {
 				o.err = err
 				return
 			}
@@ -282,7 +283,7 @@ func loop(ctx context.Context, dsn string, base system.Config, st load.Statement
 					continue
 				}
 				t = time.Now()
-				if err := sleep(ctx, d); err != nil {
+				if err := probe.Sleep(ctx, d); err != nil {
 					o.err = err
 					return
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/poolsim/poolsim/proxy/probe"
 	"math"
 	"slices"
 	"strconv"
@@ -171,7 +172,7 @@ func measureThink(ctx context.Context, cfg system.Config, conc, n int) (sim.Dist
 				d := cfg.Workload.Think.Sample(r).Duration()
 				t := time.Now()
 				if d > 0 {
-					if err := sleep(ctx, d); err != nil {
+					if err := probe.Sleep(ctx, d); err != nil {
 						errs[i] = err
 						return
 					}
@@ -264,7 +265,7 @@ func settledStats(ctx context.Context, dsn, db string) (serverParses, binds, cli
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := probe.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return 0, 0, 0, err
 		}
 		x, y, z, err2 := proxyStats(ctx, dsn, db)

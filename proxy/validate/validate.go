@@ -165,7 +165,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 		vv.watchDSN = o.DSN
-		vv.backendGone = func(ctx context.Context, _ uint32) error { return sleep(ctx, 50*time.Millisecond) }
+		vv.backendGone = func(ctx context.Context, _ uint32) error { return probe.Sleep(ctx, 50*time.Millisecond) }
 	}
 	if err := vv.versions(ctx, rep, maxConn); err != nil {
 		return nil, err
@@ -211,17 +211,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // quiesce waits until no other client backend is connected, so that every
 // max_connections slot is free for the next row.
 func (vv *v) quiesce(ctx context.Context) error {
@@ -245,7 +234,7 @@ func (vv *v) quiesce(ctx context.Context) error {
 		if len(rs) == 1 && len(rs[0].Rows) == 1 && string(rs[0].Rows[0][0]) == "0" {
 			break
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := probe.Sleep(ctx, 20*time.Millisecond); err != nil {
 			closeConn(conn)
 			return fmt.Errorf("validate: other connections did not end: %w", err)
 		}
@@ -412,7 +401,7 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 	}
 	if t.bouncer != nil {
 		// SHOW STATS totals move every stats_period (1 s here).
-		if err := sleep(ctx, 1100*time.Millisecond); err != nil {
+		if err := probe.Sleep(ctx, 1100*time.Millisecond); err != nil {
 			return a, err
 		}
 		waitAfter, _, err := bouncerStats(ctx, t.bouncer, vv.srv.database)
