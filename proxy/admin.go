@@ -91,15 +91,20 @@ func (p *Proxy) adminQuery(w interface{ Write([]byte) (int, error) }, query stri
 	cmd := strings.ToUpper(strings.Join(strings.Fields(strings.TrimRight(strings.TrimSpace(query), "; \t\n")), " "))
 	var cols []string
 	var rows [][]string
+	// The tables are read on the loop, which owns what they show.
+	show := func(c []string, f func() [][]string) {
+		cols = c
+		p.loop.call(func() { rows = f() })
+	}
 	switch cmd {
 	case "SHOW POOLS":
-		cols, rows = poolsColumns, p.showPools()
+		show(poolsColumns, p.showPools)
 	case "SHOW STATS":
-		cols, rows = statsColumns, p.showStats()
+		show(statsColumns, p.showStats)
 	case "SHOW CLIENTS":
-		cols, rows = connColumns, p.showClients()
+		show(connColumns, p.showClients)
 	case "SHOW SERVERS":
-		cols, rows = connColumns, p.showServers()
+		show(connColumns, p.showServers)
 	case "SHOW VERSION":
 		cols, rows = []string{"version"}, [][]string{{Version}}
 	case "SHOW HELP":
@@ -152,7 +157,6 @@ func (p *Proxy) showPools() [][]string {
 	var rows [][]string
 	now := time.Now()
 	for _, pl := range p.poolList() {
-		pl.mu.Lock()
 		var active, idle, tested, canceling int64
 		for s := range pl.servers {
 			switch s.state {
@@ -176,7 +180,6 @@ func (p *Proxy) showPools() [][]string {
 			login = 1
 		}
 		clActive := int64(pl.clients) - waiting
-		pl.mu.Unlock()
 		us := maxwait.Microseconds()
 		rows = append(rows, []string{pl.key.db, pl.key.user, itoa(clActive), itoa(waiting), "0", "0",
 			itoa(active), "0", itoa(canceling), itoa(idle), "0", itoa(tested), itoa(login),
@@ -197,14 +200,10 @@ func (p *Proxy) showStats() [][]string {
 			byDB[pl.key.db] = a
 			dbs = append(dbs, pl.key.db)
 		}
-		pl.mu.Lock()
 		st := pl.retired
-		pl.mu.Unlock()
 		for _, c := range clients {
 			if c.pool == pl {
-				c.mu.Lock()
 				st.add(&c.st)
-				c.mu.Unlock()
 			}
 		}
 		// The parse and bind counts stay 0 unless prepared statements are
@@ -261,24 +260,25 @@ func (p *Proxy) showClients() [][]string {
 	var rows [][]string
 	now := time.Now()
 	for _, c := range p.clientList() {
-		c.mu.Lock()
+		if !c.adopted {
+			continue // still logging in
+		}
 		link, state := "", "idle"
 		if c.server != nil {
 			link, state = ptr(c.server.id), "active"
 		}
 		prepared := len(c.stmts)
-		c.mu.Unlock()
 		var wait time.Duration
-		if w := c.waiting.Load(); w != 0 {
+		if c.queued {
 			state = "waiting"
-			wait = now.Sub(time.Unix(0, w))
+			wait = now.Sub(c.wait.since)
 		}
 		req := c.connectTime
-		if t := c.requestTime.Load(); t != 0 {
-			req = time.Unix(0, t)
+		if !c.requestTime.IsZero() {
+			req = c.requestTime
 		}
-		addr, port := hostPort(c.conn.RemoteAddr())
-		laddr, lport := hostPort(c.conn.LocalAddr())
+		addr, port := hostPort(c.remote)
+		laddr, lport := hostPort(c.local)
 		us := wait.Microseconds()
 		rows = append(rows, []string{"C", c.pool.key.user, c.pool.key.db, "none", state, addr, port, laddr, lport,
 			c.connectTime.Format(adminTime), req.Format(adminTime), itoa(us / 1e6), itoa(us % 1e6), "0",
@@ -291,19 +291,17 @@ func (p *Proxy) showServers() [][]string {
 	var rows [][]string
 	for _, pl := range p.poolList() {
 		for _, s := range pl.allServers() {
-			pl.mu.Lock()
 			state := s.state.String()
 			req := s.idleSince
-			pl.mu.Unlock()
 			if req.IsZero() {
 				req = s.connectTime
 			}
 			link := ""
-			if c := s.client.Load(); c != nil {
+			if c := s.client; c != nil {
 				link = ptr(c.id)
 			}
-			addr, port := hostPort(s.conn.RemoteAddr())
-			laddr, lport := hostPort(s.conn.LocalAddr())
+			addr, port := hostPort(s.remote)
+			laddr, lport := hostPort(s.local)
 			rows = append(rows, []string{"S", pl.key.user, pl.key.db, "none", state, addr, port, laddr, lport,
 				s.connectTime.Format(adminTime), req.Format(adminTime), "0", "0", "0",
 				ptr(s.id), link, itoa(int64(s.pid)), "", "", itoa(int64(s.ps.count())), itoa(int64(s.id))})

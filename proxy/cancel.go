@@ -26,14 +26,14 @@ func (p *Proxy) cancel(pid, secret uint32) {
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
-	s := c.server
-	if s != nil {
-		s.pool.mu.Lock()
+	var s *server
+	p.loop.call(func() {
+		if c.gone || c.server == nil || c.server.closed {
+			return
+		}
+		s = c.server
 		s.cancels++
-		s.pool.mu.Unlock()
-	}
-	c.mu.Unlock()
+	})
 	if s == nil {
 		return
 	}
@@ -43,25 +43,20 @@ func (p *Proxy) cancel(pid, secret uint32) {
 	if err != nil {
 		p.debugf("cancel for server %d: %v", s.id, err)
 	}
-
-	pl := s.pool
-	pl.mu.Lock()
-	s.cancels--
-	release := s.cancels == 0 && s.held && !s.closed
-	if release {
-		s.held = false
-	}
-	pl.mu.Unlock()
-	if release {
-		pl.release(s)
-	}
+	p.loop.post(func() {
+		s.cancels--
+		if s.cancels == 0 && s.held && !s.closed {
+			s.held = false
+			s.pool.release(s)
+		}
+	})
 }
 
 // sendCancel opens a new connection to the server's address and sends a
 // CancelRequest with its backend key, then waits for PostgreSQL to close the
 // connection, which it does once the cancel has been delivered.
 func sendCancel(ctx context.Context, conf *pgconn.Config, s *server) error {
-	ra := s.conn.RemoteAddr()
+	ra := s.remote
 	network, address := ra.Network(), ra.String()
 	if network == "unix" {
 		network, address = pgconn.NetworkAddress(conf.Host, conf.Port)

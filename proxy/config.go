@@ -72,7 +72,8 @@ type Config struct {
 	// everything is closed.
 	ShutdownTimeout time.Duration
 	// WaitLog bounds the number of Wait records kept for Waits; older records
-	// are dropped first. 0 means DefaultWaitLog.
+	// are dropped first. 0 means DefaultWaitLog; a negative value keeps
+	// none (for a proxy whose Waits nobody reads).
 	WaitLog int
 	// Logf, if set, receives the proxy's log lines (server login failures;
 	// with Verbose also every server close and its reason).
@@ -147,9 +148,6 @@ func (c Config) Validate() error {
 	}
 	if c.ServerConnectTimeout <= 0 {
 		return fmt.Errorf("server_connect_timeout: %v: want more than 0", c.ServerConnectTimeout)
-	}
-	if c.WaitLog < 0 {
-		return fmt.Errorf("wait log: %d: want 0 (default) or more", c.WaitLog)
 	}
 	switch c.AuthType {
 	case AuthTrust:

@@ -91,11 +91,12 @@ func TestLoadAuthFile(t *testing.T) {
 
 func TestWaitLogBounded(t *testing.T) {
 	l := waitLog{max: 3}
+	k := l.key(poolKey{"db", "u"})
 	for i := range 5 {
-		l.add(Wait{Wait: time.Duration(i)})
+		l.add(time.Unix(0, int64(i)), time.Duration(i), k)
 	}
 	got := l.drain()
-	if len(got) != 3 || got[0].Wait != 2 || got[2].Wait != 4 || l.dropped != 2 {
+	if len(got) != 3 || got[0].Wait != 2 || got[2].Wait != 4 || l.dropped != 2 || got[1].Database != "db" || got[1].User != "u" {
 		t.Errorf("waitLog of 3 after 5 adds = %v (dropped %d), want waits 2,3,4 and 2 dropped", got, l.dropped)
 	}
 	if got := l.drain(); len(got) != 0 {

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,3 +142,94 @@ func TestCopy(t *testing.T) {
 type countWriter struct{ n int }
 
 func (w *countWriter) Write(b []byte) (int, error) { w.n += len(b); return len(b), nil }
+
+// TestLargeMessages sends messages larger than the proxy's buffers both
+// ways: a 3 MB query string and a 5 MB value back.
+func TestLargeMessages(t *testing.T) {
+	tp := startProxy(t, nil)
+	ctx := testCtx(t, 20*time.Second)
+	conn, err := pgx.Connect(ctx, tp.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	lit := strings.Repeat("y", 3<<20)
+	var n int
+	if err := conn.QueryRow(ctx, "select length('"+lit+"')", pgx.QueryExecModeSimpleProtocol).Scan(&n); err != nil || n != len(lit) {
+		t.Fatalf("length of a 3 MB literal = %d, %v; want %d", n, err, len(lit))
+	}
+	var s string
+	if err := conn.QueryRow(ctx, "select repeat('x', 5000000)").Scan(&s); err != nil || len(s) != 5000000 || strings.Trim(s, "x") != "" {
+		t.Fatalf("5 MB value: %d bytes, %v", len(s), err)
+	}
+}
+
+// TestSlowReader reads a 50 MB result slowly, so the proxy's writes to the
+// client fill the socket and the server is not read until the client
+// drains it. Meanwhile another client is served at once: one slow client
+// does not hold up the proxy.
+func TestSlowReader(t *testing.T) {
+	tp := startProxy(t, func(c *Config) { c.PoolSize = 2 })
+	ctx := testCtx(t, 60*time.Second)
+	slow, err := pgx.Connect(ctx, tp.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close(ctx)
+	fast, err := pgx.Connect(ctx, tp.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Close(ctx)
+
+	const nrows, width = 50000, 1000
+	done := make(chan error, 1)
+	go func() {
+		rows, err := slow.Query(ctx, "select i, repeat('z', $1) from generate_series(1, $2) i", width, nrows)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer rows.Close()
+		k := 0
+		for rows.Next() {
+			var i int
+			var s string
+			if err := rows.Scan(&i, &s); err != nil {
+				done <- err
+				return
+			}
+			k++
+			if i != k || len(s) != width {
+				done <- fmt.Errorf("row %d: i=%d, %d bytes", k, i, len(s))
+				return
+			}
+			if k%2000 == 0 {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			done <- err
+			return
+		}
+		if k != nrows {
+			done <- fmt.Errorf("%d rows, want %d", k, nrows)
+			return
+		}
+		done <- nil
+	}()
+	time.Sleep(100 * time.Millisecond) // the slow client is stalled by now
+	for range 20 {
+		start := time.Now()
+		var one int
+		if err := fast.QueryRow(ctx, "select 1").Scan(&one); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("select 1 took %v while another client read slowly", d)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("slow reader: %v", err)
+	}
+}

@@ -170,19 +170,19 @@ func FuzzClient(f *testing.F) {
 
 // proxyLoad counts logged-in clients and servers that are not idle.
 func proxyLoad(p *Proxy) (clients, busy int) {
-	clients = len(p.clientList())
-	for _, pl := range p.poolList() {
-		pl.mu.Lock()
-		for s := range pl.servers {
-			if s.state != stateIdle {
+	p.loop.call(func() {
+		clients = len(p.clientList())
+		for _, pl := range p.poolList() {
+			for s := range pl.servers {
+				if s.state != stateIdle {
+					busy++
+				}
+			}
+			if pl.login {
 				busy++
 			}
 		}
-		if pl.login {
-			busy++
-		}
-		pl.mu.Unlock()
-	}
+	})
 	return clients, busy
 }
 
@@ -190,18 +190,20 @@ func proxyLoad(p *Proxy) (clients, busy int) {
 // each registered statement has exactly as many references as client names
 // and server caches (and eviction Closes in flight) hold, and no server
 // holds a statement the registry lost.
-func psConsistent(p *Proxy) error {
+func psConsistent(p *Proxy) (err error) {
+	p.loop.call(func() { err = psConsistentLoop(p) })
+	return err
+}
+
+func psConsistentLoop(p *Proxy) error {
 	want := map[*psEntry]int{}
 	for _, c := range p.clientList() {
-		c.mu.Lock()
 		for _, e := range c.stmts {
 			want[e]++
 		}
-		c.mu.Unlock()
 	}
 	for _, pl := range p.poolList() {
 		for _, s := range pl.allServers() {
-			s.ps.mu.Lock()
 			for e := range s.ps.cache {
 				want[e]++
 			}
@@ -210,9 +212,7 @@ func psConsistent(p *Proxy) error {
 					want[r.stmt]++
 				}
 			}
-			pending := s.ps.pending()
-			s.ps.mu.Unlock()
-			if pending > 0 && s.client.Load() == nil {
+			if pending := s.ps.pending(); pending > 0 && s.client == nil {
 				return fmt.Errorf("server %d is unlinked with %d responses due", s.id, pending)
 			}
 		}

@@ -46,8 +46,9 @@ func (p *Proxy) handle(conn net.Conn) {
 		r:           bufio.NewReaderSize(conn, readBufSize),
 		w:           bufio.NewWriterSize(conn, writeBufSize),
 		connectTime: time.Now(),
+		remote:      conn.RemoteAddr(),
+		local:       conn.LocalAddr(),
 		txStatus:    'I',
-		wake:        make(chan struct{}, 1),
 	}
 	params, ok := p.startup(c)
 	if !ok {
@@ -86,9 +87,6 @@ func (p *Proxy) handle(conn net.Conn) {
 	}
 	pl := p.getPool(db, user)
 	c.pool = pl
-	pl.mu.Lock()
-	pl.clients++
-	pl.mu.Unlock()
 
 	ctx := p.base
 	if d := p.cfg.QueryWaitTimeout; d > 0 {
@@ -98,8 +96,8 @@ func (p *Proxy) handle(conn net.Conn) {
 	}
 	welcome, err := pl.awaitWelcome(ctx)
 	if err != nil {
-		c.fatal(serverErrorResponse(err))
-		p.removeClient(c)
+		sendFatal(c.w, serverErrorResponse(err))
+		p.dropClient(c)
 		return
 	}
 	var b []byte
@@ -107,16 +105,27 @@ func (p *Proxy) handle(conn net.Conn) {
 	b = append(b, welcome...)
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: binary.BigEndian.AppendUint32(nil, c.secret)}).Encode(b)
 	b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
-	c.mu.Lock()
 	_, _ = c.w.Write(b)
-	err = c.w.Flush()
-	c.mu.Unlock()
-	if err != nil {
-		p.removeClient(c)
+	if err := c.w.Flush(); err != nil {
+		p.dropClient(c)
 		return
 	}
+	// The loop takes the connection over, with anything the client sent
+	// past its login.
 	_ = conn.SetDeadline(time.Time{})
-	c.serve()
+	buffered, _ := c.r.Peek(c.r.Buffered())
+	buffered = append([]byte(nil), buffered...)
+	c.r, c.w = nil, nil
+	fd, err := p.detach(conn)
+	if err != nil {
+		p.logf("client %d: take over connection: %v", c.id, err)
+		p.dropClient(c)
+		return
+	}
+	if !p.loop.post(func() { c.adopt(fd, buffered) }) {
+		_ = sysClose(fd)
+		p.dropClient(c)
+	}
 }
 
 // startup reads the start-up packets: SSLRequest and GSSENCRequest are

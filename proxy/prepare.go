@@ -133,11 +133,8 @@ type psReq struct {
 }
 
 // psServer is a server connection's prepared statements and its queue of
-// expected responses. It is used by the linked client's goroutine and the
-// server's goroutine (both under the client's mu) and, once the server is
-// gone, released by the server's goroutine: mu orders them.
+// expected responses. It belongs to the loop.
 type psServer struct {
-	mu      sync.Mutex
 	cache   map[*psEntry]*list.Element
 	lru     list.List // of *psEntry: front is least recently used
 	queue   []psReq
@@ -323,8 +320,9 @@ func (ps *psServer) forget(reg *psRegistry) {
 
 // release frees everything of a closed server.
 func (ps *psServer) release(reg *psRegistry) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
+	if ps.dead {
+		return
+	}
 	ps.forget(reg)
 	for _, r := range ps.queue[ps.head:] {
 		if r.typ == 'C' && r.stmt != nil {
@@ -337,8 +335,6 @@ func (ps *psServer) release(reg *psRegistry) {
 
 // count is the number of statements prepared on the server (SHOW SERVERS).
 func (ps *psServer) count() int {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	return len(ps.cache)
 }
 
@@ -394,14 +390,12 @@ func namedStmtClose(body []byte) (name []byte, ok bool) {
 // statements (raw: type, length, body), linked to s: it appends what to send
 // to s to out and records the responses to expect. A non-empty fatal is the
 // error to disconnect the client with; nothing but a count has changed
-// then. c.mu is held.
+// then.
 func (c *client) psRequest(s *server, raw, out []byte) (_ []byte, fatal string) {
 	px := c.px
 	reg := &px.ps
 	typ, body := raw[0], raw[5:]
 	ps := &s.ps
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	switch typ {
 	case 'P':
 		name, tail, ok := cstring(body)
@@ -477,7 +471,7 @@ func (c *client) psRequest(s *server, raw, out []byte) (_ []byte, fatal string) 
 }
 
 // ensure prepares e on the server unless it is there: a Parse whose
-// ParseComplete is skipped. ps.mu is held.
+// ParseComplete is skipped.
 func (c *client) ensure(ps *psServer, e *psEntry, out []byte) []byte {
 	if ps.has(e) {
 		ps.touch(e)
@@ -491,57 +485,47 @@ func (c *client) ensure(ps *psServer, e *psEntry, out []byte) []byte {
 
 // fake answers a request the proxy does not send (a Parse the server has, a
 // Close of a client's name): at once when no response is due from the
-// server, else when the responses before it have been forwarded. c.mu and
-// ps.mu are held.
+// server, else when the responses before it have been forwarded.
 func (c *client) fake(ps *psServer, req byte) {
 	if ps != nil && ps.pending() > 0 {
 		ps.push(psReq{typ: req, act: raFake})
 		return
 	}
 	var b [5]byte
-	_, _ = c.w.Write(appendMsg(b[:0], fakeResponse(req)))
-	// The client may wait for it (Parse then Flush, or Close then Sync on
-	// no server): flush now.
-	_ = c.w.Flush()
+	c.px.loop.send(&c.sk, appendMsg(b[:0], fakeResponse(req)))
 }
 
 // psTrack records a request forwarded as it is (Query, Sync, Execute,
-// FunctionCall, CopyDone, CopyFail). c.mu is held.
+// FunctionCall, CopyDone, CopyFail).
 func (c *client) psTrack(s *server, typ byte) {
 	switch typ {
 	case 'Q', 'S', 'E', 'F', 'c', 'f':
-		s.ps.mu.Lock()
 		s.ps.push(psReq{typ: typ})
-		s.ps.mu.Unlock()
 	}
 }
 
 // psClose handles a client's Close of a named statement: the name is
 // forgotten and the proxy answers, with no server needed.
 func (c *client) psClose(name []byte, n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if e := c.stmts[string(name)]; e != nil {
 		delete(c.stmts, string(name))
 		c.px.ps.unref(e)
 	}
 	c.st.received += int64(n)
 	if s := c.server; s != nil {
-		s.ps.mu.Lock()
 		c.fake(&s.ps, 'C')
-		s.ps.mu.Unlock()
 		return
 	}
 	c.fake(nil, 'C')
 }
 
-// psResponse notes one server message of n bytes (not ReadyForQuery) before
-// it is forwarded and reports whether it is to be skipped. c.mu is held.
-func (c *client) psResponse(s *server, typ byte, n int) (skip bool) {
+// psResponse notes one server message (not ReadyForQuery; msg is the
+// message or, for a large one, its start) before it is forwarded and
+// reports whether it is to be skipped.
+func (c *client) psResponse(s *server, typ byte, msg []byte) (skip bool) {
 	reg := &c.px.ps
 	ps := &s.ps
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
+	n := len(msg)
 	switch typ {
 	case '1': // ParseComplete
 		_, skip = ps.pop(reg, "P")
@@ -558,12 +542,11 @@ func (c *client) psResponse(s *server, typ byte, n int) (skip bool) {
 			ps.copying = false
 			ps.clearCopy()
 		}
-		if n == 5+len("DISCARD ALL")+1 || n == 5+len("DEALLOCATE ALL")+1 {
-			if b, err := s.r.Peek(n); err == nil {
-				if tag := string(b[5 : n-1]); tag == "DISCARD ALL" || tag == "DEALLOCATE ALL" {
-					ps.forget(reg)
-					c.forgetStmts()
-				}
+		whole := n >= 5 && int(binary.BigEndian.Uint32(msg[1:]))+1 == n
+		if whole && (n == 5+len("DISCARD ALL")+1 || n == 5+len("DEALLOCATE ALL")+1) {
+			if tag := string(msg[5 : n-1]); tag == "DISCARD ALL" || tag == "DEALLOCATE ALL" {
+				ps.forget(reg)
+				c.forgetStmts()
 			}
 		}
 		ps.pop(reg, "E")
@@ -579,28 +562,24 @@ func (c *client) psResponse(s *server, typ byte, n int) (skip bool) {
 	return skip
 }
 
-// psReady notes a ReadyForQuery. c.mu is held.
+// psReady notes a ReadyForQuery.
 func (c *client) psReady(s *server) {
 	ps := &s.ps
-	ps.mu.Lock()
 	if popped, _ := ps.pop(&c.px.ps, "SQF"); !popped && ps.failed {
 		ps.clearUntil(&c.px.ps, "S")
 	}
 	ps.failed = false
-	ps.mu.Unlock()
 }
 
-// psFakes writes the fake responses now due to the client. c.mu is held.
+// psFakes sends the fake responses now due to the client.
 func (c *client) psFakes(s *server) {
-	s.ps.mu.Lock()
 	if s.ps.pending() > 0 && s.ps.queue[s.ps.head].act == raFake {
 		var b [64]byte
-		_, _ = c.w.Write(s.ps.takeFakes(b[:0]))
+		c.px.loop.send(&c.sk, s.ps.takeFakes(b[:0]))
 	}
-	s.ps.mu.Unlock()
 }
 
-// forgetStmts drops all the client's names. c.mu is held.
+// forgetStmts drops all the client's names.
 func (c *client) forgetStmts() {
 	if len(c.stmts) == 0 {
 		return

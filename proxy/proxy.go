@@ -33,6 +33,11 @@ type Proxy struct {
 	started  time.Time
 	waits    waitLog
 
+	// loop is the data plane; loopPools and nextTick belong to it.
+	loop      *loop
+	loopPools []*pool
+	nextTick  time.Time
+
 	mu       sync.Mutex
 	pools    map[poolKey]*pool
 	dbs      map[string]*dbCount
@@ -109,23 +114,32 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	p.served = true
 	p.mu.Unlock()
 	p.addr = ln.Addr()
-	close(p.ready)
-	if err := checkListen(ln.Addr().String(), p.cfg.AuthType); err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("proxy serve: %w", err)
+	err := checkListen(ln.Addr().String(), p.cfg.AuthType)
+	if err == nil {
+		p.loop, err = newLoop(p)
 	}
 	p.base, p.kill = context.WithCancel(context.WithoutCancel(ctx))
 	p.started = time.Now()
+	p.nextTick = p.started.Add(janitorPeriod)
+	close(p.ready) // what readers of the proxy's state use is set
+	if err != nil {
+		p.kill()
+		_ = ln.Close()
+		return fmt.Errorf("proxy serve: %w", err)
+	}
+	l := p.loop
 
 	acceptErr := make(chan error, 1)
 	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
+		l.run()
+	}()
+	go func() {
+		defer p.wg.Done()
 		acceptErr <- p.accept(ln)
 	}()
-	go p.janitor()
 
-	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-acceptErr:
@@ -172,69 +186,94 @@ func (p *Proxy) stoppingNow() bool {
 }
 
 // shutdown closes idle clients at once, lets the others finish their
-// transaction up to ShutdownTimeout, then closes everything.
+// transaction up to ShutdownTimeout, then closes everything and stops the
+// loop.
 func (p *Proxy) shutdown() {
 	p.stopOnce.Do(func() { close(p.stopping) })
-	for _, pl := range p.poolList() {
-		pl.failWaiters(func() *pgproto3.ErrorResponse { return poolerError("pgbouncer is shutting down") })
-	}
-	deadline := time.NewTimer(p.cfg.ShutdownTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	l := p.loop
+	l.call(func() {
+		for _, pl := range p.loopPools {
+			pl.failWaiters(func() *pgproto3.ErrorResponse { return poolerError("pgbouncer is shutting down") })
+		}
+	})
+	deadline := time.Now().Add(p.cfg.ShutdownTimeout)
 	for {
-		n := 0
-		for _, c := range p.clientList() {
-			c.mu.Lock()
-			clean := c.server == nil || c.cleanLocked()
-			c.mu.Unlock()
-			if clean {
-				_ = c.conn.Close()
-			}
-			n++
-		}
-		if n == 0 {
-			break
-		}
-		select {
-		case <-deadline.C:
+		busy := 0
+		l.call(func() {
 			for _, c := range p.clientList() {
-				_ = c.conn.Close()
+				if !c.adopted || c.gone {
+					continue // a login ends with the base context
+				}
+				if c.server == nil || c.clean() {
+					c.finish(false)
+				} else {
+					busy++
+				}
 			}
-			n = 0
-		case <-tick.C:
-		}
-		if n == 0 {
+		})
+		if busy == 0 || time.Now().After(deadline) {
 			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	l.call(func() {
+		for _, c := range p.clientList() {
+			if c.adopted {
+				c.finish(true)
+			}
+		}
+	})
+	p.kill()
+	l.call(func() {
+		for _, pl := range p.loopPools {
+			for _, s := range pl.allServers() {
+				pl.closeServer(s, "proxy shutting down")
+			}
+		}
+	})
+	l.stop()
+}
+
+// janitorPeriod is how often the loop runs its periodic checks, as
+// PgBouncer's janitor does.
+const janitorPeriod = time.Second / 3
+
+// tick runs on the loop after each batch of events: query_wait_timeout at
+// once, server_idle_timeout and pending logins three times a second.
+func (p *Proxy) tick(now time.Time) {
+	if d := p.cfg.QueryWaitTimeout; d > 0 {
+		for _, pl := range p.loopPools {
+			pl.expireWaiters(now, d)
 		}
 	}
-	p.kill()
-	for _, pl := range p.poolList() {
-		for _, s := range pl.allServers() {
-			pl.closeServer(s, "proxy shutting down")
+	if now.Before(p.nextTick) {
+		return
+	}
+	p.nextTick = now.Add(janitorPeriod)
+	for _, pl := range p.loopPools {
+		if d := p.cfg.ServerIdleTimeout; d > 0 {
+			pl.closeIdle(now, d, "server idle timeout")
 		}
+		pl.launch() // waiters may need a login (e.g. after a failed one)
 	}
 }
 
-// janitor closes servers idle for longer than server_idle_timeout, checking
-// three times a second as PgBouncer does.
-func (p *Proxy) janitor() {
-	defer p.wg.Done()
-	t := time.NewTicker(time.Second / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stopping:
-			return
-		case <-t.C:
-		}
-		for _, pl := range p.poolList() {
-			if d := p.cfg.ServerIdleTimeout; d > 0 {
-				pl.closeIdle(d, "server idle timeout")
+// nextWaitDeadline is when the longest wait reaches query_wait_timeout, or
+// zero. It runs on the loop.
+func (p *Proxy) nextWaitDeadline() time.Time {
+	d := p.cfg.QueryWaitTimeout
+	if d <= 0 {
+		return time.Time{}
+	}
+	var next time.Time
+	for _, pl := range p.loopPools {
+		if len(pl.waiters) > 0 {
+			if t := pl.waiters[0].since.Add(d); next.IsZero() || t.Before(next) {
+				next = t
 			}
-			pl.kick() // waiters may need a login (e.g. after a failed one)
 		}
 	}
+	return next
 }
 
 // getPool returns the pool of (db, user), creating it.
@@ -253,8 +292,10 @@ func (p *Proxy) getPool(db, user string) *pool {
 	conf := p.upstream.Copy()
 	conf.Database = db
 	conf.User = user
-	pl := &pool{px: p, key: k, conf: conf, db: d, servers: map[*server]struct{}{}}
+	pl := &pool{px: p, key: k, conf: conf, db: d, servers: map[*server]struct{}{}, waitKey: p.waits.key(k)}
 	p.pools[k] = pl
+	// Posted under p.mu: before anything a client of the pool posts.
+	p.loop.post(func() { p.loopPools = append(p.loopPools, pl) })
 	return pl
 }
 
@@ -283,7 +324,7 @@ func (p *Proxy) kickDB(from *pool) {
 	}
 	for _, pl := range p.poolList() {
 		if pl != from && pl.key.db == from.key.db {
-			pl.kick()
+			pl.launch()
 		}
 	}
 }
@@ -316,24 +357,36 @@ func (p *Proxy) addClient(c *client, counted bool) bool {
 }
 
 // removeClient forgets a client that has left and adds its counters to its
-// pool's.
+// pool's. It runs on the loop.
 func (p *Proxy) removeClient(c *client) {
-	c.mu.Lock()
-	st := c.st
-	c.mu.Unlock()
 	p.mu.Lock()
-	if _, ok := p.clients[c]; ok {
+	_, ok := p.clients[c]
+	if ok {
 		delete(p.clients, c)
 		delete(p.keys, cancelKey(c.pid, c.secret))
 		p.nclients--
-		if c.pool != nil {
-			c.pool.mu.Lock()
-			c.pool.clients--
-			c.pool.retired.add(&st)
-			c.pool.mu.Unlock()
-		}
 	}
 	p.mu.Unlock()
+	if ok && c.pool != nil {
+		if c.adopted {
+			c.pool.clients--
+		}
+		c.pool.retired.add(&c.st)
+	}
+}
+
+// dropClient is removeClient for a client that leaves before the loop
+// adopted it.
+func (p *Proxy) dropClient(c *client) {
+	if !p.loop.post(func() { p.removeClient(c) }) {
+		p.mu.Lock()
+		if _, ok := p.clients[c]; ok {
+			delete(p.clients, c)
+			delete(p.keys, cancelKey(c.pid, c.secret))
+			p.nclients--
+		}
+		p.mu.Unlock()
+	}
 }
 
 func (p *Proxy) clientList() []*client {

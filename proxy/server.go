@@ -1,8 +1,8 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -29,27 +29,28 @@ var serverStateNames = [...]string{stateLogin: "new", stateActive: "active", sta
 
 func (s serverState) String() string { return serverStateNames[s] }
 
-// server is one upstream PostgreSQL connection. Its goroutine (run) is the
-// only reader of conn; whoever holds the server (the linked client, or the
-// pool while resetting) is the only writer.
+// server is one upstream PostgreSQL connection. After login it belongs to
+// the loop, which reads everything the server sends: while linked it goes
+// to the client; while unlinked the replies to server_reset_query and
+// notices are consumed, anything else closes the server.
 type server struct {
 	id          uint64
 	pool        *pool
-	conn        net.Conn
-	r           *bufio.Reader
-	w           *bufio.Writer
+	sk          sock
+	fd          int // the descriptor handed to the loop
+	remote      net.Addr
+	local       net.Addr
 	pid         uint32
 	secret      []byte
 	connectTime time.Time
 
-	// client is the linked client, nil when unlinked. It is set and cleared
-	// under the client's mu.
-	client atomic.Pointer[client]
-	// resetting is set while server_reset_query runs on an unlinked server.
-	resetting   atomic.Bool
-	resetFailed bool // owned by run
+	client      *client // the linked client, nil when unlinked
+	resetting   bool    // server_reset_query runs on the unlinked server
+	resetFailed bool
+	fwdLeft     int  // bytes of a large message still to pass to the client
+	fwdDrop     bool // ... or to drop
+	stalled     bool // the client's output is full: not read until it drains
 
-	// Guarded by pool.mu.
 	state     serverState
 	idleSince time.Time
 	closed    bool
@@ -63,11 +64,8 @@ type server struct {
 
 var serverIDs atomic.Uint64
 
-// resetWriteTimeout bounds writing server_reset_query.
-const resetWriteTimeout = 5 * time.Second
-
 // dialServer logs in to PostgreSQL with pgconn, so every auth method and TLS
-// work, then takes over the raw connection.
+// work, then takes over the raw connection for the loop.
 func dialServer(ctx context.Context, p *pool) (*server, map[string]string, error) {
 	pc, err := pgconn.ConnectConfig(ctx, p.conf)
 	if err != nil {
@@ -81,66 +79,149 @@ func dialServer(ctx context.Context, p *pool) (*server, map[string]string, error
 	s := &server{
 		id:          serverIDs.Add(1),
 		pool:        p,
-		conn:        hj.Conn,
-		r:           bufio.NewReaderSize(hj.Conn, readBufSize),
-		w:           bufio.NewWriterSize(hj.Conn, writeBufSize),
+		remote:      hj.Conn.RemoteAddr(),
+		local:       hj.Conn.LocalAddr(),
 		pid:         hj.PID,
 		secret:      hj.SecretKey,
 		connectTime: time.Now(),
 		state:       stateLogin,
 	}
+	s.sk.s = s
+	if s.fd, err = p.px.detach(hj.Conn); err != nil {
+		_ = hj.Conn.Close()
+		return nil, nil, fmt.Errorf("take over server connection: %w", err)
+	}
 	return s, hj.ParameterStatuses, nil
 }
 
-// run reads everything the server sends, for the server's whole life: while
-// linked it forwards to the client; while unlinked it consumes the replies
-// to server_reset_query and notices, and closes the server on anything else.
-func (s *server) run() {
-	defer s.pool.px.wg.Done()
-	defer s.ps.release(&s.pool.px.ps) // the connection is closed: its statements are gone
-	var scratch []byte
-	for {
-		typ, n, err := header(s.r)
-		if err != nil {
-			s.lost(err)
-			return
-		}
-		c := s.client.Load()
-		if c == nil {
-			if err := s.unlinked(typ, n, &scratch); err != nil {
-				s.lost(err)
-				return
-			}
+// input handles what the server sent, as far as the client can take it.
+func (s *server) input() {
+	l := s.pool.px.loop
+	for !s.closed && !s.stalled {
+		need := s.step()
+		if need == 0 {
 			continue
 		}
-		if err := c.fromServer(s, typ, n); err != nil {
-			s.lost(err)
+		if need < 0 {
 			return
 		}
+		if !s.sk.more {
+			if s.sk.eof {
+				s.lost(fmt.Errorf("server closed the connection"))
+			}
+			return
+		}
+		l.fill(&s.sk, need)
 	}
+}
+
+// step handles the next server message, or part of a large one. It returns
+// 0 when it made progress, the number of buffered bytes it needs to go on,
+// or -1 when the server must not be read now.
+func (s *server) step() int {
+	sk := &s.sk
+	l := s.pool.px.loop
+	avail := sk.w - sk.r
+	c := s.client
+	if c != nil && len(c.sk.out) >= highWater {
+		l.flush(&c.sk)
+		if len(c.sk.out) >= highWater {
+			s.stalled = true
+			return -1
+		}
+	}
+	if s.fwdLeft > 0 {
+		if avail == 0 {
+			return 1
+		}
+		n := min(avail, s.fwdLeft)
+		if c != nil && !s.fwdDrop {
+			l.send(&c.sk, sk.buf[sk.r:sk.r+n])
+			c.st.sent += int64(n)
+		}
+		sk.r += n
+		s.fwdLeft -= n
+		return 0
+	}
+	if avail < 5 {
+		return 5
+	}
+	typ := sk.buf[sk.r]
+	ln := int(int32(binary.BigEndian.Uint32(sk.buf[sk.r+1:])))
+	if ln < 4 || ln > maxMsgLen {
+		s.lost(fmt.Errorf("%w: server message %q with length %d", errProtocol, typ, ln))
+		return -1
+	}
+	n := ln + 1
+	if c == nil {
+		if avail < n {
+			return n
+		}
+		msg := sk.buf[sk.r : sk.r+n]
+		sk.r += n
+		if err := s.unlinked(typ, msg[5:]); err != nil {
+			s.lost(err)
+			return -1
+		}
+		return 0
+	}
+	whole := avail >= n
+	if typ == 'Z' {
+		if n != 6 {
+			s.lost(fmt.Errorf("%w: ReadyForQuery of length %d", errProtocol, n))
+			return -1
+		}
+		if !whole {
+			return n
+		}
+		status := poolmode.TxStatus(sk.buf[sk.r+5])
+		msg := sk.buf[sk.r : sk.r+n]
+		sk.r += n
+		c.ready(s, status, msg)
+		return 0
+	}
+	psOn := s.pool.px.psOn
+	if psOn && typ == 'C' && !whole && n <= 64 {
+		return n // the tag is read for DISCARD ALL and DEALLOCATE ALL
+	}
+	take := min(n, avail)
+	msg := sk.buf[sk.r : sk.r+take]
+	skip := psOn && c.psResponse(s, typ, msg)
+	if !skip {
+		l.send(&c.sk, msg)
+		c.st.sent += int64(take)
+	}
+	sk.r += take
+	if take < n {
+		s.fwdLeft, s.fwdDrop = n-take, skip
+	}
+	if psOn {
+		c.psFakes(s)
+	}
+	return 0
 }
 
 // lost handles a broken or closed server connection.
 func (s *server) lost(err error) {
+	if s.closed {
+		return
+	}
+	c := s.client
 	s.pool.closeServer(s, fmt.Sprintf("read: %v", err))
-	if c := s.client.Load(); c != nil {
+	if c != nil {
 		c.serverLost(s)
 	}
 }
 
-// unlinked handles a message from a server no client is linked to.
-func (s *server) unlinked(typ byte, n int, scratch *[]byte) error {
-	b, err := body(s.r, n, scratch)
-	if err != nil {
-		return err
-	}
-	if s.resetting.Load() {
+// unlinked handles a whole message from a server no client is linked to.
+func (s *server) unlinked(typ byte, body []byte) error {
+	if s.resetting {
 		switch typ {
 		case 'E':
 			s.resetFailed = true
 		case 'Z':
-			s.resetting.Store(false)
-			if s.resetFailed || len(b) != 1 || poolmode.TxStatus(b[0]) != poolmode.Idle {
+			s.resetting = false
+			if s.resetFailed || len(body) != 1 || poolmode.TxStatus(body[0]) != poolmode.Idle {
 				s.resetFailed = false
 				s.pool.closeServer(s, "server_reset_query failed")
 				return nil
@@ -154,33 +235,18 @@ func (s *server) unlinked(typ byte, n int, scratch *[]byte) error {
 		return nil
 	case 'E':
 		var e pgproto3.ErrorResponse
-		_ = e.Decode(b)
+		_ = e.Decode(body)
 		return fmt.Errorf("idle server sent error: %s", e.Message)
 	default:
 		return fmt.Errorf("%w: idle server sent message %q", errProtocol, typ)
 	}
 }
 
-// reset runs server_reset_query on an unlinked server; its goroutine
-// releases the server when ReadyForQuery 'I' comes back.
+// reset runs server_reset_query on an unlinked server; the server is
+// released when ReadyForQuery 'I' comes back.
 func (s *server) reset(query string) {
 	b, _ := (&pgproto3.Query{String: query}).Encode(nil)
-	// The write happens under pool.mu so that it happens before the next
-	// owner's writes, which follow the release under the same lock.
-	s.pool.mu.Lock()
 	s.state = stateTested
-	s.resetting.Store(true)
-	// An idle server takes a few bytes at once; the deadline only guards
-	// the pool's lock against a server that stopped reading.
-	_ = s.conn.SetWriteDeadline(time.Now().Add(resetWriteTimeout))
-	_, _ = s.w.Write(b)
-	err := s.w.Flush()
-	_ = s.conn.SetWriteDeadline(time.Time{})
-	if err != nil {
-		s.resetting.Store(false)
-	}
-	s.pool.mu.Unlock()
-	if err != nil {
-		s.pool.closeServer(s, "server_reset_query: "+err.Error())
-	}
+	s.resetting = true
+	s.pool.px.loop.send(&s.sk, b)
 }

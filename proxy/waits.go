@@ -27,21 +27,41 @@ func (p *Proxy) WaitsDropped() int64 {
 	return p.waits.dropped
 }
 
-// waitLog is a bounded ring of Wait records.
+// waitLog is a bounded ring of Wait records, kept compact and free of
+// pointers (the garbage collector never scans it): the database and user
+// are an index into keys.
 type waitLog struct {
 	mu      sync.Mutex
 	max     int
-	buf     []Wait
+	buf     []waitRec
 	head    int // index of the oldest record once the ring is full
 	dropped int64
+	keys    []poolKey
 }
 
-func (l *waitLog) add(w Wait) {
+type waitRec struct {
+	at, wait int64 // UnixNano, nanoseconds
+	key      int32 // index into waitLog.keys
+}
+
+// key returns the index of k, adding it; pools call it once.
+func (l *waitLog) key(k poolKey) int32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.keys = append(l.keys, k)
+	return int32(len(l.keys) - 1)
+}
+
+func (l *waitLog) add(at time.Time, wait time.Duration, key int32) {
+	if l.max <= 0 {
+		return // nobody reads the log
+	}
+	r := waitRec{at: at.UnixNano(), wait: int64(wait), key: key}
 	l.mu.Lock()
 	if len(l.buf) < l.max {
-		l.buf = append(l.buf, w)
+		l.buf = append(l.buf, r)
 	} else {
-		l.buf[l.head] = w
+		l.buf[l.head] = r
 		l.head = (l.head + 1) % l.max
 		l.dropped++
 	}
@@ -52,8 +72,12 @@ func (l *waitLog) drain() []Wait {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]Wait, 0, len(l.buf))
-	out = append(out, l.buf[l.head:]...)
-	out = append(out, l.buf[:l.head]...)
+	for _, part := range [][]waitRec{l.buf[l.head:], l.buf[:l.head]} {
+		for _, r := range part {
+			k := l.keys[r.key]
+			out = append(out, Wait{At: time.Unix(0, r.at), Wait: time.Duration(r.wait), Database: k.db, User: k.user})
+		}
+	}
 	l.buf = l.buf[:0]
 	l.head = 0
 	return out

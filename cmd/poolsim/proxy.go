@@ -80,7 +80,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.AuthType, "auth-type", def.AuthType, "auth_type: trust or scram-sha-256")
 	fs.StringVar(&cfg.AuthFile, "auth-file", "", "auth_file: PgBouncer userlist.txt (\"user\" \"password or SCRAM secret\")")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long transactions may finish after SIGINT/SIGTERM")
-	threads := fs.Int("threads", 0, "threads running the proxy (GOMAXPROCS): 0 = one per core, 1 = one like PgBouncer's")
+	threads := fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
 	verbose := fs.BoolP("verbose", "v", false, "log every server close and its reason")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -100,14 +100,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--threads %d: want 0 (one per core) or more", *threads)
 	}
 	if *threads > 0 {
-		// One thread uses less CPU per transaction on an otherwise idle
-		// 2-core machine (pgbench -S: about 17 against 21 us), but loses
-		// throughput when other processes compete for the cores.
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*threads))
 	}
 	logger := log.New(stderr, "poolsim proxy: ", log.LstdFlags)
 	cfg.Logf = logger.Printf
 	cfg.Verbose = *verbose
+	cfg.WaitLog = -1 // the per-assignment log is for the validator; nobody reads it here
 	p, err := proxy.New(cfg)
 	if err != nil {
 		return usage(err)

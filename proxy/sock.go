@@ -1,0 +1,26 @@
+package proxy
+
+// sock is one connection the loop owns: its descriptor, the bytes read but
+// not yet handled (buf[r:w]) and the bytes not yet written (out).
+type sock struct {
+	fd     int
+	gen    uint32
+	buf    []byte
+	r, w   int
+	out    []byte
+	more   bool // an input edge came and the socket was not read dry since
+	eof    bool // end of input, or a failed read
+	hup    bool // the peer hung up (EPOLLRDHUP, EPOLLHUP or EPOLLERR)
+	closed bool
+	dirty  bool // in loop.dirty
+	werr   bool // a write failed: the connection is broken
+	c      *client
+	s      *server
+}
+
+// Buffer sizes: what one read takes at most, and how many unwritten bytes
+// one connection may pile up before its source is no longer read.
+const (
+	sockBufSize = 16 << 10
+	highWater   = 64 << 10
+)
