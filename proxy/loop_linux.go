@@ -125,7 +125,6 @@ func (l *loop) run() {
 				continue
 			}
 			l.event(sk, ev.Events)
-			l.settle()
 		}
 		l.tick()
 		l.settle()
@@ -202,8 +201,8 @@ func (l *loop) drained(sk *sock) {
 	}
 }
 
-// settle finishes an iteration: clients linked meanwhile read on, pending
-// output is written, broken connections are closed.
+// settle finishes a batch of events: clients linked meanwhile read on,
+// pending output is written, broken connections are closed.
 func (l *loop) settle() {
 	for len(l.resume) > 0 || len(l.dirty) > 0 || len(l.broken) > 0 {
 		for i := 0; i < len(l.resume); i++ { // input may append more
