@@ -8,8 +8,9 @@
 # starts a real PgBouncer (transaction mode, default_pool_size 20,
 # max_client_conn 200) and `poolsim proxy` with the same settings, then runs
 # `pgbench -S -c 50 -j 2 -T $DURATION -n` through each, interleaved
-# (pgbouncer, proxy, pgbouncer, proxy, ...), and prints every round, the
-# median TPS and average latency per target, and the ratio proxy/pgbouncer.
+# (pgbouncer, proxy, proxy, pgbouncer, pgbouncer, ...), and prints every
+# round, the median TPS and average latency per target, the ratio of the
+# medians proxy/pgbouncer, and each round's ratio with their geometric mean.
 # Everything it starts is stopped and removed on exit.
 #
 # Environment: DURATION (seconds per run, default 20), ROUNDS (default 3),
@@ -25,7 +26,7 @@ MODE=simple
 while getopts "M:h" opt; do
   case $opt in
     M) MODE=$OPTARG ;;
-    h) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    h) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *) echo "usage: $0 [-M simple|extended]" >&2; exit 2 ;;
   esac
 done
@@ -162,7 +163,11 @@ results=$tmp/results.tsv
 echo "pgbench -S -c $CLIENTS -j $JOBS -T $DURATION -n -M $MODE, $ROUNDS round(s) per target"
 printf '%-6s %-10s %12s %14s\n' round target tps latency_ms
 for r in $(seq 1 "$ROUNDS"); do
-  for t in $TARGETS; do
+  order=$TARGETS
+  # ABBA: every other round starts with the other target, so a drift in the
+  # machine's speed does not always favour the same one.
+  [ $((r % 2)) = 0 ] && order=$(echo "$TARGETS" | awk '{for (i = NF; i > 0; i--) printf "%s%s", $i, (i > 1 ? " " : "")}')
+  for t in $order; do
     out=$tmp/run-$r-$t.log
     if ! "$pgbench" -S -c "$CLIENTS" -j "$JOBS" -T "$DURATION" -n -M "$MODE" \
       -h 127.0.0.1 -p "$(port_of "$t")" -U postgres postgres >"$out" 2>&1; then
@@ -173,7 +178,7 @@ for r in $(seq 1 "$ROUNDS"); do
     lat=$(awk '/^latency average = / {print $4; exit}' "$out")
     [ -n "$tps" ] && [ -n "$lat" ] || { cat "$out" >&2; die "could not parse pgbench output ($t, round $r)"; }
     printf '%-6s %-10s %12.1f %14.3f\n' "$r" "$t" "$tps" "$lat"
-    printf '%s\t%s\t%s\n' "$t" "$tps" "$lat" >>"$results"
+    printf '%s\t%s\t%s\t%s\n' "$t" "$tps" "$lat" "$r" >>"$results"
   done
 done
 
@@ -189,4 +194,11 @@ done
 if want pgbouncer && want proxy; then
   awk -v a="$(median proxy 2)" -v b="$(median pgbouncer 2)" -v c="$(median proxy 3)" -v d="$(median pgbouncer 3)" \
     'BEGIN {printf "proxy/pgbouncer: tps %.3f, latency %.3f\n", a / b, c / d}'
+  # The same round's two runs are minutes apart at most: their ratio is
+  # less moved by the machine's drift than the medians are.
+  awk -F'\t' '$1 == "proxy" {p[$4] = $2} $1 == "pgbouncer" {g[$4] = $2}
+    END {s = 0; n = 0; line = ""
+      for (r in p) if (r in g) {s += log(p[r] / g[r]); n++}
+      for (r = 1; r <= n; r++) line = line sprintf(" %.3f", p[r] / g[r])
+      printf "paired ratios (proxy/pgbouncer, by round):%s; geometric mean %.3f\n", line, exp(s / n)}' "$results"
 fi
