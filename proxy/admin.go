@@ -282,7 +282,7 @@ func (p *Proxy) showClients() [][]string {
 		us := wait.Microseconds()
 		rows = append(rows, []string{"C", c.pool.key.user, c.pool.key.db, "none", state, addr, port, laddr, lport,
 			c.connectTime.Format(adminTime), req.Format(adminTime), itoa(us / 1e6), itoa(us % 1e6), "0",
-			ptr(c.id), link, "0", "", c.appName, itoa(int64(prepared)), itoa(int64(c.id))})
+			ptr(c.id), link, "0", "", c.want.get("application_name"), itoa(int64(prepared)), itoa(int64(c.id))})
 	}
 	return rows
 }

@@ -47,6 +47,9 @@ type client struct {
 	queryStart  time.Time
 	st          counters // this client's share of SHOW STATS
 
+	// want is the client's tracked settings (varcache.go).
+	want vars
+
 	// Prepared statements (Proxy.psOn): the client's statement names.
 	stmts map[string]*psEntry
 }
@@ -284,11 +287,21 @@ func (c *client) ready(s *server, status poolmode.TxStatus, msg []byte) {
 	}
 }
 
-// link makes s the client's server.
+// link makes s the client's server. Where the server's tracked settings
+// differ from the client's, a SET for them goes to the server first and its
+// replies are swallowed.
 func (c *client) link(s *server) {
 	c.server = s
 	c.txStatus = poolmode.Idle
 	s.client = c
+	if s.sk.closed || s.sk.werr {
+		return
+	}
+	var set bool
+	if s.sk.out, set = setQuery(s.sk.out, &c.want, &s.have); set {
+		s.setting = true
+		c.px.loop.markDirty(&s.sk)
+	}
 }
 
 // unlink breaks the link to s.

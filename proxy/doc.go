@@ -34,6 +34,16 @@
 // the server and sends FATAL 08P01 "transaction blocks not allowed in
 // statement pooling mode" when a transaction block starts.
 //
+// Five session settings follow their client as PgBouncer's varcache makes
+// them (varcache.go): client_encoding, DateStyle, TimeZone,
+// standard_conforming_strings and application_name. A client's values are
+// those of its StartupMessage (else the pool's first server's), updated by
+// the ParameterStatus its own SETs bring back; the login's ParameterStatus
+// messages show them; when a client is linked to a server whose values
+// differ, a SET goes first and its replies are swallowed (a failing SET
+// ends the client with the server's error). Other SETs stay with the server,
+// as in PgBouncer.
+//
 // Limits and errors use PgBouncer's texts, as FATAL 08P01 errors after
 // which the connection is closed: "no more connections allowed
 // (max_client_conn)", "query_wait_timeout". A failed server login with no

@@ -50,11 +50,11 @@ func (p *Proxy) handle(conn net.Conn) {
 		local:       conn.LocalAddr(),
 		txStatus:    'I',
 	}
-	params, ok := p.startup(c)
+	startup, ok := p.startup(c)
 	if !ok {
 		return
 	}
-	user, db := params["user"], params["database"]
+	user, db := startup["user"], startup["database"]
 	if user == "" {
 		sendFatal(c.w, fatal("28000", "no PostgreSQL user name specified in startup packet"))
 		return
@@ -62,7 +62,7 @@ func (p *Proxy) handle(conn net.Conn) {
 	if db == "" {
 		db = user
 	}
-	c.appName = params["application_name"]
+	c.appName = startup["application_name"]
 	if err := p.authenticate(c, user); err != nil {
 		sendFatal(c.w, fatal("28P01", err.Error()))
 		return
@@ -94,7 +94,7 @@ func (p *Proxy) handle(conn net.Conn) {
 		ctx, cancel = context.WithTimeout(ctx, d+p.cfg.ServerConnectTimeout)
 		defer cancel()
 	}
-	welcome, err := pl.awaitWelcome(ctx)
+	params, err := pl.awaitWelcome(ctx)
 	if err != nil {
 		sendFatal(c.w, serverErrorResponse(err))
 		p.dropClient(c)
@@ -102,7 +102,14 @@ func (p *Proxy) handle(conn net.Conn) {
 	}
 	var b []byte
 	b, _ = (&pgproto3.AuthenticationOk{}).Encode(b)
-	b = append(b, welcome...)
+	// The client's tracked settings: what it asked for, else the server's.
+	c.want = varsFrom(params)
+	for i, v := range varsFrom(startup) {
+		if v != "" {
+			c.want[i] = v
+		}
+	}
+	b = append(b, welcomeFor(params, &c.want)...)
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: binary.BigEndian.AppendUint32(nil, c.secret)}).Encode(b)
 	b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
 	_, _ = c.w.Write(b)

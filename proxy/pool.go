@@ -37,9 +37,9 @@ type pool struct {
 	idle     []*server // LIFO: the last element is the most recently used
 	waiters  []*waiter // FIFO: the first element has waited longest
 	servers  map[*server]struct{}
-	nservers int  // connected servers plus a login in flight
-	login    bool // a server login is in flight
-	welcome  []byte
+	nservers int               // connected servers plus a login in flight
+	login    bool              // a server login is in flight
+	params   map[string]string // the first server's ParameterStatus set, for client logins
 	welcomeQ []chan error
 	lastErr  error // the last failed login, while the pool has no servers
 	clients  int   // logged-in clients of this pool
@@ -98,15 +98,15 @@ func (a *counters) add(b *counters) {
 	a.binds += b.binds
 }
 
-// awaitWelcome returns the encoded ParameterStatus messages of the pool's
-// first server, opening one if none has been seen yet. It runs on a login
-// goroutine.
-func (p *pool) awaitWelcome(ctx context.Context) ([]byte, error) {
-	var welcome []byte
+// awaitWelcome returns the ParameterStatus values of the pool's first
+// server, opening one if none has been seen yet. It runs on a login
+// goroutine; the map is not changed afterwards.
+func (p *pool) awaitWelcome(ctx context.Context) (map[string]string, error) {
+	var params map[string]string
 	ch := make(chan error, 1)
 	if !p.px.loop.call(func() {
-		if p.welcome != nil {
-			welcome = p.welcome
+		if p.params != nil {
+			params = p.params
 			return
 		}
 		p.welcomeQ = append(p.welcomeQ, ch)
@@ -114,8 +114,8 @@ func (p *pool) awaitWelcome(ctx context.Context) ([]byte, error) {
 	}) {
 		return nil, errShuttingDown
 	}
-	if welcome != nil {
-		return welcome, nil
+	if params != nil {
+		return params, nil
 	}
 	select {
 	case err := <-ch:
@@ -127,10 +127,10 @@ func (p *pool) awaitWelcome(ctx context.Context) ([]byte, error) {
 	case <-p.px.stopping:
 		return nil, errShuttingDown
 	}
-	if !p.px.loop.call(func() { welcome = p.welcome }) {
+	if !p.px.loop.call(func() { params = p.params }) {
 		return nil, errShuttingDown
 	}
-	return welcome, nil
+	return params, nil
 }
 
 // takeIdle returns the most recently used idle server when no client waits
@@ -208,7 +208,7 @@ func (p *pool) assigned(c *client, since time.Time) {
 // stops it, an idle server of another pool of the database is closed to
 // make room (PgBouncer's evict_connection).
 func (p *pool) launch() {
-	need := len(p.waiters) > 0 || (p.welcome == nil && len(p.welcomeQ) > 0)
+	need := len(p.waiters) > 0 || (p.params == nil && len(p.welcomeQ) > 0)
 	if !need || p.login || p.nservers >= p.px.cfg.PoolSize || p.px.stoppingNow() {
 		return
 	}
@@ -275,9 +275,13 @@ func (p *pool) loggedIn(s *server, params map[string]string) {
 	p.lastErr = nil
 	p.servers[s] = struct{}{}
 	s.state = stateActive
-	if p.welcome == nil {
-		p.welcome = encodeWelcome(params)
+	if p.params == nil {
+		p.params = params
+		if p.params == nil {
+			p.params = map[string]string{}
+		}
 	}
+	s.have = varsFrom(params)
 	welcomeQ := p.welcomeQ
 	p.welcomeQ = nil
 	// Into the pool first, then wake the clients waiting for the welcome:

@@ -45,6 +45,9 @@ type server struct {
 	connectTime time.Time
 
 	client      *client // the linked client, nil when unlinked
+	have        vars    // the server's tracked settings (varcache.go)
+	setting     bool    // replies to the SET of the client's settings are due
+	setError    []byte  // the ErrorResponse that SET got
 	resetting   bool    // server_reset_query runs on the unlinked server
 	resetFailed bool
 	fwdLeft     int  // bytes of a large message still to pass to the client
@@ -166,6 +169,19 @@ func (s *server) step() int {
 		return 0
 	}
 	whole := avail >= n
+	if s.setting {
+		if !whole {
+			return n
+		}
+		msg := sk.buf[sk.r : sk.r+n]
+		sk.r += n
+		s.setReply(c, typ, msg)
+		return 0
+	}
+	if typ == 'S' && whole { // the client changed a setting
+		s.have.noteParameterStatus(sk.buf[sk.r+5 : sk.r+n])
+		c.want.noteParameterStatus(sk.buf[sk.r+5 : sk.r+n])
+	}
 	if typ == 'Z' {
 		if n != 6 {
 			s.lost(fmt.Errorf("%w: ReadyForQuery of length %d", errProtocol, n))
@@ -201,6 +217,32 @@ func (s *server) step() int {
 	return 0
 }
 
+// setReply handles one reply to the SET that link sent: the new values
+// are noted (as the server spells them, for the client too), the rest is
+// swallowed. If the SET failed, the client gets the server's error as a
+// FATAL and both connections close.
+func (s *server) setReply(c *client, typ byte, msg []byte) {
+	switch typ {
+	case 'S':
+		s.have.noteParameterStatus(msg[5:])
+		c.want.noteParameterStatus(msg[5:])
+	case 'E':
+		s.setError = append(s.setError[:0], msg...)
+	case 'Z':
+		s.setting = false
+		if s.setError == nil {
+			return
+		}
+		var e pgproto3.ErrorResponse
+		_ = e.Decode(s.setError[5:])
+		s.setError = nil
+		e.Severity, e.SeverityUnlocalized = "FATAL", "FATAL"
+		c.unlink(s)
+		s.pool.closeServer(s, "SET of client settings failed: "+e.Message)
+		c.fatalClose(&e)
+	}
+}
+
 // lost handles a broken or closed server connection.
 func (s *server) lost(err error) {
 	if s.closed {
@@ -231,7 +273,10 @@ func (s *server) unlinked(typ byte, body []byte) error {
 		return nil
 	}
 	switch typ {
-	case 'S', 'N', 'A': // ParameterStatus, NoticeResponse, NotificationResponse
+	case 'S': // ParameterStatus (server_reset_query resets settings)
+		s.have.noteParameterStatus(body)
+		return nil
+	case 'N', 'A': // NoticeResponse, NotificationResponse
 		return nil
 	case 'E':
 		var e pgproto3.ErrorResponse
