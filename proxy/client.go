@@ -119,9 +119,9 @@ func (c *client) step() int {
 	sk := &c.sk
 	l := c.px.loop
 	s := c.server
-	if s != nil && len(s.sk.out) >= highWater {
+	if s != nil && s.sk.pending() >= highWater {
 		l.flush(&s.sk)
-		if len(s.sk.out) >= highWater {
+		if s.sk.pending() >= highWater {
 			c.stalled = true
 			return -1
 		}
@@ -341,7 +341,7 @@ func (c *client) finish(partial bool) {
 		c.queued = false
 	}
 	c.forgetStmts()
-	if len(c.sk.out) > 0 && !c.sk.closed {
+	if c.sk.pending() > 0 && !c.sk.closed {
 		l.flush(&c.sk) // a FATAL, most likely
 	}
 	l.close(&c.sk)

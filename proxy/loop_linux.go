@@ -169,9 +169,9 @@ func (l *loop) event(sk *sock, ev uint32) {
 	if ev&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 		sk.more = true
 	}
-	if ev&syscall.EPOLLOUT != 0 && len(sk.out) > 0 {
+	if ev&syscall.EPOLLOUT != 0 && sk.pending() > 0 {
 		l.flush(sk)
-		if len(sk.out) == 0 {
+		if sk.pending() == 0 {
 			l.drained(sk)
 		}
 	}
@@ -286,7 +286,7 @@ func (l *loop) close(sk *sock) {
 		l.socks[sk.fd] = nil
 	}
 	_ = syscall.Close(sk.fd)
-	sk.out, sk.buf = nil, nil
+	sk.out, sk.buf, sk.sent = nil, nil, 0
 	sk.r, sk.w = 0, 0
 }
 
@@ -309,30 +309,32 @@ func (l *loop) markDirty(sk *sock) {
 
 // flush writes what sk holds until the socket takes no more.
 func (l *loop) flush(sk *sock) {
-	for len(sk.out) > 0 {
-		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(sk.fd), uintptr(unsafe.Pointer(&sk.out[0])),
-			uintptr(len(sk.out)), syscall.MSG_NOSIGNAL, 0, 0)
+	for sk.sent < len(sk.out) {
+		rest := sk.out[sk.sent:]
+		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(sk.fd), uintptr(unsafe.Pointer(&rest[0])),
+			uintptr(len(rest)), syscall.MSG_NOSIGNAL, 0, 0)
 		switch e {
 		case 0:
-			sk.out = sk.out[n:]
+			sk.sent += int(n)
 			continue
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return // EPOLLOUT will tell when there is room
 		}
-		sk.out = sk.out[:0]
+		sk.out, sk.sent = sk.out[:0], 0
 		if !sk.werr {
 			sk.werr = true
 			l.broken = append(l.broken, sk)
 		}
 		return
 	}
-	// Keep the buffer for the next write unless it grew large.
+	// All written: keep the buffer for the next write unless it grew large.
+	sk.sent = 0
 	if cap(sk.out) > 4*highWater {
 		sk.out = nil
 	} else {
-		sk.out = sk.out[:0:cap(sk.out)]
+		sk.out = sk.out[:0]
 	}
 }
 

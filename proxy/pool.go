@@ -282,6 +282,7 @@ func (p *pool) loggedIn(s *server, params map[string]string) {
 		}
 	}
 	s.have = varsFrom(params)
+	p.px.internAll(&s.have)
 	welcomeQ := p.welcomeQ
 	p.welcomeQ = nil
 	// Into the pool first, then wake the clients waiting for the welcome:

@@ -37,6 +37,7 @@ type Proxy struct {
 	loop      *loop
 	loopPools []*pool
 	nextTick  time.Time
+	values    map[string]string // interned setting values (varcache.go)
 
 	mu       sync.Mutex
 	pools    map[poolKey]*pool

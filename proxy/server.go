@@ -126,9 +126,9 @@ func (s *server) step() int {
 	l := s.pool.px.loop
 	avail := sk.w - sk.r
 	c := s.client
-	if c != nil && len(c.sk.out) >= highWater {
+	if c != nil && c.sk.pending() >= highWater {
 		l.flush(&c.sk)
-		if len(c.sk.out) >= highWater {
+		if c.sk.pending() >= highWater {
 			s.stalled = true
 			return -1
 		}
@@ -179,8 +179,8 @@ func (s *server) step() int {
 		return 0
 	}
 	if typ == 'S' && whole { // the client changed a setting
-		s.have.noteParameterStatus(sk.buf[sk.r+5 : sk.r+n])
-		c.want.noteParameterStatus(sk.buf[sk.r+5 : sk.r+n])
+		s.have.noteParameterStatus(s.pool.px, sk.buf[sk.r+5:sk.r+n])
+		c.want.noteParameterStatus(s.pool.px, sk.buf[sk.r+5:sk.r+n])
 	}
 	if typ == 'Z' {
 		if n != 6 {
@@ -224,8 +224,8 @@ func (s *server) step() int {
 func (s *server) setReply(c *client, typ byte, msg []byte) {
 	switch typ {
 	case 'S':
-		s.have.noteParameterStatus(msg[5:])
-		c.want.noteParameterStatus(msg[5:])
+		s.have.noteParameterStatus(s.pool.px, msg[5:])
+		c.want.noteParameterStatus(s.pool.px, msg[5:])
 	case 'E':
 		s.setError = append(s.setError[:0], msg...)
 	case 'Z':
@@ -274,7 +274,7 @@ func (s *server) unlinked(typ byte, body []byte) error {
 	}
 	switch typ {
 	case 'S': // ParameterStatus (server_reset_query resets settings)
-		s.have.noteParameterStatus(body)
+		s.have.noteParameterStatus(s.pool.px, body)
 		return nil
 	case 'N', 'A': // NoticeResponse, NotificationResponse
 		return nil

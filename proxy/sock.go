@@ -7,7 +7,8 @@ type sock struct {
 	gen    uint32
 	buf    []byte
 	r, w   int
-	out    []byte
+	out    []byte // out[sent:] is still to be written
+	sent   int
 	more   bool // an input edge came and the socket was not read dry since
 	eof    bool // end of input, or a failed read
 	hup    bool // the peer hung up (EPOLLRDHUP, EPOLLHUP or EPOLLERR)
@@ -24,3 +25,6 @@ const (
 	sockBufSize = 16 << 10
 	highWater   = 64 << 10
 )
+
+// pending is the number of bytes still to be written.
+func (sk *sock) pending() int { return len(sk.out) - sk.sent }

@@ -53,9 +53,31 @@ func varsFrom(params map[string]string) (v vars) {
 	return v
 }
 
+// interned returns the one copy of a tracked setting's value the proxy
+// keeps: equal values are then one string, and comparing them on every
+// link compares two pointers. It runs on the loop.
+func (px *Proxy) interned(b []byte) string {
+	if s, ok := px.values[string(b)]; ok {
+		return s
+	}
+	if px.values == nil || len(px.values) > 1024 { // bounded: clients choose values
+		px.values = map[string]string{}
+	}
+	s := string(b)
+	px.values[s] = s
+	return s
+}
+
+// internAll makes v's values the interned copies.
+func (px *Proxy) internAll(v *vars) {
+	for i := range v {
+		v[i] = px.interned([]byte(v[i]))
+	}
+}
+
 // noteParameterStatus records a ParameterStatus message body (name, value)
 // in v if the setting is tracked.
-func (v *vars) noteParameterStatus(body []byte) {
+func (v *vars) noteParameterStatus(px *Proxy, body []byte) {
 	name, rest, ok := cstring(body)
 	if !ok {
 		return
@@ -65,7 +87,7 @@ func (v *vars) noteParameterStatus(body []byte) {
 		return
 	}
 	if i := trackedIndex(string(name)); i >= 0 {
-		v[i] = string(value)
+		v[i] = px.interned(value)
 	}
 }
 
@@ -74,7 +96,11 @@ func (v *vars) noteParameterStatus(body []byte) {
 func setQuery(b []byte, want, have *vars) ([]byte, bool) {
 	var sql bytes.Buffer
 	for i, w := range want {
-		if w == "" || w == have[i] {
+		if w == "" {
+			continue
+		}
+		if w == have[i] {
+			want[i] = have[i] // one string: the next comparison is a pointer's
 			continue
 		}
 		sql.WriteString("SET ")
