@@ -13,6 +13,10 @@
 # medians proxy/pgbouncer, and each round's ratio with their geometric mean.
 # Everything it starts is stopped and removed on exit.
 #
+# With PERF=1 (needs perf and root, or perf_event_paranoid <= -1) each
+# run also counts the pooler's own CPU time, context switches and system
+# calls with perf stat and prints them per transaction.
+#
 # Environment: DURATION (seconds per run, default 20), ROUNDS (default 3),
 # PROXY_ARGS (extra flags for poolsim proxy, e.g. "--threads 1"),
 # CLIENTS (50), JOBS (2), SCALE (10), TARGETS ("pgbouncer proxy"; set
@@ -31,7 +35,7 @@ while getopts "M:h" opt; do
   esac
 done
 case $MODE in simple|extended) ;; *) echo "$0: -M $MODE: expected simple or extended" >&2; exit 2 ;; esac
-DURATION=${DURATION:-20} ROUNDS=${ROUNDS:-3} CLIENTS=${CLIENTS:-50} JOBS=${JOBS:-2} SCALE=${SCALE:-10}
+DURATION=${DURATION:-20} ROUNDS=${ROUNDS:-3} PERF=${PERF:-} CLIENTS=${CLIENTS:-50} JOBS=${JOBS:-2} SCALE=${SCALE:-10}
 TARGETS=${TARGETS:-pgbouncer proxy}
 for t in $TARGETS; do
   case $t in pgbouncer|proxy) ;; *) echo "$0: TARGETS: unknown target $t (pgbouncer, proxy)" >&2; exit 2 ;; esac
@@ -164,6 +168,24 @@ fi
 
 # --- rounds -------------------------------------------------------------------
 port_of() { case $1 in pgbouncer) echo "$bport" ;; proxy) echo "$pport" ;; esac; }
+pid_of() { case $1 in pgbouncer) cat "$tmp/pgbouncer.pid" ;; proxy) echo "$proxy_pid" ;; esac; }
+perf_events=task-clock,context-switches,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_write,syscalls:sys_enter_sendto,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_ctl
+if [ -n "$PERF" ]; then
+  command -v perf >/dev/null 2>&1 || die "PERF=1: perf not found (Debian: apt-get install linux-perf)"
+  perf stat -e "$perf_events" -- true >/dev/null 2>&1 || die "PERF=1: perf stat cannot count $perf_events (run as root, or lower kernel.perf_event_paranoid)"
+fi
+perf_line() { # perf_line FILE TPS: the pooler's counts per transaction
+  awk -F, -v tps="$2" -v d="$DURATION" '
+    {v = $1 + 0; e = $3}
+    e == "task-clock" {cpu = v}
+    e == "context-switches" {cs = v}
+    e ~ /sys_enter_(read|recvfrom)$/ {rd += v}
+    e ~ /sys_enter_(write|sendto)$/ {wr += v}
+    e ~ /sys_enter_epoll_p?wait$/ {ew += v}
+    e ~ /sys_enter_epoll_ctl$/ {ec += v}
+    END {n = tps * d; printf "       pooler per txn: cpu %.1f us, context switches %.2f, reads %.2f, writes %.2f, epoll_wait %.2f, epoll_ctl %.2f\n",
+      cpu * 1000 / n, cs / n, rd / n, wr / n, ew / n, ec / n}' "$1"
+}
 results=$tmp/results.tsv
 : >"$results"
 echo "pgbench -S -c $CLIENTS -j $JOBS -T $DURATION -n -M $MODE, $ROUNDS round(s) per target"
@@ -175,15 +197,21 @@ for r in $(seq 1 "$ROUNDS"); do
   [ $((r % 2)) = 0 ] && order=$(echo "$TARGETS" | awk '{for (i = NF; i > 0; i--) printf "%s%s", $i, (i > 1 ? " " : "")}')
   for t in $order; do
     out=$tmp/run-$r-$t.log
+    if [ -n "$PERF" ]; then
+      perf stat -x, -e "$perf_events" -p "$(pid_of "$t")" -o "$tmp/perf-$r-$t.csv" -- sleep "$DURATION" &
+      perf_pid=$!
+    fi
     if ! "$pgbench" -S -c "$CLIENTS" -j "$JOBS" -T "$DURATION" -n -M "$MODE" \
       -h 127.0.0.1 -p "$(port_of "$t")" -U postgres postgres >"$out" 2>&1; then
       tail -n 20 "$out" >&2
       die "pgbench through $t failed (round $r)"
     fi
+    [ -n "$PERF" ] && wait "$perf_pid"
     tps=$(awk '/^tps = / {print $3; exit}' "$out")
     lat=$(awk '/^latency average = / {print $4; exit}' "$out")
     [ -n "$tps" ] && [ -n "$lat" ] || { cat "$out" >&2; die "could not parse pgbench output ($t, round $r)"; }
     printf '%-6s %-10s %12.1f %14.3f\n' "$r" "$t" "$tps" "$lat"
+    [ -n "$PERF" ] && perf_line "$tmp/perf-$r-$t.csv" "$tps"
     printf '%s\t%s\t%s\t%s\n' "$t" "$tps" "$lat" "$r" >>"$results"
   done
 done
