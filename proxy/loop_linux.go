@@ -373,7 +373,9 @@ func (l *loop) fill(sk *sock, need int) bool {
 			return false
 		}
 		sk.w += int(n)
-		if int(n) < space {
+		// A short read means drained, unless the peer hung up: then the
+		// end of input is still to be read (no edge will come for it).
+		if int(n) < space && !sk.hup {
 			sk.more = false
 		}
 		return true
