@@ -84,10 +84,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 [ "$(id -u)" = 0 ] && chown postgres: "$tmp"
 
+# Ports below the kernel's ephemeral range, so that no outgoing connection
+# (pgbench's, PgBouncer's) holds the one picked.
+eph_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 free_port() {
   local p
   for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 40000))
+    p=$((10000 + RANDOM % (eph_low - 10000)))
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
   die "no free port found"
