@@ -25,7 +25,11 @@ var (
 		"avg_server_assignment_count", "avg_xact_count", "avg_query_count", "avg_recv", "avg_sent",
 		"avg_xact_time", "avg_query_time", "avg_wait_time", "avg_client_parse_count", "avg_server_parse_count",
 		"avg_bind_count", "avg_client_login_count"}
-	connColumns = []string{"type", "user", "database", "replication", "state", "addr", "port", "local_addr",
+	databasesColumns = []string{"name", "host", "port", "database", "force_user", "pool_size", "min_pool_size",
+		"reserve_pool", "pool_mode", "max_connections", "current_connections", "paused", "disabled"}
+	listsColumns  = []string{"list", "items"}
+	configColumns = []string{"key", "value", "default", "changeable"}
+	connColumns   = []string{"type", "user", "database", "replication", "state", "addr", "port", "local_addr",
 		"local_port", "connect_time", "request_time", "wait", "wait_us", "close_needed", "ptr", "link",
 		"remote_pid", "tls", "application_name", "prepared_statements", "id"}
 )
@@ -105,11 +109,17 @@ func (p *Proxy) adminQuery(w interface{ Write([]byte) (int, error) }, query stri
 		show(connColumns, p.showClients)
 	case "SHOW SERVERS":
 		show(connColumns, p.showServers)
+	case "SHOW DATABASES":
+		show(databasesColumns, p.showDatabases)
+	case "SHOW LISTS":
+		show(listsColumns, p.showLists)
+	case "SHOW CONFIG":
+		cols, rows = configColumns, p.showConfig()
 	case "SHOW VERSION":
 		cols, rows = []string{"version"}, [][]string{{Version}}
 	case "SHOW HELP":
 		b, _ := (&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000",
-			Message: "Console usage", Detail: "SHOW HELP|POOLS|STATS|CLIENTS|SERVERS|VERSION"}).Encode(nil)
+			Message: "Console usage", Detail: "SHOW HELP|POOLS|STATS|CLIENTS|SERVERS|DATABASES|LISTS|CONFIG|VERSION"}).Encode(nil)
 		b, _ = (&pgproto3.CommandComplete{CommandTag: []byte("SHOW")}).Encode(b)
 		b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
 		_, _ = w.Write(b)
@@ -127,7 +137,9 @@ func (p *Proxy) adminQuery(w interface{ Write([]byte) (int, error) }, query stri
 // numeric columns are sent as int8, the rest as text, all in text format.
 var textColumns = map[string]bool{"database": true, "user": true, "pool_mode": true, "load_balance_hosts": true,
 	"type": true, "replication": true, "state": true, "addr": true, "local_addr": true, "connect_time": true,
-	"request_time": true, "ptr": true, "link": true, "tls": true, "application_name": true, "version": true}
+	"request_time": true, "ptr": true, "link": true, "tls": true, "application_name": true, "version": true,
+	"name": true, "host": true, "force_user": true, "list": true, "key": true, "value": true, "default": true,
+	"changeable": true}
 
 func encodeTable(cols []string, rows [][]string) []byte {
 	fields := make([]pgproto3.FieldDescription, len(cols))
@@ -306,6 +318,85 @@ func (p *Proxy) showServers() [][]string {
 				s.connectTime.Format(adminTime), req.Format(adminTime), "0", "0", "0",
 				ptr(s.id), link, itoa(int64(s.pid)), "", "", itoa(int64(s.ps.count())), itoa(int64(s.id))})
 		}
+	}
+	return rows
+}
+
+// showDatabases lists the console's database and each database a pool
+// serves (the proxy's [databases] is PgBouncer's "* = upstream").
+func (p *Proxy) showDatabases() [][]string {
+	_, lport := hostPort(p.addr)
+	rows := [][]string{{adminDB, "", lport, adminDB, adminDB, "2", "0", "0", "statement", "0", "0", "0", "0"}}
+	seen := map[string]bool{}
+	for _, pl := range p.poolList() {
+		db := pl.key.db
+		if seen[db] {
+			continue
+		}
+		seen[db] = true
+		rows = append(rows, []string{db, p.upstream.Host, itoa(int64(p.upstream.Port)), db, "",
+			itoa(int64(p.cfg.PoolSize)), "0", "0", p.cfg.Mode.String(), itoa(int64(p.cfg.MaxDBConnections)),
+			itoa(pl.db.n.Load()), "0", "0"})
+	}
+	return rows
+}
+
+// showLists counts the proxy's objects as PgBouncer's SHOW LISTS does.
+// The proxy keeps no free lists, so the free_ counts are 0; there is no
+// DNS cache.
+func (p *Proxy) showLists() [][]string {
+	dbs, users := map[string]bool{adminDB: true}, map[string]bool{}
+	pools, servers := 0, 0
+	for _, pl := range p.poolList() {
+		dbs[pl.key.db] = true
+		users[pl.key.user] = true
+		pools++
+		servers += pl.nservers
+	}
+	used, login := 0, 0
+	for _, c := range p.clientList() {
+		if c.adopted {
+			used++
+		} else {
+			login++
+		}
+	}
+	n := func(v int) string { return itoa(int64(v)) }
+	return [][]string{{"databases", n(len(dbs))}, {"users", n(len(users))}, {"pools", n(pools)},
+		{"free_clients", "0"}, {"used_clients", n(used)}, {"login_clients", n(login)},
+		{"free_servers", "0"}, {"used_servers", n(servers)},
+		{"dns_names", "0"}, {"dns_zones", "0"}, {"dns_queries", "0"}, {"dns_pending", "0"}}
+}
+
+// showConfig lists the settings the proxy has, with PgBouncer's names,
+// units (seconds) and defaults. None can be changed while it runs.
+func (p *Proxy) showConfig() [][]string {
+	def := DefaultConfig()
+	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'g', -1, 64) }
+	n := func(v int) string { return itoa(int64(v)) }
+	addr, port := "", ""
+	if h, pt, err := net.SplitHostPort(p.cfg.Listen); err == nil {
+		addr, port = h, pt
+	}
+	_, defPort, _ := net.SplitHostPort(def.Listen)
+	rows := [][]string{
+		{"auth_file", p.cfg.AuthFile, def.AuthFile},
+		{"auth_type", p.cfg.AuthType, def.AuthType},
+		{"default_pool_size", n(p.cfg.PoolSize), n(def.PoolSize)},
+		{"listen_addr", addr, ""},
+		{"listen_port", port, defPort},
+		{"max_client_conn", n(p.cfg.MaxClientConn), n(def.MaxClientConn)},
+		{"max_db_connections", n(p.cfg.MaxDBConnections), n(def.MaxDBConnections)},
+		{"max_prepared_statements", n(p.cfg.MaxPreparedStatements), n(def.MaxPreparedStatements)},
+		{"pool_mode", p.cfg.Mode.String(), def.Mode.String()},
+		{"query_wait_timeout", secs(p.cfg.QueryWaitTimeout), secs(def.QueryWaitTimeout)},
+		{"server_connect_timeout", secs(p.cfg.ServerConnectTimeout), secs(def.ServerConnectTimeout)},
+		{"server_idle_timeout", secs(p.cfg.ServerIdleTimeout), secs(def.ServerIdleTimeout)},
+		{"server_lifetime", secs(p.cfg.ServerLifetime), secs(def.ServerLifetime)},
+		{"server_reset_query", p.cfg.ServerResetQuery, def.ServerResetQuery},
+	}
+	for i := range rows {
+		rows[i] = append(rows[i], "no")
 	}
 	return rows
 }

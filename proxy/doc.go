@@ -78,8 +78,9 @@
 //
 // The virtual database "pgbouncer" is an admin console (simple query
 // protocol) answering SHOW POOLS, SHOW STATS, SHOW CLIENTS, SHOW SERVERS,
-// SHOW VERSION and SHOW HELP with PgBouncer's column names in PgBouncer's
-// order (prepared_statements in SHOW CLIENTS and SHOW SERVERS, the parse
+// SHOW DATABASES, SHOW LISTS, SHOW CONFIG, SHOW VERSION and SHOW HELP with
+// the columns of PgBouncer 1.18 in its order, plus the ones later versions
+// added (prepared_statements in SHOW CLIENTS and SHOW SERVERS, the parse
 // and bind counts of SHOW STATS, filled while statements are tracked).
 // Proxy.Waits reports every server assignment's wait (request reached the
 // proxy -> server linked) for the validator, in bounded memory.

@@ -27,7 +27,7 @@ Runs a PostgreSQL pooling proxy that behaves like PgBouncer: clients log in to
 the proxy, which links them to a pooled server connection only when a
 statement needs one and releases it by the pool mode's rule. Settings are
 PgBouncer's, in kebab-case, with PgBouncer's defaults. The console database
-"pgbouncer" answers SHOW POOLS, SHOW STATS, SHOW CLIENTS, SHOW SERVERS.
+"pgbouncer" answers SHOW POOLS, STATS, CLIENTS, SERVERS, DATABASES, LISTS, CONFIG.
 SIGINT or SIGTERM stop accepting clients, let transactions finish for up to
 --shutdown-timeout, then close everything.
 
