@@ -183,6 +183,7 @@ func FuzzClient(f *testing.F) {
 // included) and names a pool that has more than its size.
 func serverCount(proxies []*Proxy) (held int, over string) {
 	for _, px := range proxies {
+		_ = px.Addr() // the proxy has started: its loop is set
 		px.loop.call(func() {
 			for _, pl := range px.loopPools {
 				held += pl.nservers
