@@ -55,3 +55,35 @@ func TestBridge(t *testing.T) {
 		t.Fatal("the bridge's goroutines did not end")
 	}
 }
+
+// TestIdleConnectionsHoldNoBuffers: after their queries, idle clients and
+// servers have given their read buffers back to the loop.
+func TestIdleConnectionsHoldNoBuffers(t *testing.T) {
+	tp := startProxy(t, func(c *Config) { c.PoolSize = 3 })
+	ctx := testCtx(t, 20*time.Second)
+	for range 20 {
+		conn := connect(ctx, t, tp.dsn)
+		if _, err := conn.Exec(ctx, "select repeat('x', 100000)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var clients, holding int
+	tp.loop.call(func() {
+		for _, c := range tp.clientList() {
+			clients++
+			if c.sk.buf != nil || cap(c.sk.out) > sockBufSize {
+				holding++
+			}
+		}
+		for _, pl := range tp.poolList() {
+			for s := range pl.servers {
+				if s.sk.buf != nil || cap(s.sk.out) > sockBufSize {
+					holding++
+				}
+			}
+		}
+	})
+	if clients != 20 || holding != 0 {
+		t.Errorf("%d clients; %d idle connections still hold a buffer", clients, holding)
+	}
+}

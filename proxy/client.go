@@ -66,8 +66,8 @@ func (c *client) adopt(fd int, buffered []byte) {
 		return
 	}
 	c.sk.c = c
-	if len(buffered) > len(c.sk.buf) {
-		c.sk.buf = make([]byte, len(buffered))
+	if len(buffered) > 0 {
+		l.buffer(&c.sk, len(buffered))
 	}
 	if err := l.add(&c.sk, fd); err != nil {
 		_ = sysClose(fd)

@@ -39,6 +39,7 @@ type loop struct {
 	now    time.Time
 	dirty  []*sock   // sockets with bytes to write
 	resume []*client // clients to read on (linked after a wait, or unblocked)
+	free   [][]byte  // read buffers of sockBufSize not in use
 	broken []*sock   // sockets whose write failed
 	spare  []func()
 }
@@ -182,6 +183,34 @@ func (l *loop) event(sk *sock, ev uint32) {
 	case sk.s != nil:
 		sk.s.input()
 	}
+	l.idle(sk)
+}
+
+// Read buffers are lent to a socket while it holds unhandled bytes, so an
+// idle connection costs no buffer (PgBouncer's sbuf does the same): ten
+// thousand idle clients do not hold 160 MB.
+const maxFreeBufs = 1024
+
+// idle takes back sk's read buffer if it holds nothing unhandled.
+func (l *loop) idle(sk *sock) {
+	if sk.buf == nil || sk.r != sk.w {
+		return
+	}
+	if len(sk.buf) == sockBufSize && len(l.free) < maxFreeBufs {
+		l.free = append(l.free, sk.buf)
+	}
+	sk.buf, sk.r, sk.w = nil, 0, 0
+}
+
+// buffer lends sk a read buffer of at least n bytes.
+func (l *loop) buffer(sk *sock, n int) {
+	if n <= sockBufSize && len(l.free) > 0 {
+		sk.buf = l.free[len(l.free)-1]
+		l.free[len(l.free)-1] = nil
+		l.free = l.free[:len(l.free)-1]
+		return
+	}
+	sk.buf = make([]byte, max(n, sockBufSize))
 }
 
 // drained is called when sk has written everything it held: the connection
@@ -208,6 +237,7 @@ func (l *loop) settle() {
 		for i := 0; i < len(l.resume); i++ { // input may append more
 			if c := l.resume[i]; !c.gone {
 				c.input()
+				l.idle(&c.sk)
 			}
 			l.resume[i] = nil
 		}
@@ -255,9 +285,6 @@ func (l *loop) tick() { l.px.tick(l.now) }
 func (l *loop) add(sk *sock, fd int) error {
 	l.gen++
 	sk.fd, sk.gen = fd, l.gen
-	if sk.buf == nil {
-		sk.buf = make([]byte, sockBufSize)
-	}
 	ev := syscall.EpollEvent{
 		Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | epollET,
 		Fd:     int32(fd),
@@ -286,8 +313,9 @@ func (l *loop) close(sk *sock) {
 		l.socks[sk.fd] = nil
 	}
 	_ = syscall.Close(sk.fd)
-	sk.out, sk.buf, sk.sent = nil, nil, 0
-	sk.r, sk.w = 0, 0
+	sk.r = sk.w
+	l.idle(sk)
+	sk.out, sk.sent = nil, 0
 }
 
 // send queues b for writing to sk; it is written when the iteration
@@ -331,7 +359,7 @@ func (l *loop) flush(sk *sock) {
 	}
 	// All written: keep the buffer for the next write unless it grew large.
 	sk.sent = 0
-	if cap(sk.out) > 4*highWater {
+	if cap(sk.out) > sockBufSize {
 		sk.out = nil
 	} else {
 		sk.out = sk.out[:0]
@@ -345,8 +373,11 @@ func (l *loop) fill(sk *sock, need int) bool {
 	if sk.r == sk.w {
 		sk.r, sk.w = 0, 0
 		if len(sk.buf) > sockBufSize && need <= sockBufSize {
-			sk.buf = make([]byte, sockBufSize) // an idle connection keeps no large buffer
+			sk.buf = nil // no large buffer is kept for small messages
 		}
+	}
+	if sk.buf == nil {
+		l.buffer(sk, need)
 	}
 	if need > len(sk.buf) {
 		// Grow by doubling, so the buffer follows the bytes that arrive,

@@ -28,5 +28,6 @@ func (l *loop) send(*sock, []byte)             {}
 func (l *loop) markDirty(*sock)                {}
 func (l *loop) flush(*sock)                    {}
 func (l *loop) fill(*sock, int) bool           { return false }
+func (l *loop) buffer(*sock, int)              {}
 func (px *Proxy) detach(net.Conn) (int, error) { return -1, errNoLoop }
 func sysClose(int) error                       { return nil }
