@@ -108,7 +108,9 @@
 // context switches per pgbench -S transaction machine-wide). A message larger than the buffer (16 KB)
 // streams through; a connection whose output holds 64 KB or more stops
 // its source from being read until a write drains it, so a slow client
-// holds back only its own server. A client that must wait for a server
+// holds back only its own server. A socket borrows a read buffer from the
+// loop's free list only while it holds unhandled bytes, so idle
+// connections cost no buffer. A client that must wait for a server
 // stops being read, its request left in its buffer; the release that
 // hands it a server sends that request in the same turn of the loop,
 // before the reply to the releasing client is written, so the server
