@@ -11,8 +11,8 @@ import (
 	"unsafe"
 )
 
-// loop is the proxy's data plane: one goroutine, locked to its thread, that
-// owns every logged-in client and every server connection and moves bytes
+// loop is the proxy's data plane: one goroutine that owns every logged-in
+// client and every server connection and moves bytes
 // between them with non-blocking reads and writes driven by one
 // edge-triggered epoll set, as PgBouncer does with libevent. Each socket is
 // registered once for input and output; a read shorter than the space
