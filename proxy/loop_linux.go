@@ -12,11 +12,11 @@ import (
 )
 
 // loop is the proxy's data plane: one goroutine that owns every logged-in
-// client and every server connection and moves bytes
-// between them with non-blocking reads and writes driven by one
-// edge-triggered epoll set, as PgBouncer does with libevent. Each socket is
-// registered once for input and output; a read shorter than the space
-// offered means the socket is drained, so a transaction costs two reads and
+// client and every server connection and moves bytes between them with
+// non-blocking reads and writes driven by one edge-triggered epoll set, as
+// PgBouncer does with libevent. Each socket is registered once for input
+// and output; a read shorter than the space offered means the socket is
+// drained (unless the peer hung up), so a transaction costs two reads and
 // two writes in the proxy and no epoll_ctl.
 //
 // Every client, server and pool field the data plane uses belongs to the
