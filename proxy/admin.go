@@ -393,6 +393,7 @@ func (p *Proxy) showConfig() [][]string {
 		{"server_connect_timeout", secs(p.cfg.ServerConnectTimeout), secs(def.ServerConnectTimeout)},
 		{"server_idle_timeout", secs(p.cfg.ServerIdleTimeout), secs(def.ServerIdleTimeout)},
 		{"server_lifetime", secs(p.cfg.ServerLifetime), secs(def.ServerLifetime)},
+		{"server_login_retry", secs(p.cfg.ServerLoginRetry), secs(def.ServerLoginRetry)},
 		{"server_reset_query", p.cfg.ServerResetQuery, def.ServerResetQuery},
 	}
 	for i := range rows {

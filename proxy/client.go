@@ -182,6 +182,10 @@ func (c *client) step() int {
 			return 0
 		}
 		if s = c.pool.takeIdle(); s == nil {
+			if c.pool.failingFast() {
+				c.fatalClose(poolerError(poolmode.ErrServerLoginFailing))
+				return -1
+			}
 			if err := c.queue(now); err != nil {
 				c.fatalClose(serverErrorResponse(err))
 			}

@@ -47,6 +47,11 @@ type Config struct {
 	// ServerIdleTimeout is server_idle_timeout: idle servers older than this
 	// are closed; 0 disables it.
 	ServerIdleTimeout time.Duration
+	// ServerLoginRetry is server_login_retry: after a failed server login
+	// no new one starts for this long, and while the pool has no server a
+	// client that needs one is refused at once ("server login has been
+	// failing, try again later"); 0 retries at once.
+	ServerLoginRetry time.Duration
 	// ServerLifetime is server_lifetime: a server older than this is closed
 	// when it is released; 0 disables it.
 	ServerLifetime time.Duration
@@ -101,6 +106,7 @@ func DefaultConfig() Config {
 		ServerConnectTimeout: 15 * time.Second,
 		ServerIdleTimeout:    600 * time.Second,
 		ServerLifetime:       3600 * time.Second,
+		ServerLoginRetry:     15 * time.Second,
 		ServerResetQuery:     "DISCARD ALL",
 		AuthType:             AuthTrust,
 		ShutdownTimeout:      10 * time.Second,
@@ -140,6 +146,7 @@ func (c Config) Validate() error {
 		{"query_wait_timeout", c.QueryWaitTimeout},
 		{"server_idle_timeout", c.ServerIdleTimeout},
 		{"server_lifetime", c.ServerLifetime},
+		{"server_login_retry", c.ServerLoginRetry},
 		{"shutdown_timeout", c.ShutdownTimeout},
 	} {
 		if d.v < 0 {

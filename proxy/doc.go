@@ -48,7 +48,10 @@
 // which the connection is closed: "no more connections allowed
 // (max_client_conn)", "query_wait_timeout". A failed server login with no
 // server in the pool hands PostgreSQL's own error (e.g. 53300 sorry, too
-// many clients already) to every waiting client. Servers idle longer than
+// many clients already) to every waiting client; after a failed login no
+// new one starts for ServerLoginRetry, and while the pool has no server a
+// client that needs one is refused at once with "server login has been
+// failing, try again later (server_login_retry)", as PgBouncer 1.18 does. Servers idle longer than
 // ServerIdleTimeout are closed (checked three times a second), and servers
 // older than ServerLifetime are closed when released.
 //

@@ -49,14 +49,70 @@ func TestServerLoginRefused(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	served := 0
 	for i, err := range errs {
 		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != poolmode.SQLStateTooManyConn || pe.Message != poolmode.ErrTooManyClients {
+		switch {
+		case errors.As(err, &pe) && pe.Code == poolmode.SQLStateTooManyConn && pe.Message == poolmode.ErrTooManyClients:
+			served++
+		case errors.As(err, &pe) && pe.Code == poolmode.SQLStatePooler && pe.Message == poolmode.ErrServerLoginFailing:
+			// came after the failure: refused at once (server_login_retry)
+		default:
 			t.Errorf("client %d: err = %v, want 53300 %q", i, err, poolmode.ErrTooManyClients)
 		}
 	}
+	if served == 0 {
+		t.Errorf("no client got the server's own error")
+	}
 	if got := fake.logins.Load(); got > 3 {
 		t.Errorf("%d server logins for 3 clients; want at most one at a time, one per waiting batch", got)
+	}
+}
+
+// TestServerLoginRetry: after a failed server login, a client of the pool
+// (which has no server) is refused at once with PgBouncer's text and no new
+// login starts until server_login_retry has passed; then the next client
+// gets through.
+func TestServerLoginRetry(t *testing.T) {
+	fake := startFakePG(t)
+	fake.refuse.Store(fatal(poolmode.SQLStateTooManyConn, poolmode.ErrTooManyClients))
+	const retry = 600 * time.Millisecond
+	tp := fakeProxy(t, fake, func(c *Config) { c.ServerLoginRetry = retry })
+	ctx := testCtx(t, 10*time.Second)
+	var pe *pgconn.PgError
+	if _, err := pgconn.Connect(ctx, tp.dsn); !errors.As(err, &pe) || pe.Code != poolmode.SQLStateTooManyConn {
+		t.Fatalf("first client: %v, want the server's 53300", err)
+	}
+	failed := time.Now()
+	for i := range 3 {
+		_, err := pgconn.Connect(ctx, tp.dsn)
+		if !errors.As(err, &pe) || pe.Code != poolmode.SQLStatePooler || pe.Message != poolmode.ErrServerLoginFailing {
+			t.Errorf("client %d right after: %v, want 08P01 %q", i, err, poolmode.ErrServerLoginFailing)
+		}
+	}
+	if time.Since(failed) < retry/2 {
+		if n := fake.logins.Load(); n != 1 {
+			t.Errorf("%d server logins within server_login_retry, want 1", n)
+		}
+	}
+	fake.refuse.Store(nil)
+	time.Sleep(retry + 100*time.Millisecond)
+	// The first client after the pause is still refused (nobody waits, so
+	// its arrival starts the login), the next one gets through.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		conn, err := pgconn.Connect(ctx, tp.dsn)
+		if err == nil {
+			if err := conn.Exec(ctx, "select 1").Close(); err != nil {
+				t.Fatalf("after server_login_retry: %v", err)
+			}
+			conn.Close(ctx)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no client got through after server_login_retry: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

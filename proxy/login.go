@@ -215,6 +215,9 @@ func serverErrorResponse(err error) *pgproto3.ErrorResponse {
 	if errors.As(err, &pe) {
 		return fatal(pe.Code, pe.Message)
 	}
+	if errors.Is(err, errServerLoginFailing) {
+		return poolerError(poolmode.ErrServerLoginFailing)
+	}
 	if errors.Is(err, errQueryWaitTimeout) || errors.Is(err, context.DeadlineExceeded) {
 		return poolerError("query_wait_timeout")
 	}

@@ -42,7 +42,11 @@ type pool struct {
 	params   map[string]string // the first server's ParameterStatus set, for client logins
 	welcomeQ []chan error
 	lastErr  error // the last failed login, while the pool has no servers
-	clients  int   // logged-in clients of this pool
+	// loginFailing is PgBouncer's last_login_failed: the last server login
+	// failed. lastLaunch is when the last one started (server_login_retry).
+	loginFailing bool
+	lastLaunch   time.Time
+	clients      int // logged-in clients of this pool
 
 	retired counters // SHOW STATS counts of clients that have left
 }
@@ -103,16 +107,23 @@ func (a *counters) add(b *counters) {
 // goroutine; the map is not changed afterwards.
 func (p *pool) awaitWelcome(ctx context.Context) (map[string]string, error) {
 	var params map[string]string
+	var failing bool
 	ch := make(chan error, 1)
 	if !p.px.loop.call(func() {
 		if p.params != nil {
 			params = p.params
 			return
 		}
+		if failing = p.failingFast(); failing {
+			return
+		}
 		p.welcomeQ = append(p.welcomeQ, ch)
 		p.launch()
 	}) {
 		return nil, errShuttingDown
+	}
+	if failing {
+		return nil, errServerLoginFailing
 	}
 	if params != nil {
 		return params, nil
@@ -131,6 +142,25 @@ func (p *pool) awaitWelcome(ctx context.Context) (map[string]string, error) {
 		return nil, errShuttingDown
 	}
 	return params, nil
+}
+
+// failingFast reports whether a client that needs a server must be refused
+// at once: the last login failed and the pool has no server (PgBouncer's
+// check_fast_fail). It starts a login if server_login_retry allows, as
+// nobody will wait for one.
+func (p *pool) failingFast() bool {
+	if !p.loginFailing {
+		return false
+	}
+	servers := p.nservers
+	if p.login {
+		servers--
+	}
+	if servers > 0 {
+		return false
+	}
+	p.start()
+	return true
 }
 
 // takeIdle returns the most recently used idle server when no client waits
@@ -189,7 +219,10 @@ func (p *pool) expireWaiters(now time.Time, d time.Duration) {
 	}
 }
 
-var errQueryWaitTimeout = errors.New("query_wait_timeout")
+var (
+	errQueryWaitTimeout   = errors.New("query_wait_timeout")
+	errServerLoginFailing = errors.New("server login has been failing")
+)
 
 // assigned records an assignment.
 func (p *pool) assigned(c *client, since time.Time) {
@@ -208,15 +241,27 @@ func (p *pool) assigned(c *client, since time.Time) {
 // stops it, an idle server of another pool of the database is closed to
 // make room (PgBouncer's evict_connection).
 func (p *pool) launch() {
-	need := len(p.waiters) > 0 || (p.params == nil && len(p.welcomeQ) > 0)
-	if !need || p.login || p.nservers >= p.px.cfg.PoolSize || p.px.stoppingNow() {
+	if len(p.waiters) > 0 || (p.params == nil && len(p.welcomeQ) > 0) {
+		p.start()
+	}
+}
+
+// start starts a server login unless one is in flight, the pool is full,
+// the proxy stops or server_login_retry holds it back.
+func (p *pool) start() {
+	if p.login || p.nservers >= p.px.cfg.PoolSize || p.px.stoppingNow() {
 		return
+	}
+	now := p.px.loop.now
+	if p.loginFailing && now.Sub(p.lastLaunch) < p.px.cfg.ServerLoginRetry {
+		return // the janitor tries again once server_login_retry has passed
 	}
 	if !p.db.reserve(p.px.cfg.MaxDBConnections) {
 		p.px.evictIdle(p)
 		return
 	}
 	p.login = true
+	p.lastLaunch = now
 	p.nservers++
 	p.px.wg.Add(1)
 	go p.connect()
@@ -251,6 +296,7 @@ func (p *pool) connect() {
 
 func (p *pool) loginFailed(err error) {
 	p.login = false
+	p.loginFailing = true
 	p.nservers--
 	p.db.n.Add(-1)
 	if p.nservers == 0 {
@@ -272,6 +318,7 @@ func (p *pool) loginFailed(err error) {
 
 func (p *pool) loggedIn(s *server, params map[string]string) {
 	p.login = false
+	p.loginFailing = false
 	p.lastErr = nil
 	p.servers[s] = struct{}{}
 	s.state = stateActive

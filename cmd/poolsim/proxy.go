@@ -74,6 +74,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.ServerConnectTimeout, "server-connect-timeout", def.ServerConnectTimeout, "server_connect_timeout: limit on one server login")
 	fs.DurationVar(&cfg.ServerIdleTimeout, "server-idle-timeout", def.ServerIdleTimeout, "server_idle_timeout: close servers idle this long, 0 = never")
 	fs.DurationVar(&cfg.ServerLifetime, "server-lifetime", def.ServerLifetime, "server_lifetime: close servers this old at release, 0 = never")
+	fs.DurationVar(&cfg.ServerLoginRetry, "server-login-retry", def.ServerLoginRetry, "server_login_retry: after a failed server login, wait this long before the next; meanwhile clients of a pool with no server are refused")
 	fs.IntVar(&cfg.MaxPreparedStatements, "max-prepared-statements", def.MaxPreparedStatements,
 		"max_prepared_statements: named prepared statements kept per server connection in transaction/statement mode; 0 = off, as in PgBouncer 1.18 (1.24+ defaults to 200)")
 	fs.StringVar(&cfg.ServerResetQuery, "server-reset-query", def.ServerResetQuery, "server_reset_query: run in session mode before a server is reused")

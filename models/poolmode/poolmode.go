@@ -149,7 +149,11 @@ const (
 	ErrTxBlockNotAllowed = "transaction blocks not allowed in statement pooling mode"
 	ErrMaxClientConn     = "no more connections allowed (max_client_conn)"
 	ErrQueryWaitTimeout  = "query_wait_timeout"
-	SQLStatePooler       = "08P01"
+	// ErrServerLoginFailing is PgBouncer 1.18's text for a client that
+	// needs a server while the pool has none and its last login failed
+	// (check_fast_fail in src/objects.c).
+	ErrServerLoginFailing = "server login has been failing, try again later (server_login_retry)"
+	SQLStatePooler        = "08P01"
 )
 
 // PostgreSQL's own refusal when max_connections are in use.
