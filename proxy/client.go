@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"encoding/binary"
 	"net"
 	"sync/atomic"
 	"time"
@@ -119,31 +118,26 @@ func (c *client) step() int {
 	sk := &c.sk
 	l := c.px.loop
 	s := c.server
-	if s != nil && s.sk.pending() >= highWater {
-		l.flush(&s.sk)
-		if s.sk.pending() >= highWater {
-			c.stalled = true
-			return -1
-		}
+	if s != nil && l.full(&s.sk) {
+		c.stalled = true
+		return -1
 	}
 	avail := sk.w - sk.r
 	if c.fwdLeft > 0 {
 		if avail == 0 {
 			return 1
 		}
-		n := min(avail, c.fwdLeft)
+		var dst *sock // none linked: the rest is dropped
 		if s != nil {
-			l.send(&s.sk, sk.buf[sk.r:sk.r+n])
+			dst = &s.sk
 		}
-		sk.r += n
-		c.fwdLeft -= n
+		l.pass(sk, &c.fwdLeft, dst)
 		return 0
 	}
 	if avail < 5 {
 		return 5
 	}
-	typ := sk.buf[sk.r]
-	ln := int(int32(binary.BigEndian.Uint32(sk.buf[sk.r+1:])))
+	typ, ln := sk.header()
 	if ln < 4 || ln > maxMsgLen {
 		c.fatalClose(poolerError("invalid client packet"))
 		return -1

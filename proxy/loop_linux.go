@@ -335,6 +335,28 @@ func (l *loop) markDirty(sk *sock) {
 	}
 }
 
+// full reports whether dst still holds highWater bytes or more after a
+// write: then its source must not be read until dst drains.
+func (l *loop) full(dst *sock) bool {
+	if dst.pending() < highWater {
+		return false
+	}
+	l.flush(dst)
+	return dst.pending() >= highWater
+}
+
+// pass moves up to *left buffered bytes of a large message from src to dst
+// (dropped when dst is nil) and returns how many.
+func (l *loop) pass(src *sock, left *int, dst *sock) int {
+	n := min(src.w-src.r, *left)
+	if dst != nil {
+		l.send(dst, src.buf[src.r:src.r+n])
+	}
+	src.r += n
+	*left -= n
+	return n
+}
+
 // flush writes what sk holds until the socket takes no more.
 func (l *loop) flush(sk *sock) {
 	for sk.sent < len(sk.out) {

@@ -41,7 +41,6 @@ type pool struct {
 	login    bool              // a server login is in flight
 	params   map[string]string // the first server's ParameterStatus set, for client logins
 	welcomeQ []chan error
-	lastErr  error // the last failed login, while the pool has no servers
 	// loginFailing is PgBouncer's last_login_failed: the last server login
 	// failed. lastLaunch is when the last one started (server_login_retry).
 	loginFailing bool
@@ -304,7 +303,6 @@ func (p *pool) loginFailed(err error) {
 		p.waiters = nil
 		welcomeQ := p.welcomeQ
 		p.welcomeQ = nil
-		p.lastErr = err
 		for _, w := range failed {
 			w.c.failWait(serverErrorResponse(err))
 		}
@@ -319,7 +317,6 @@ func (p *pool) loginFailed(err error) {
 func (p *pool) loggedIn(s *server, params map[string]string) {
 	p.login = false
 	p.loginFailing = false
-	p.lastErr = nil
 	p.servers[s] = struct{}{}
 	s.state = stateActive
 	if p.params == nil {

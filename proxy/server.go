@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -126,31 +125,25 @@ func (s *server) step() int {
 	l := s.pool.px.loop
 	avail := sk.w - sk.r
 	c := s.client
-	if c != nil && c.sk.pending() >= highWater {
-		l.flush(&c.sk)
-		if c.sk.pending() >= highWater {
-			s.stalled = true
-			return -1
-		}
+	if c != nil && l.full(&c.sk) {
+		s.stalled = true
+		return -1
 	}
 	if s.fwdLeft > 0 {
 		if avail == 0 {
 			return 1
 		}
-		n := min(avail, s.fwdLeft)
-		if c != nil && !s.fwdDrop {
-			l.send(&c.sk, sk.buf[sk.r:sk.r+n])
-			c.st.sent += int64(n)
+		if c == nil || s.fwdDrop {
+			l.pass(sk, &s.fwdLeft, nil)
+		} else {
+			c.st.sent += int64(l.pass(sk, &s.fwdLeft, &c.sk))
 		}
-		sk.r += n
-		s.fwdLeft -= n
 		return 0
 	}
 	if avail < 5 {
 		return 5
 	}
-	typ := sk.buf[sk.r]
-	ln := int(int32(binary.BigEndian.Uint32(sk.buf[sk.r+1:])))
+	typ, ln := sk.header()
 	if ln < 4 || ln > maxMsgLen {
 		s.lost(fmt.Errorf("%w: server message %q with length %d", errProtocol, typ, ln))
 		return -1

@@ -1,5 +1,7 @@
 package proxy
 
+import "encoding/binary"
+
 // sock is one connection the loop owns: its descriptor, the bytes read but
 // not yet handled (buf[r:w]) and the bytes not yet written (out).
 type sock struct {
@@ -28,3 +30,9 @@ const (
 
 // pending is the number of bytes still to be written.
 func (sk *sock) pending() int { return len(sk.out) - sk.sent }
+
+// header reads the type and length field of the message at the head of
+// the buffer, which holds at least 5 bytes.
+func (sk *sock) header() (typ byte, length int) {
+	return sk.buf[sk.r], int(int32(binary.BigEndian.Uint32(sk.buf[sk.r+1:])))
+}
