@@ -521,33 +521,7 @@ func TestPreparedStatementMode(t *testing.T) {
 		c.MaxPreparedStatements = 5
 		c.Verbose = false
 	})
-	ctx := testCtx(t, 20*time.Second)
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn, err := pgx.Connect(ctx, tp.dsn)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer conn.Close(ctx)
-			for r := range 30 {
-				var got int
-				if err := conn.QueryRow(ctx, "select $1::int + $2::int", r, i).Scan(&got); err != nil || got != r+i {
-					errs <- fmt.Errorf("client %d round %d: %d, %v", i, r, got, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	runAdders(testCtx(t, 20*time.Second), t, tp.dsn, 4, 30)
 }
 
 // TestPreparedSessionModeOff: session pooling never tracks: statements keep

@@ -16,11 +16,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/poolsim/poolsim/proxy/pgcluster"
 )
@@ -54,32 +51,7 @@ func TestTLSUpstream(t *testing.T) {
 	if err := conn.QueryRow(ctx, "select repeat('t', 1000000)").Scan(&s); err != nil || len(s) != 1000000 {
 		t.Fatalf("1 MB reply: %d bytes, %v", len(s), err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 5)
-	for i := range 5 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cc, err := pgx.Connect(ctx, tp.dsn)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer cc.Close(ctx)
-			for j := range 20 {
-				var n int
-				if err := cc.QueryRow(ctx, "select $1::int", i*100+j).Scan(&n); err != nil || n != i*100+j {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Errorf("client through TLS servers: %v", err)
-	}
+	runAdders(ctx, t, tp.dsn, 5, 20)
 }
 
 // writeSelfSigned writes a self-signed certificate and key for 127.0.0.1
