@@ -1,142 +1,22 @@
-// Package proxy is poolsim's PostgreSQL pooling proxy: a PgBouncer-style
-// pooler on the wire protocol (github.com/jackc/pgx/v5/pgproto3), so that
-// the simulator's predictions can be checked against a real pooler whose
-// rules are the model's own (package models/poolmode decides every link and
-// release; there is no second copy of the rules here).
+// Package proxy holds no code of its own: it is the map of the live half of
+// poolsim, the parts that talk to a real PostgreSQL. Each folder below is a
+// package, and an import only ever points down this list or sideways to a
+// package listed before it, never back up to its parent:
 //
-// # What it does
+//	proxy/pooler       the pooling proxy itself (poolsim proxy): a
+//	                   PgBouncer-style pooler on the wire protocol; it
+//	                   imports models/poolmode and nothing else of poolsim
+//	proxy/pgcluster    a throwaway PostgreSQL cluster from the installed
+//	                   binaries (initdb, pg_ctl) for tests and validate;
+//	                   childproc starts and reaps its processes
+//	proxy/pgbouncer    a real PgBouncer with a generated configuration
+//	proxy/load         the load driver: real clients running a scenario's
+//	                   workload through any target
+//	proxy/probe        the live session-feature probes (compat, for real)
+//	proxy/validate     poolsim validate: runs a scenario through pooler,
+//	                   pgbouncer or directly, and sets the measurement
+//	                   beside the model (models/system)
 //
-// Clients log in to the proxy, not to PostgreSQL: SSLRequest and
-// GSSENCRequest are declined ('N'); authentication is trust or
-// SCRAM-SHA-256 against a PgBouncer auth_file; the proxy answers with the
-// ParameterStatus messages cached from its pool's first server connection
-// (one is opened at a pool's first login), a random BackendKeyData of its
-// own and ReadyForQuery. Each (database, user) of a StartupMessage is one
-// pool. The upstream URL supplies host, port, password and TLS; the
-// database and user always come from the client. Server connections are
-// opened with pgconn (so TLS and every PostgreSQL auth method work) and then
-// hijacked for raw forwarding.
-//
-// Pooling follows PgBouncer: a client gets a server at its first message
-// that needs one (poolmode.Mode.NeedsServer; Flush with no server is a
-// no-op); waiting clients are served first come, first served; idle
-// servers are reused last in, first out; a released server goes straight
-// to the oldest waiter; a pool has at most one server login in flight and
-// at most PoolSize servers, and a database at most MaxDBConnections (idle
-// servers of the database's other pools are evicted to make room). Release
-// is decided by poolmode.Mode.AfterReady on each ReadyForQuery, once the
-// message is queued for the client, with the count of requests still
-// outstanding (Query, Sync and FunctionCall sent but not answered, plus one
-// while extended-protocol messages wait for their Sync). A client that
-// leaves is handled by poolmode.Mode.ClientGone: a clean server is reset
-// with ServerResetQuery (session mode) or released; a server left inside a
-// transaction or mid-query is closed, never reused. Statement mode closes
-// the server and sends FATAL 08P01 "transaction blocks not allowed in
-// statement pooling mode" when a transaction block starts.
-//
-// Five session settings follow their client as PgBouncer's varcache makes
-// them (varcache.go): client_encoding, DateStyle, TimeZone,
-// standard_conforming_strings and application_name. A client's values are
-// those of its StartupMessage (else the pool's first server's), updated by
-// the ParameterStatus its own SETs bring back; the login's ParameterStatus
-// messages show them; when a client is linked to a server whose values
-// differ, a SET goes first and its replies are swallowed (a failing SET
-// ends the client with the server's error). Other SETs stay with the server,
-// as in PgBouncer.
-//
-// Limits and errors use PgBouncer's texts, as FATAL 08P01 errors after
-// which the connection is closed: "no more connections allowed
-// (max_client_conn)", "query_wait_timeout". A failed server login with no
-// server in the pool hands PostgreSQL's own error (e.g. 53300 sorry, too
-// many clients already) to every waiting client; after a failed login no
-// new one starts for ServerLoginRetry, and while the pool has no server a
-// client that needs one is refused at once with "server login has been
-// failing, try again later (server_login_retry)", as PgBouncer 1.18 does. Servers idle longer than
-// ServerIdleTimeout are closed (checked three times a second), and servers
-// older than ServerLifetime are closed when released.
-//
-// # Prepared statements
-//
-// With MaxPreparedStatements > 0, transaction and statement pooling track
-// protocol-level named prepared statements as PgBouncer 1.21+ does
-// (src/prepare.c; see prepare.go): a client's statement names map to
-// proxy-wide statements PGBOUNCER_<id>, one per query text and parameter
-// types; Parse, Bind, Describe and Close are rewritten; a server lacking a
-// statement gets a Parse first; each server keeps at most
-// MaxPreparedStatements, least recently used closed first; a Parse the
-// server has, and every Close of a named statement, are answered by the
-// proxy. Responses are kept in order under pipelining by a per-server queue
-// of expected responses, each forwarded, swallowed or faked. DEALLOCATE ALL
-// and DISCARD ALL forget the client's names and the server's statements.
-// A client reusing a name it has, or binding one it does not have, is
-// disconnected with PgBouncer's FATAL "prepared statement name is already
-// in use" or "prepared statement did not exist". Unnamed statements and
-// SQL-level PREPARE pass through. With 0 (the default, PgBouncer 1.18's
-// behaviour) or in session mode every message passes through untouched.
-// Only while tracking do Parse and Bind messages need to be decoded.
-//
-// A CancelRequest carrying a key the proxy gave out is forwarded, with the
-// linked server's real key, over a new upstream connection; the server is
-// held back from reuse until the cancel has settled.
-//
-// The virtual database "pgbouncer" is an admin console (simple query
-// protocol) answering SHOW POOLS, SHOW STATS, SHOW CLIENTS, SHOW SERVERS,
-// SHOW DATABASES, SHOW LISTS, SHOW CONFIG, SHOW VERSION and SHOW HELP with
-// the columns of PgBouncer 1.18 in its order, plus the ones later versions
-// added (prepared_statements in SHOW CLIENTS and SHOW SERVERS, the parse
-// and bind counts of SHOW STATS, filled while statements are tracked).
-// Proxy.Waits reports every server assignment's wait (request reached the
-// proxy -> server linked) for the validator, in bounded memory.
-//
-// # Forwarding: one event loop
-//
-// The data plane is one goroutine, the loop (loop_linux.go), that owns
-// every logged-in client and every server connection, as PgBouncer's single
-// libevent loop does. Each socket's descriptor is taken out of Go's network
-// poller and registered once in an edge-triggered epoll set for input and
-// output; reads and writes are non-blocking raw system calls. A read that
-// returns less than the space offered means the socket is drained, so a
-// pgbench -S transaction costs the proxy two reads and two writes, no
-// epoll_ctl, and a share of one epoll_wait per batch of events.
-//
-// Messages are forwarded as bytes: the loop reads the 5-byte header and
-// copies the message from the source's read buffer to the peer's output;
-// only ReadyForQuery is decoded on the server side, and only the type byte
-// on the client side (while prepared statements are tracked, also Parse,
-// Bind, Describe and Close, and the tags of short CommandCompletes).
-// Output is written once the loop has handled every event one epoll_wait
-// returned: a pipeline goes out in one write, and replies to several
-// clients leave together, so a client program with many connections wakes
-// once for them (against writing after each event this saved about 0.2
-// context switches per pgbench -S transaction machine-wide). A message larger than the buffer (16 KB)
-// streams through; a connection whose output holds 64 KB or more stops
-// its source from being read until a write drains it, so a slow client
-// holds back only its own server. A socket borrows a read buffer from the
-// loop's free list only while it holds unhandled bytes, so idle
-// connections cost no buffer. A client that must wait for a server
-// stops being read, its request left in its buffer; the release that
-// hands it a server sends that request in the same turn of the loop,
-// before the reply to the releasing client is written, so the server
-// gets its next query while its backend is still awake.
-//
-// # Ownership and shutdown
-//
-// Every goroutine is started by the Proxy and counted in one WaitGroup:
-// the loop, the accept loop, one per connection while it logs in (and for
-// the console, while it lasts), one per server login and one per forwarded
-// cancel (two more per server connection behind TLS, which the loop reaches
-// through a socket pair). Pools, logged-in clients and servers belong to
-// the loop; the other goroutines hand it work (Proxy.loop.post and call)
-// and never touch that state themselves, so it needs no locks. The loop also
-// runs query_wait_timeout (exactly, from its epoll timeout) and, three
-// times a second, server_idle_timeout and pending logins. Serve returns
-// only after all goroutines have ended. When its context is done Serve
-// stops accepting, closes clients that are between transactions, lets the
-// others finish for up to ShutdownTimeout, then closes every connection and
-// stops the loop. Start-up and authentication are bounded by a 60 s login
-// timeout, server logins by ServerConnectTimeout, forwarded cancels by 10 s;
-// everything else ends when its peer closes or shutdown closes it.
-//
-// The loop needs Linux (epoll); elsewhere Serve fails with an error that
-// says so.
+// The pooler is the only one a user runs on its own; the other five are the
+// lab that checks the model against it and against PgBouncer.
 package proxy

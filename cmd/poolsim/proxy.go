@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/poolsim/poolsim/models/poolmode"
-	"github.com/poolsim/poolsim/proxy"
+	"github.com/poolsim/poolsim/proxy/pooler"
 )
 
 func init() {
@@ -59,7 +59,7 @@ Exit status: 0 after a clean shutdown, 1 failure, 2 usage error (bad flags or se
 `
 
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	def := proxy.DefaultConfig()
+	def := pooler.DefaultConfig()
 	fs := pflag.NewFlagSet("proxy", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprintf(stderr, proxyUsage, fs.FlagUsages()) }
@@ -107,7 +107,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Logf = logger.Printf
 	cfg.Verbose = *verbose
 	cfg.WaitLog = -1 // the per-assignment log is for the validator; nobody reads it here
-	p, err := proxy.New(cfg)
+	p, err := pooler.New(cfg)
 	if err != nil {
 		return usage(err)
 	}

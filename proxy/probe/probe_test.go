@@ -13,10 +13,10 @@ import (
 
 	"github.com/poolsim/poolsim/models/compat"
 	"github.com/poolsim/poolsim/models/poolmode"
-	"github.com/poolsim/poolsim/proxy"
 	"github.com/poolsim/poolsim/proxy/pgbouncer"
 	"github.com/poolsim/poolsim/proxy/pgcluster"
 	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
+	"github.com/poolsim/poolsim/proxy/pooler"
 	"github.com/poolsim/poolsim/proxy/probe"
 )
 
@@ -40,13 +40,13 @@ func startProxy(t *testing.T, c *pgcluster.Cluster, mode poolmode.Mode) string {
 
 func startProxyPrepared(t *testing.T, c *pgcluster.Cluster, mode poolmode.Mode, maxPrepared int) string {
 	t.Helper()
-	cfg := proxy.DefaultConfig()
+	cfg := pooler.DefaultConfig()
 	cfg.MaxPreparedStatements = maxPrepared
 	cfg.Upstream = c.UserDSN()
 	cfg.Mode = mode
 	cfg.PoolSize = 2
 	cfg.ShutdownTimeout = time.Second
-	px, err := proxy.New(cfg)
+	px, err := pooler.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/poolsim/poolsim/models/poolmode"
-	"github.com/poolsim/poolsim/proxy"
 	"github.com/poolsim/poolsim/proxy/pgbouncer"
+	"github.com/poolsim/poolsim/proxy/pooler"
 )
 
 // Targets.
@@ -72,13 +72,13 @@ type running struct {
 	prepared     int
 	preparedNote string
 	dsn          string // where clients connect
-	px           *proxy.Proxy
+	px           *pooler.Proxy
 	bouncer      *pgbouncer.PgBouncer
 	stop         func() error
 }
 
 // waits drains the proxy's assignment log (nil for other targets).
-func (r *running) waits() []proxy.Wait {
+func (r *running) waits() []pooler.Wait {
 	if r.px == nil {
 		return nil
 	}
@@ -101,7 +101,7 @@ func startTarget(ctx context.Context, target string, srv server, ps poolSettings
 }
 
 func startProxy(ctx context.Context, srv server, ps poolSettings) (*running, error) {
-	cfg := proxy.DefaultConfig()
+	cfg := pooler.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Upstream = srv.dsn
 	cfg.Mode = ps.mode
@@ -111,7 +111,7 @@ func startProxy(ctx context.Context, srv server, ps poolSettings) (*running, err
 	cfg.QueryWaitTimeout = ps.queryWaitTimeout
 	cfg.ShutdownTimeout = 2 * time.Second
 	cfg.MaxPreparedStatements = ps.maxPrepared
-	px, err := proxy.New(cfg)
+	px, err := pooler.New(cfg)
 	if err != nil {
 		return nil, err
 	}

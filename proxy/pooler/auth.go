@@ -1,0 +1,250 @@
+package pooler
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// loadAuthFile reads a PgBouncer auth_file (userlist.txt): one
+// `"user" "secret"` per line, `""` escaping a quote inside a field; lines
+// not starting with a quote are ignored. The secret is a plain password or a
+// SCRAM-SHA-256 secret as stored in pg_authid.
+func loadAuthFile(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, `"`) {
+			continue
+		}
+		user, rest, ok := quoted(line)
+		if !ok {
+			return nil, fmt.Errorf("%s:%d: bad user field", path, i+1)
+		}
+		secret, _, ok := quoted(strings.TrimSpace(rest))
+		if !ok {
+			return nil, fmt.Errorf("%s:%d: bad password field", path, i+1)
+		}
+		if strings.HasPrefix(secret, "md5") && len(secret) == 35 {
+			return nil, fmt.Errorf("%s:%d: md5 secrets cannot be used for SCRAM authentication", path, i+1)
+		}
+		if strings.HasPrefix(secret, "SCRAM-SHA-256$") {
+			if _, err := parseSCRAMSecret(secret); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
+			}
+		}
+		out[user] = secret
+	}
+	return out, nil
+}
+
+// quoted reads one "..." field with "" as an escaped quote.
+func quoted(s string) (field, rest string, ok bool) {
+	if !strings.HasPrefix(s, `"`) {
+		return "", "", false
+	}
+	var b strings.Builder
+	for i := 1; i < len(s); i++ {
+		if s[i] != '"' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == '"' {
+			b.WriteByte('"')
+			i++
+			continue
+		}
+		return b.String(), s[i+1:], true
+	}
+	return "", "", false
+}
+
+// scramSecret is a SCRAM-SHA-256 verifier.
+type scramSecret struct {
+	iter                 int
+	salt                 []byte
+	storedKey, serverKey []byte
+}
+
+// parseSCRAMSecret reads SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>.
+func parseSCRAMSecret(s string) (scramSecret, error) {
+	bad := errors.New("malformed SCRAM-SHA-256 secret")
+	parts := strings.Split(s, "$")
+	if len(parts) != 3 || parts[0] != "SCRAM-SHA-256" {
+		return scramSecret{}, bad
+	}
+	is, salt64, ok := strings.Cut(parts[1], ":")
+	st64, sv64, ok2 := strings.Cut(parts[2], ":")
+	if !ok || !ok2 {
+		return scramSecret{}, bad
+	}
+	var sec scramSecret
+	var err error
+	if sec.iter, err = strconv.Atoi(is); err != nil || sec.iter < 1 {
+		return scramSecret{}, bad
+	}
+	if sec.salt, err = base64.StdEncoding.DecodeString(salt64); err != nil {
+		return scramSecret{}, bad
+	}
+	if sec.storedKey, err = base64.StdEncoding.DecodeString(st64); err != nil || len(sec.storedKey) != sha256.Size {
+		return scramSecret{}, bad
+	}
+	if sec.serverKey, err = base64.StdEncoding.DecodeString(sv64); err != nil || len(sec.serverKey) != sha256.Size {
+		return scramSecret{}, bad
+	}
+	return sec, nil
+}
+
+// secretFor builds the verifier of a stored secret (plain passwords get a
+// fresh salt).
+func secretFor(stored string) (scramSecret, error) {
+	if strings.HasPrefix(stored, "SCRAM-SHA-256$") {
+		return parseSCRAMSecret(stored)
+	}
+	salt := make([]byte, 16)
+	_, _ = rand.Read(salt)
+	const iter = 4096
+	salted, err := pbkdf2.Key(sha256.New, stored, salt, iter, sha256.Size)
+	if err != nil {
+		return scramSecret{}, err
+	}
+	ck := hmacSHA256(salted, "Client Key")
+	stored2 := sha256.Sum256(ck)
+	return scramSecret{iter: iter, salt: salt, storedKey: stored2[:], serverKey: hmacSHA256(salted, "Server Key")}, nil
+}
+
+func hmacSHA256(key []byte, msg string) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(msg))
+	return h.Sum(nil)
+}
+
+// authenticate checks the client's credentials: nothing with trust, a
+// SCRAM-SHA-256 exchange against the auth file otherwise.
+func (p *Proxy) authenticate(c *client, user string) error {
+	if p.cfg.AuthType == AuthTrust {
+		return nil
+	}
+	failed := fmt.Errorf("password authentication failed for user %q", user)
+	stored, ok := p.secrets[user]
+	sec, err := secretFor(stored)
+	if !ok || err != nil {
+		// Run the exchange anyway with a random secret, so the reply does not
+		// tell whether the user exists.
+		sec, _ = secretFor(string(rand.Text()))
+	}
+	if err := scramExchange(c.r, c.w, sec); err != nil {
+		return failed
+	}
+	if !ok {
+		return failed
+	}
+	return nil
+}
+
+// scramExchange runs the server side of SCRAM-SHA-256 (RFC 5802, RFC 7677)
+// without channel binding.
+func scramExchange(r *bufio.Reader, w *bufio.Writer, sec scramSecret) error {
+	if err := send(w, &pgproto3.AuthenticationSASL{AuthMechanisms: []string{"SCRAM-SHA-256"}}); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	var scratch []byte
+	b, err := readAuthMessage(r, &scratch)
+	if err != nil {
+		return err
+	}
+	var init pgproto3.SASLInitialResponse
+	if err := init.Decode(b); err != nil || init.AuthMechanism != "SCRAM-SHA-256" {
+		return errors.New("scram: bad initial response")
+	}
+	cfm := string(init.Data)
+	var gs2 string
+	switch {
+	case strings.HasPrefix(cfm, "n,,"), strings.HasPrefix(cfm, "y,,"):
+		gs2 = cfm[:3]
+	default:
+		return errors.New("scram: channel binding not supported")
+	}
+	bare := cfm[3:]
+	var clientNonce string
+	for _, f := range strings.Split(bare, ",") {
+		if v, ok := strings.CutPrefix(f, "r="); ok {
+			clientNonce = v
+		}
+	}
+	if clientNonce == "" {
+		return errors.New("scram: no client nonce")
+	}
+	nb := make([]byte, 18)
+	_, _ = rand.Read(nb)
+	nonce := clientNonce + base64.StdEncoding.EncodeToString(nb)
+	sfm := fmt.Sprintf("r=%s,s=%s,i=%d", nonce, base64.StdEncoding.EncodeToString(sec.salt), sec.iter)
+	if err := send(w, &pgproto3.AuthenticationSASLContinue{Data: []byte(sfm)}); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	b, err = readAuthMessage(r, &scratch)
+	if err != nil {
+		return err
+	}
+	cfinal := string(b) // SASLResponse's body is the data itself
+	withoutProof, proof64, ok := strings.Cut(cfinal, ",p=")
+	if !ok {
+		return errors.New("scram: no proof")
+	}
+	if withoutProof != "c="+base64.StdEncoding.EncodeToString([]byte(gs2))+",r="+nonce {
+		return errors.New("scram: bad channel binding or nonce")
+	}
+	proof, err := base64.StdEncoding.DecodeString(proof64)
+	if err != nil || len(proof) != sha256.Size {
+		return errors.New("scram: bad proof")
+	}
+	authMsg := bare + "," + sfm + "," + withoutProof
+	sig := hmacSHA256(sec.storedKey, authMsg)
+	ck := make([]byte, sha256.Size)
+	subtle.XORBytes(ck, proof, sig)
+	got := sha256.Sum256(ck)
+	if !hmac.Equal(got[:], sec.storedKey) {
+		return errors.New("scram: wrong password")
+	}
+	v := "v=" + base64.StdEncoding.EncodeToString(hmacSHA256(sec.serverKey, authMsg))
+	return send(w, &pgproto3.AuthenticationSASLFinal{Data: []byte(v)})
+}
+
+// readAuthMessage reads one 'p' message (password, SASL) and returns a copy
+// of its body.
+func readAuthMessage(r *bufio.Reader, scratch *[]byte) ([]byte, error) {
+	typ, n, err := header(r)
+	if err != nil {
+		return nil, err
+	}
+	if typ != 'p' || n > 64<<10 {
+		return nil, fmt.Errorf("%w: expected a password message, got %q", errProtocol, typ)
+	}
+	b, err := body(r, n, scratch)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(b), nil
+}

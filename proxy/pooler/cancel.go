@@ -1,0 +1,80 @@
+package pooler
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// cancelTimeout bounds one forwarded cancel request (PgBouncer's
+// cancel_wait_timeout is 10 s).
+const cancelTimeout = 10 * time.Second
+
+// cancel carries out a client's CancelRequest: when the key is one the proxy
+// gave out and that client has a linked server, a CancelRequest with the
+// server's real key goes to PostgreSQL over a new connection. The server is
+// kept from reuse until the cancel has settled. Unknown keys and idle
+// clients are ignored, as PgBouncer does. It runs on the cancel
+// connection's own goroutine.
+func (p *Proxy) cancel(pid, secret uint32) {
+	p.mu.Lock()
+	c := p.keys[cancelKey(pid, secret)]
+	p.mu.Unlock()
+	if c == nil {
+		return
+	}
+	var s *server
+	p.loop.call(func() {
+		if c.gone || c.server == nil || c.server.closed {
+			return
+		}
+		s = c.server
+		s.cancels++
+	})
+	if s == nil {
+		return
+	}
+	ctx, stop := context.WithTimeout(p.base, cancelTimeout)
+	err := sendCancel(ctx, s.pool.conf, s)
+	stop()
+	if err != nil {
+		p.debugf("cancel for server %d: %v", s.id, err)
+	}
+	p.loop.post(func() {
+		s.cancels--
+		if s.cancels == 0 && s.held && !s.closed {
+			s.held = false
+			s.pool.release(s)
+		}
+	})
+}
+
+// sendCancel opens a new connection to the server's address and sends a
+// CancelRequest with its backend key, then waits for PostgreSQL to close the
+// connection, which it does once the cancel has been delivered.
+func sendCancel(ctx context.Context, conf *pgconn.Config, s *server) error {
+	ra := s.remote
+	network, address := ra.Network(), ra.String()
+	if network == "unix" {
+		network, address = pgconn.NetworkAddress(conf.Host, conf.Port)
+	}
+	conn, err := conf.DialFunc(ctx, network, address)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	b, err := (&pgproto3.CancelRequest{ProcessID: s.pid, SecretKey: s.secret}).Encode(nil)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Write(b); err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, conn)
+	return nil
+}

@@ -1,0 +1,420 @@
+package pooler
+
+import (
+	"bufio"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+)
+
+// client is one client connection. Its login (and the admin console) runs
+// on its own goroutine over conn; a logged-in pooled client then belongs to
+// the loop, which reads its messages from sk and forwards them to the linked
+// server.
+type client struct {
+	id          uint64
+	px          *Proxy
+	pool        *pool
+	conn        net.Conn      // login and console only
+	r           *bufio.Reader // login and console only
+	w           *bufio.Writer // login and console only
+	pid         uint32        // BackendKeyData the proxy gave the client
+	secret      uint32
+	connectTime time.Time
+	appName     string
+	remote      net.Addr
+	local       net.Addr
+
+	// Owned by the loop once the client is adopted.
+	sk          sock
+	adopted     bool
+	requestTime time.Time // of the last request
+	server      *server
+	outstanding int  // Query, Sync and FunctionCall sent, not yet answered by ReadyForQuery
+	pendingExt  bool // extended-protocol messages sent since the last Sync
+	txStatus    poolmode.TxStatus
+	fwdLeft     int  // bytes of a large message still to pass to the server (or to drop with none linked)
+	stalled     bool // the server's output is full: not read until it drains
+	queued      bool // waiting for a server; the request stays in sk's buffer
+	gone        bool // finish has run
+	wait        waiter
+	xactStart   time.Time
+	queryStart  time.Time
+	st          counters // this client's share of SHOW STATS
+
+	// want is the client's tracked settings (varcache.go).
+	want vars
+
+	// Prepared statements (Proxy.psOn): the client's statement names.
+	stmts map[string]*psEntry
+}
+
+var clientIDs atomic.Uint64
+
+// adopt takes a logged-in client into the loop: fd is its connection's
+// descriptor, buffered what was read past the login.
+func (c *client) adopt(fd int, buffered []byte) {
+	l := c.px.loop
+	if c.px.stoppingNow() {
+		_ = sysClose(fd)
+		c.px.removeClient(c)
+		return
+	}
+	c.sk.c = c
+	if len(buffered) > 0 {
+		l.buffer(&c.sk, len(buffered))
+	}
+	if err := l.add(&c.sk, fd); err != nil {
+		_ = sysClose(fd)
+		c.px.logf("client %d: %v", c.id, err)
+		c.px.removeClient(c)
+		return
+	}
+	c.sk.w = copy(c.sk.buf, buffered)
+	c.adopted = true
+	c.txStatus = poolmode.Idle
+	c.pool.clients++
+	c.input()
+}
+
+// input handles the client's messages as far as its state allows: it stops
+// while the client waits for a server and while the server's output is
+// full.
+func (c *client) input() {
+	l := c.px.loop
+	if c.queued {
+		if c.sk.hup { // left while waiting
+			c.finish(false)
+		}
+		return
+	}
+	for !c.gone && !c.queued && !c.stalled {
+		need := c.step()
+		if need == 0 {
+			continue
+		}
+		if need < 0 {
+			return
+		}
+		if !c.sk.more {
+			if c.sk.eof {
+				c.finish(c.fwdLeft > 0 && c.server != nil)
+			}
+			return
+		}
+		l.fill(&c.sk, need)
+	}
+}
+
+// step handles the next client message, or part of a large one. A message
+// that needs a server waits for one (lazy assignment) when none is linked.
+// It returns 0 when it made progress, the number of buffered bytes it needs
+// to go on, or -1 when the client must not be read now.
+func (c *client) step() int {
+	sk := &c.sk
+	l := c.px.loop
+	s := c.server
+	if s != nil && l.full(&s.sk) {
+		c.stalled = true
+		return -1
+	}
+	avail := sk.w - sk.r
+	if c.fwdLeft > 0 {
+		if avail == 0 {
+			return 1
+		}
+		var dst *sock // none linked: the rest is dropped
+		if s != nil {
+			dst = &s.sk
+		}
+		l.pass(sk, &c.fwdLeft, dst)
+		return 0
+	}
+	if avail < 5 {
+		return 5
+	}
+	typ, ln := sk.header()
+	if ln < 4 || ln > maxMsgLen {
+		c.fatalClose(poolerError("invalid client packet"))
+		return -1
+	}
+	if !frontendTypes[typ] {
+		c.fatalClose(poolerError("unknown client packet type"))
+		return -1
+	}
+	n := ln + 1
+	now := l.now
+	c.requestTime = now
+	if typ == 'X' {
+		c.finish(false)
+		return -1
+	}
+	whole := avail >= n
+	// With prepared statements tracked, Parse, Bind, Describe and Close are
+	// taken whole to be rewritten; a Close of a named statement is answered
+	// here and needs no server.
+	rewrite := c.px.psOn && (typ == 'P' || typ == 'B' || typ == 'D' || typ == 'C')
+	if rewrite && !whole {
+		return n
+	}
+	if rewrite && typ == 'C' {
+		if name, ok := namedStmtClose(sk.buf[sk.r+5 : sk.r+n]); ok {
+			sk.r += n
+			c.psClose(name, n)
+			return 0
+		}
+	}
+	if s == nil {
+		if !c.px.cfg.Mode.NeedsServer(typ) {
+			take := min(n, avail)
+			sk.r += take
+			c.fwdLeft = n - take // dropped: no server is linked
+			return 0
+		}
+		if s = c.pool.takeIdle(); s == nil {
+			if c.pool.failingFast() {
+				c.fatalClose(poolerError(poolmode.ErrServerLoginFailing))
+				return -1
+			}
+			if err := c.queue(now); err != nil {
+				c.fatalClose(serverErrorResponse(err))
+			}
+			return -1
+		}
+		c.outstanding, c.pendingExt = 0, false
+		c.pool.assigned(c, now)
+		c.link(s)
+	}
+	msg := sk.buf[sk.r : sk.r+min(n, avail)]
+	if rewrite {
+		out, fatal := c.psRequest(s, msg, s.sk.out)
+		if fatal != "" {
+			c.fatalClose(poolerError(fatal))
+			return -1
+		}
+		if !s.sk.closed && !s.sk.werr {
+			s.sk.out = out
+			l.markDirty(&s.sk)
+		}
+	} else {
+		if c.px.psOn {
+			c.psTrack(s, typ)
+		}
+		l.send(&s.sk, msg)
+		c.fwdLeft = n - len(msg)
+	}
+	c.count(typ, now)
+	c.st.received += int64(n)
+	sk.r += len(msg)
+	return 0
+}
+
+// request counts a Query, Sync or FunctionCall sent to the server.
+func (c *client) request(now time.Time) {
+	if c.outstanding == 0 {
+		c.queryStart = now
+	}
+	if c.xactStart.IsZero() {
+		c.xactStart = now
+	}
+	c.outstanding++
+}
+
+// count records the effect of a message sent to the server.
+func (c *client) count(typ byte, now time.Time) {
+	switch typ {
+	case 'Q', 'F':
+		c.request(now)
+	case 'S':
+		c.request(now)
+		c.pendingExt = false
+	case 'P', 'B', 'E', 'D', 'C':
+		c.pendingExt = true
+	}
+}
+
+// ready handles the linked server's ReadyForQuery (msg, status): it is
+// forwarded and the pool mode's release rule applied.
+func (c *client) ready(s *server, status poolmode.TxStatus, msg []byte) {
+	l := c.px.loop
+	ps := c.px.psOn
+	if ps {
+		c.psReady(s)
+	}
+	now := l.now
+	st := &c.st
+	st.queries++
+	if c.outstanding > 0 {
+		c.outstanding--
+		if c.outstanding == 0 {
+			st.queryTime += now.Sub(c.queryStart).Microseconds()
+		}
+	}
+	if status == poolmode.Idle && !c.xactStart.IsZero() {
+		st.xacts++
+		st.xactTime += now.Sub(c.xactStart).Microseconds()
+		c.xactStart = time.Time{}
+	}
+	c.txStatus = status
+	pending := c.outstanding
+	if c.pendingExt {
+		pending++
+	}
+	d := c.px.cfg.Mode.AfterReady(status, pending)
+	if d == poolmode.Refuse {
+		c.unlink(s)
+		c.pool.closeServer(s, poolmode.ErrTxBlockNotAllowed)
+		c.fatalClose(poolerError(poolmode.ErrTxBlockNotAllowed))
+		return
+	}
+	l.send(&c.sk, msg)
+	if ps {
+		c.psFakes(s)
+	}
+	st.sent += int64(len(msg))
+	if d == poolmode.Release {
+		c.unlink(s)
+		c.pool.release(s)
+	}
+	if c.px.stoppingNow() && c.clean() {
+		c.finish(false) // graceful shutdown: the client is between transactions
+	}
+}
+
+// link makes s the client's server. Where the server's tracked settings
+// differ from the client's, a SET for them goes to the server first and its
+// replies are swallowed.
+func (c *client) link(s *server) {
+	c.server = s
+	c.txStatus = poolmode.Idle
+	s.client = c
+	if s.sk.closed || s.sk.werr {
+		return
+	}
+	var set bool
+	if s.sk.out, set = setQuery(s.sk.out, &c.want, &s.have); set {
+		s.setting = true
+		c.px.loop.markDirty(&s.sk)
+	}
+}
+
+// unlink breaks the link to s.
+func (c *client) unlink(s *server) {
+	c.server = nil
+	s.client = nil
+}
+
+// clean reports whether the client is between requests and outside a
+// transaction block, so its server could be reused.
+func (c *client) clean() bool {
+	if c.fwdLeft > 0 || c.outstanding != 0 || c.pendingExt || c.txStatus != poolmode.Idle {
+		return false
+	}
+	if s := c.server; s != nil && c.px.psOn {
+		return s.ps.pending() == 0
+	}
+	return true
+}
+
+// finish ends the client: its server is reset, released or closed as
+// ClientGone decides. partial is true when the client left in the middle of
+// a message (the server may hold part of it).
+func (c *client) finish(partial bool) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	l := c.px.loop
+	s := c.server
+	clean := !partial && c.clean()
+	if s != nil {
+		c.unlink(s)
+	}
+	if c.queued {
+		c.pool.dequeue(&c.wait)
+		c.queued = false
+	}
+	c.forgetStmts()
+	if c.sk.pending() > 0 && !c.sk.closed {
+		l.flush(&c.sk) // a FATAL, most likely
+	}
+	l.close(&c.sk)
+	c.px.removeClient(c)
+	if s == nil {
+		return
+	}
+	switch c.px.cfg.Mode.ClientGone(clean) {
+	case poolmode.Reset:
+		if q := c.px.cfg.ServerResetQuery; q != "" {
+			s.reset(q)
+		} else {
+			c.pool.release(s)
+		}
+	case poolmode.Release:
+		c.pool.release(s)
+	default:
+		c.pool.closeServer(s, "client disconnected while server was not ready")
+	}
+}
+
+// serverLost tells the client its server connection broke, as PgBouncer
+// does, and closes the client.
+func (c *client) serverLost(s *server) {
+	if c.server == s {
+		c.unlink(s)
+		c.px.loop.send(&c.sk, encodeError(poolerError("server conn crashed?")))
+	}
+	c.finish(true)
+}
+
+// fatalClose sends a FATAL error to the client and ends it.
+func (c *client) fatalClose(e *pgproto3.ErrorResponse) {
+	c.px.loop.send(&c.sk, encodeError(e))
+	c.finish(false)
+}
+
+// queue puts the client in its pool's wait queue; its request stays
+// buffered until a server is handed over.
+func (c *client) queue(now time.Time) error {
+	c.outstanding, c.pendingExt, c.txStatus = 0, false, poolmode.Idle
+	c.queued = true
+	if err := c.pool.enqueue(c, now); err != nil {
+		c.queued = false
+		return err
+	}
+	return nil
+}
+
+// handOver links a released server to this waiting client, which reads on
+// once the loop's current work is done; false means the client is no longer
+// waiting and the server must go elsewhere.
+func (c *client) handOver(s *server, since time.Time) bool {
+	if !c.queued || c.gone {
+		return false
+	}
+	c.queued = false
+	c.pool.assigned(c, since)
+	c.link(s)
+	l := c.px.loop
+	l.resume = append(l.resume, c)
+	return true
+}
+
+// failWait ends a waiting client with e (query_wait_timeout, a failed
+// server login, shutdown). The pool has already taken it off the queue.
+func (c *client) failWait(e *pgproto3.ErrorResponse) {
+	if !c.queued || c.gone {
+		return
+	}
+	c.queued = false
+	c.fatalClose(e)
+}
+
+func encodeError(e *pgproto3.ErrorResponse) []byte {
+	b, _ := e.Encode(nil)
+	return b
+}

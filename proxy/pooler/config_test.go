@@ -1,0 +1,105 @@
+package pooler
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+)
+
+func TestDefaultConfigIsPgBouncers(t *testing.T) {
+	c := DefaultConfig()
+	if c.Mode != poolmode.Session || c.PoolSize != 20 || c.MaxClientConn != 100 || c.MaxDBConnections != 0 ||
+		c.QueryWaitTimeout != 120*time.Second || c.ServerConnectTimeout != 15*time.Second ||
+		c.ServerIdleTimeout != 600*time.Second || c.ServerLifetime != 3600*time.Second ||
+		c.ServerResetQuery != "DISCARD ALL" || c.AuthType != AuthTrust || c.Listen != "127.0.0.1:6432" ||
+		c.MaxPreparedStatements != 0 { // PgBouncer 1.18's behaviour; 1.24+ defaults to 200
+		t.Errorf("DefaultConfig() = %+v, want PgBouncer's defaults", c)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	authFile := filepath.Join(dir, "userlist.txt")
+	if err := os.WriteFile(authFile, []byte(`"poolsim" "poolsim"`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := DefaultConfig()
+	ok.Upstream = "postgres://u:p@127.0.0.1:5432/db"
+	for _, tc := range []struct {
+		name    string
+		edit    func(*Config)
+		wantErr string // a word the error must contain; "" = valid
+	}{
+		{"defaults with upstream", func(*Config) {}, ""},
+		{"no upstream", func(c *Config) { c.Upstream = "" }, "upstream"},
+		{"direct mode", func(c *Config) { c.Mode = poolmode.Direct }, "pool_mode"},
+		{"pool size 0", func(c *Config) { c.PoolSize = 0 }, "default_pool_size"},
+		{"max_client_conn 0", func(c *Config) { c.MaxClientConn = 0 }, "max_client_conn"},
+		{"negative max_db_connections", func(c *Config) { c.MaxDBConnections = -1 }, "max_db_connections"},
+		{"negative max_prepared_statements", func(c *Config) { c.MaxPreparedStatements = -1 }, "max_prepared_statements"},
+		{"max_prepared_statements 200", func(c *Config) { c.MaxPreparedStatements = 200 }, ""},
+		{"negative query_wait_timeout", func(c *Config) { c.QueryWaitTimeout = -time.Second }, "query_wait_timeout"},
+		{"zero server_connect_timeout", func(c *Config) { c.ServerConnectTimeout = 0 }, "server_connect_timeout"},
+		{"bad auth_type", func(c *Config) { c.AuthType = "md5" }, "auth_type"},
+		{"scram without auth_file", func(c *Config) { c.AuthType = AuthSCRAM }, "auth_file"},
+		{"trust on all interfaces", func(c *Config) { c.Listen = "0.0.0.0:6432" }, "loopback"},
+		{"trust on a LAN address", func(c *Config) { c.Listen = "192.168.1.5:6432" }, "loopback"},
+		{"trust on ::1", func(c *Config) { c.Listen = "[::1]:6432" }, ""},
+		{"scram on all interfaces", func(c *Config) { c.Listen = "0.0.0.0:6432"; c.AuthType = AuthSCRAM; c.AuthFile = authFile }, ""},
+		{"missing auth_file", func(c *Config) { c.AuthType = AuthSCRAM; c.AuthFile = filepath.Join(dir, "none") }, "auth_file"},
+	} {
+		c := ok
+		tc.edit(&c)
+		err := c.Validate()
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: Validate() = %v, want nil", tc.name, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: Validate() = %v, want an error naming %s", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+func TestLoadAuthFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "userlist.txt")
+	content := `;; comment
+"plain" "secret"
+"quo""ted" "pa""ss"
+"scram" "SCRAM-SHA-256$4096:c2FsdHNhbHRzYWx0$9V3I8qS9gB8jZC4wfo4q3Dw0xJxKdrM2uDdI3cM4v2A=:6QHNb6CXT6XMDD2nbOqu7Q9XQb3qNWPW2r4aQvvXGeg="
+`
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadAuthFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"plain": "secret", `quo"ted`: `pa"ss`}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("loadAuthFile: %q = %q, want %q", k, got[k], v)
+		}
+	}
+	if !strings.HasPrefix(got["scram"], "SCRAM-SHA-256$") {
+		t.Errorf("loadAuthFile: scram secret = %q", got["scram"])
+	}
+}
+
+func TestWaitLogBounded(t *testing.T) {
+	l := waitLog{max: 3}
+	k := l.key(poolKey{"db", "u"})
+	for i := range 5 {
+		l.add(time.Unix(0, int64(i)), time.Duration(i), k)
+	}
+	got := l.drain()
+	if len(got) != 3 || got[0].Wait != 2 || got[2].Wait != 4 || l.dropped != 2 || got[1].Database != "db" || got[1].User != "u" {
+		t.Errorf("waitLog of 3 after 5 adds = %v (dropped %d), want waits 2,3,4 and 2 dropped", got, l.dropped)
+	}
+	if got := l.drain(); len(got) != 0 {
+		t.Errorf("second drain = %v, want empty", got)
+	}
+}

@@ -1,0 +1,485 @@
+//go:build linux
+
+package pooler
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// loop is the proxy's data plane: one goroutine that owns every logged-in
+// client and every server connection and moves bytes between them with
+// non-blocking reads and writes driven by one edge-triggered epoll set, as
+// PgBouncer does with libevent. Each socket is registered once for input
+// and output; a read shorter than the space offered means the socket is
+// drained (unless the peer hung up), so a transaction costs two reads and
+// two writes in the proxy and no epoll_ctl.
+//
+// Every client, server and pool field the data plane uses belongs to the
+// loop. Other goroutines (logins, cancels, the admin console, shutdown) hand
+// it work with post and call.
+type loop struct {
+	px  *Proxy
+	ep  int // epoll set
+	efd int // eventfd that wakes the loop for posted work
+
+	socks []*sock // by fd
+	gen   uint32  // registration counter: tells a reused fd from the old one
+
+	mu      sync.Mutex
+	posted  []func()
+	stopped bool // no more work is taken: run has returned or is returning
+	quit    bool // run returns after this batch
+
+	// Work of the current iteration.
+	now    time.Time
+	dirty  []*sock   // sockets with bytes to write
+	resume []*client // clients to read on (linked after a wait, or unblocked)
+	free   [][]byte  // read buffers of sockBufSize not in use
+	broken []*sock   // sockets whose write failed
+	spare  []func()
+}
+
+func newLoop(px *Proxy) (*loop, error) {
+	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	efd, _, e := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if e != 0 {
+		_ = syscall.Close(ep)
+		return nil, fmt.Errorf("eventfd: %w", e)
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(efd)}
+	if err := syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, int(efd), &ev); err != nil {
+		_ = syscall.Close(ep)
+		_ = syscall.Close(int(efd))
+		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
+	}
+	return &loop{px: px, ep: ep, efd: int(efd), now: time.Now()}, nil
+}
+
+// post hands fn to the loop; false if the loop has stopped (fn will not run
+// and the caller cleans up what it meant to hand over).
+func (l *loop) post(fn func()) bool {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return false
+	}
+	l.posted = append(l.posted, fn)
+	first := len(l.posted) == 1
+	l.mu.Unlock()
+	if first {
+		one := uint64(1)
+		_, _, _ = syscall.RawSyscall(syscall.SYS_WRITE, uintptr(l.efd), uintptr(unsafe.Pointer(&one)), 8)
+	}
+	return true
+}
+
+// call runs fn on the loop and waits for it; false if the loop has stopped.
+func (l *loop) call(fn func()) bool {
+	done := make(chan struct{})
+	if !l.post(func() { fn(); close(done) }) {
+		return false
+	}
+	<-done
+	return true
+}
+
+// stop makes run return after the current batch; work posted later is
+// refused.
+func (l *loop) stop() {
+	l.post(func() { l.quit = true })
+}
+
+// run is the loop's goroutine. It returns after stop, closing every socket
+// it still owns.
+func (l *loop) run() {
+	events := make([]syscall.EpollEvent, 256)
+	for !l.quit {
+		n, err := syscall.EpollWait(l.ep, events, l.timeout())
+		if err != nil {
+			n = 0
+			if err != syscall.EINTR {
+				l.px.logf("epoll_wait: %v", err)
+				time.Sleep(time.Millisecond)
+			}
+		}
+		l.now = time.Now()
+		for i := 0; i < n; i++ {
+			ev := &events[i]
+			fd := int(ev.Fd)
+			if fd == l.efd {
+				l.runPosted()
+				continue
+			}
+			if fd >= len(l.socks) {
+				continue
+			}
+			sk := l.socks[fd]
+			if sk == nil || sk.gen != uint32(ev.Pad) {
+				continue
+			}
+			l.event(sk, ev.Events)
+		}
+		l.tick()
+		l.settle()
+	}
+	l.mu.Lock()
+	l.stopped = true
+	rest := l.posted
+	l.posted = nil
+	l.mu.Unlock()
+	for _, fn := range rest { // work posted before stop still runs
+		fn()
+	}
+	for _, sk := range l.socks {
+		if sk != nil {
+			l.close(sk)
+		}
+	}
+	_ = syscall.Close(l.ep)
+	_ = syscall.Close(l.efd)
+}
+
+func (l *loop) runPosted() {
+	var b [8]byte
+	_, _, _ = syscall.RawSyscall(syscall.SYS_READ, uintptr(l.efd), uintptr(unsafe.Pointer(&b[0])), 8)
+	l.mu.Lock()
+	fns := l.posted
+	l.posted = l.spare[:0]
+	l.mu.Unlock()
+	for i, fn := range fns {
+		fn()
+		fns[i] = nil
+		l.settle()
+	}
+	l.spare = fns[:0]
+}
+
+// event handles one epoll report for sk.
+func (l *loop) event(sk *sock, ev uint32) {
+	if ev&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+		sk.hup = true
+	}
+	if ev&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+		sk.more = true
+	}
+	if ev&syscall.EPOLLOUT != 0 && sk.pending() > 0 {
+		l.flush(sk)
+		if sk.pending() == 0 {
+			l.drained(sk)
+		}
+	}
+	switch {
+	case sk.closed:
+	case sk.c != nil:
+		sk.c.input()
+	case sk.s != nil:
+		sk.s.input()
+	}
+	l.idle(sk)
+}
+
+// Read buffers are lent to a socket while it holds unhandled bytes, so an
+// idle connection costs no buffer (PgBouncer's sbuf does the same): ten
+// thousand idle clients do not hold 160 MB.
+const maxFreeBufs = 1024
+
+// idle takes back sk's read buffer if it holds nothing unhandled.
+func (l *loop) idle(sk *sock) {
+	if sk.buf == nil || sk.r != sk.w {
+		return
+	}
+	if len(sk.buf) == sockBufSize && len(l.free) < maxFreeBufs {
+		l.free = append(l.free, sk.buf)
+	}
+	sk.buf, sk.r, sk.w = nil, 0, 0
+}
+
+// buffer lends sk a read buffer of at least n bytes.
+func (l *loop) buffer(sk *sock, n int) {
+	if n <= sockBufSize && len(l.free) > 0 {
+		sk.buf = l.free[len(l.free)-1]
+		l.free[len(l.free)-1] = nil
+		l.free = l.free[:len(l.free)-1]
+		return
+	}
+	sk.buf = make([]byte, max(n, sockBufSize))
+}
+
+// drained is called when sk has written everything it held: the connection
+// that feeds it may be read again.
+func (l *loop) drained(sk *sock) {
+	switch {
+	case sk.c != nil:
+		if s := sk.c.server; s != nil && s.stalled {
+			s.stalled = false
+			s.input()
+		}
+	case sk.s != nil:
+		if c := sk.s.client; c != nil && c.stalled {
+			c.stalled = false
+			l.resume = append(l.resume, c)
+		}
+	}
+}
+
+// settle finishes a batch of events: clients linked meanwhile read on,
+// pending output is written, broken connections are closed.
+func (l *loop) settle() {
+	for len(l.resume) > 0 || len(l.dirty) > 0 || len(l.broken) > 0 {
+		for i := 0; i < len(l.resume); i++ { // input may append more
+			if c := l.resume[i]; !c.gone {
+				c.input()
+				l.idle(&c.sk)
+			}
+			l.resume[i] = nil
+		}
+		l.resume = l.resume[:0]
+		for len(l.dirty) > 0 {
+			sk := l.dirty[len(l.dirty)-1]
+			l.dirty = l.dirty[:len(l.dirty)-1]
+			sk.dirty = false
+			if !sk.closed {
+				l.flush(sk)
+			}
+		}
+		for len(l.broken) > 0 {
+			sk := l.broken[len(l.broken)-1]
+			l.broken = l.broken[:len(l.broken)-1]
+			switch {
+			case sk.closed:
+			case sk.c != nil:
+				sk.c.finish(true)
+			case sk.s != nil:
+				sk.s.lost(fmt.Errorf("write failed"))
+			}
+		}
+	}
+}
+
+// timeout is how long epoll_wait may sleep: until the earliest
+// query_wait_timeout deadline or the next janitor tick.
+func (l *loop) timeout() int {
+	next := l.px.nextTick
+	if d := l.px.nextWaitDeadline(); !d.IsZero() && d.Before(next) {
+		next = d
+	}
+	ms := time.Until(next).Milliseconds() + 1
+	if ms < 0 {
+		return 0
+	}
+	return int(ms)
+}
+
+func (l *loop) tick() { l.px.tick(l.now) }
+
+// add registers a connection's descriptor with the loop. The descriptor
+// must be non-blocking and owned by nobody else.
+func (l *loop) add(sk *sock, fd int) error {
+	l.gen++
+	sk.fd, sk.gen = fd, l.gen
+	ev := syscall.EpollEvent{
+		Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | epollET,
+		Fd:     int32(fd),
+		Pad:    int32(sk.gen),
+	}
+	if err := syscall.EpollCtl(l.ep, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("epoll_ctl add: %w", err)
+	}
+	for len(l.socks) <= fd {
+		l.socks = append(l.socks, nil)
+	}
+	l.socks[fd] = sk
+	sk.more = true // bytes may have arrived before registration
+	return nil
+}
+
+const epollET = 1 << 31
+
+// close closes sk's descriptor (which also takes it out of the epoll set).
+func (l *loop) close(sk *sock) {
+	if sk.closed {
+		return
+	}
+	sk.closed = true
+	if sk.fd < len(l.socks) && l.socks[sk.fd] == sk {
+		l.socks[sk.fd] = nil
+	}
+	_ = syscall.Close(sk.fd)
+	sk.r = sk.w
+	l.idle(sk)
+	sk.out, sk.sent = nil, 0
+}
+
+// send queues b for writing to sk; it is written when the iteration
+// settles.
+func (l *loop) send(sk *sock, b []byte) {
+	if sk.closed || sk.werr {
+		return
+	}
+	sk.out = append(sk.out, b...)
+	l.markDirty(sk)
+}
+
+func (l *loop) markDirty(sk *sock) {
+	if !sk.dirty {
+		sk.dirty = true
+		l.dirty = append(l.dirty, sk)
+	}
+}
+
+// full reports whether dst still holds highWater bytes or more after a
+// write: then its source must not be read until dst drains.
+func (l *loop) full(dst *sock) bool {
+	if dst.pending() < highWater {
+		return false
+	}
+	l.flush(dst)
+	return dst.pending() >= highWater
+}
+
+// pass moves up to *left buffered bytes of a large message from src to dst
+// (dropped when dst is nil) and returns how many.
+func (l *loop) pass(src *sock, left *int, dst *sock) int {
+	n := min(src.w-src.r, *left)
+	if dst != nil {
+		l.send(dst, src.buf[src.r:src.r+n])
+	}
+	src.r += n
+	*left -= n
+	return n
+}
+
+// flush writes what sk holds until the socket takes no more.
+func (l *loop) flush(sk *sock) {
+	for sk.sent < len(sk.out) {
+		rest := sk.out[sk.sent:]
+		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(sk.fd), uintptr(unsafe.Pointer(&rest[0])),
+			uintptr(len(rest)), syscall.MSG_NOSIGNAL, 0, 0)
+		switch e {
+		case 0:
+			sk.sent += int(n)
+			continue
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return // EPOLLOUT will tell when there is room
+		}
+		sk.out, sk.sent = sk.out[:0], 0
+		if !sk.werr {
+			sk.werr = true
+			l.broken = append(l.broken, sk)
+		}
+		return
+	}
+	// All written: keep the buffer for the next write unless it grew large.
+	sk.sent = 0
+	if cap(sk.out) > sockBufSize {
+		sk.out = nil
+	} else {
+		sk.out = sk.out[:0]
+	}
+}
+
+// fill reads once into sk's buffer, first making room for need bytes from
+// sk.r on. It reports whether bytes were read; a short read clears more,
+// end of input sets eof.
+func (l *loop) fill(sk *sock, need int) bool {
+	if sk.r == sk.w {
+		sk.r, sk.w = 0, 0
+		if len(sk.buf) > sockBufSize && need <= sockBufSize {
+			sk.buf = nil // no large buffer is kept for small messages
+		}
+	}
+	if sk.buf == nil {
+		l.buffer(sk, need)
+	}
+	if need > len(sk.buf) {
+		// Grow by doubling, so the buffer follows the bytes that arrive,
+		// not the length a message claims.
+		nb := make([]byte, min(need, 2*len(sk.buf)))
+		sk.w = copy(nb, sk.buf[sk.r:sk.w])
+		sk.r, sk.buf = 0, nb
+	} else if sk.r > 0 && (sk.r+need > len(sk.buf) || sk.w == len(sk.buf)) {
+		// Move the unhandled bytes to the front.
+		sk.w = copy(sk.buf, sk.buf[sk.r:sk.w])
+		sk.r = 0
+	}
+	space := len(sk.buf) - sk.w
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(sk.fd), uintptr(unsafe.Pointer(&sk.buf[sk.w])), uintptr(space))
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			sk.more = false
+			return false
+		case e != 0 || n == 0:
+			sk.more, sk.eof = false, true
+			return false
+		}
+		sk.w += int(n)
+		// A short read means drained, unless the peer hung up: then the
+		// end of input is still to be read (no edge will come for it).
+		if int(n) < space && !sk.hup {
+			sk.more = false
+		}
+		return true
+	}
+}
+
+// detach takes the descriptor of a plain TCP or Unix connection out of Go's
+// poller for the loop: a non-blocking duplicate, with the original closed.
+// Other connections (TLS) are bridged through a socket pair by two
+// goroutines owned by the proxy.
+func (px *Proxy) detach(conn net.Conn) (int, error) {
+	if sc, ok := conn.(syscall.Conn); ok && isPlain(conn) {
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return -1, err
+		}
+		fd := -1
+		var derr error
+		if err := rc.Control(func(f uintptr) { fd, derr = dupCloexec(int(f)) }); err != nil {
+			return -1, err
+		}
+		if derr != nil {
+			return -1, derr
+		}
+		_ = conn.Close()
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			_ = syscall.Close(fd)
+			return -1, err
+		}
+		return fd, nil
+	}
+	return px.bridge(conn)
+}
+
+func dupCloexec(fd int) (int, error) {
+	r, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return -1, fmt.Errorf("dup: %w", e)
+	}
+	return int(r), nil
+}
+
+func socketPair() (loopEnd, goEnd int, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, -1, fmt.Errorf("socketpair: %w", err)
+	}
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		_ = syscall.Close(fds[0])
+		_ = syscall.Close(fds[1])
+		return -1, -1, err
+	}
+	return fds[0], fds[1], nil
+}

@@ -1,0 +1,251 @@
+package pooler
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+)
+
+func connect(ctx context.Context, t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Simple protocol: no prepared statements, which transaction pooling
+	// does not keep (that is another test's subject).
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("connect %s: %v", dsn, err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func showSetting(ctx context.Context, t *testing.T, conn *pgx.Conn) string {
+	t.Helper()
+	var v string
+	if err := conn.QueryRow(ctx, "select coalesce(current_setting('poolsim.tag', true), '')").Scan(&v); err != nil {
+		t.Fatalf("current_setting: %v", err)
+	}
+	return v
+}
+
+// TestSetAcrossTransactions: with pool size 1 and two clients, a SET made by
+// one client survives across its transactions in session mode, and in
+// transaction mode it stays on the shared server, where the other client
+// sees it (the state leaks, as PgBouncer's feature table says "SET: Never").
+// The setting is a custom one: the five PgBouncer tracks (application_name,
+// TimeZone, ...) follow their client instead (TestStartupParameters).
+func TestSetAcrossTransactions(t *testing.T) {
+	t.Run("session", func(t *testing.T) {
+		tp := startProxy(t, func(c *Config) { c.Mode = poolmode.Session; c.PoolSize = 2 })
+		ctx := testCtx(t, 20*time.Second)
+		a := connect(ctx, t, tp.dsn)
+		b := connect(ctx, t, tp.dsn)
+		if _, err := a.Exec(ctx, "set poolsim.tag = 'client_a'"); err != nil {
+			t.Fatal(err)
+		}
+		showSetting(ctx, t, b) // b links its own server
+		for range 3 {
+			if got := showSetting(ctx, t, a); got != "client_a" {
+				t.Errorf("session mode: a sees poolsim.tag %q, want client_a", got)
+			}
+			if got := showSetting(ctx, t, b); got == "client_a" {
+				t.Errorf("session mode: b sees a's SET")
+			}
+		}
+		// When a leaves, DISCARD ALL resets its server before reuse.
+		a.Close(ctx)
+		c := connect(ctx, t, tp.dsn)
+		b.Close(ctx)
+		for range 2 {
+			if got := showSetting(ctx, t, c); got == "client_a" {
+				t.Errorf("session mode: a's SET survived DISCARD ALL")
+			}
+		}
+	})
+	t.Run("transaction", func(t *testing.T) {
+		tp := startProxy(t, func(c *Config) { c.Mode = poolmode.Transaction; c.PoolSize = 1 })
+		ctx := testCtx(t, 20*time.Second)
+		a := connect(ctx, t, tp.dsn)
+		b := connect(ctx, t, tp.dsn)
+		if _, err := a.Exec(ctx, "set poolsim.tag = 'client_a'"); err != nil {
+			t.Fatal(err)
+		}
+		// One server: b runs on the server a changed and sees a's setting.
+		if got := showSetting(ctx, t, b); got != "client_a" {
+			t.Errorf("transaction mode, pool 1: b sees poolsim.tag %q, want a's leaked client_a", got)
+		}
+		if _, err := b.Exec(ctx, "reset poolsim.tag"); err != nil {
+			t.Fatal(err)
+		}
+		if got := showSetting(ctx, t, a); got == "client_a" {
+			t.Errorf("transaction mode: a's SET survived b's RESET; it should be lost")
+		}
+	})
+}
+
+// TestStatementModeRefusesBEGIN: BEGIN gets PgBouncer's FATAL and the
+// server is closed.
+func TestStatementModeRefusesBEGIN(t *testing.T) {
+	tp := startProxy(t, func(c *Config) { c.Mode = poolmode.Statement; c.PoolSize = 1 })
+	ctx := testCtx(t, 20*time.Second)
+	conn := connect(ctx, t, tp.dsn)
+	if _, err := conn.Exec(ctx, "select 1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := conn.Exec(ctx, "begin")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		// The FATAL may arrive with the next request when BEGIN's reply was read first.
+		_, err = conn.Exec(ctx, "select 1")
+	}
+	if !errors.As(err, &pe) || pe.Severity != "FATAL" || pe.Code != "08P01" || pe.Message != poolmode.ErrTxBlockNotAllowed {
+		t.Fatalf("begin in statement mode: err = %v, want FATAL 08P01 %q", err, poolmode.ErrTxBlockNotAllowed)
+	}
+	// The pool works for the next client: the refused server was closed, not reused.
+	other := connect(ctx, t, tp.dsn)
+	var inTx bool
+	if err := other.QueryRow(ctx, "select now() <> statement_timestamp()").Scan(&inTx); err != nil {
+		t.Fatalf("next client: %v", err)
+	}
+	if inTx {
+		t.Errorf("next client runs inside the refused client's transaction block")
+	}
+}
+
+// TestMaxClientConn: the client beyond max_client_conn gets PgBouncer's text.
+func TestMaxClientConn(t *testing.T) {
+	tp := startProxy(t, func(c *Config) { c.MaxClientConn = 2 })
+	ctx := testCtx(t, 20*time.Second)
+	connect(ctx, t, tp.dsn)
+	connect(ctx, t, tp.dsn)
+	_, err := pgx.Connect(ctx, tp.dsn)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "08P01" || pe.Message != poolmode.ErrMaxClientConn || pe.Severity != "FATAL" {
+		t.Fatalf("third client: err = %v, want FATAL 08P01 %q", err, poolmode.ErrMaxClientConn)
+	}
+	// The console is exempt.
+	admin, err := pgx.Connect(ctx, tp.adminDSN())
+	if err != nil {
+		t.Fatalf("console beyond max_client_conn: %v", err)
+	}
+	admin.Close(ctx)
+}
+
+// TestQueryWaitTimeout: a client that waits for a server longer than
+// query_wait_timeout gets PgBouncer's FATAL, on time.
+func TestQueryWaitTimeout(t *testing.T) {
+	tp := startProxy(t, func(c *Config) { c.PoolSize = 1; c.QueryWaitTimeout = 300 * time.Millisecond })
+	ctx := testCtx(t, 20*time.Second)
+	holder := connect(ctx, t, tp.dsn)
+	tx, err := holder.Begin(ctx) // holds the only server
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "select 1"); err != nil {
+		t.Fatal(err)
+	}
+	waiter := connect(ctx, t, tp.dsn)
+	start := time.Now()
+	_, err = waiter.Exec(ctx, "select 1")
+	took := time.Since(start)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "08P01" || pe.Message != poolmode.ErrQueryWaitTimeout || pe.Severity != "FATAL" {
+		t.Fatalf("waiting client: err = %v, want FATAL 08P01 %q", err, poolmode.ErrQueryWaitTimeout)
+	}
+	if took < 250*time.Millisecond || took > 2*time.Second {
+		t.Errorf("query_wait_timeout 300ms fired after %v", took)
+	}
+}
+
+// TestCancel: a cancel through the proxy stops pg_sleep(10) within a second.
+func TestCancel(t *testing.T) {
+	tp := startProxy(t, func(c *Config) { c.PoolSize = 1 })
+	ctx := testCtx(t, 20*time.Second)
+	conn := connect(ctx, t, tp.dsn)
+	// pgx sends a CancelRequest over a new connection with the key the
+	// proxy gave it at login.
+	timer := time.AfterFunc(300*time.Millisecond, func() { _ = conn.PgConn().CancelRequest(ctx) })
+	defer timer.Stop()
+	start := time.Now()
+	_, err := conn.Exec(ctx, "select pg_sleep(10)")
+	took := time.Since(start)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "57014" {
+		t.Fatalf("cancelled pg_sleep: err = %v, want SQLSTATE 57014 (query_canceled)", err)
+	}
+	if took > time.Second+300*time.Millisecond {
+		t.Errorf("cancel took %v, want under a second after the 300ms deadline", took)
+	}
+	// The server is reusable after the cancel settled.
+	other := connect(ctx, t, tp.dsn)
+	if _, err := other.Exec(ctx, "select 1"); err != nil {
+		t.Fatalf("after cancel: %v", err)
+	}
+}
+
+// TestClientKilledMidTransaction: a client whose connection drops after
+// BEGIN and a lock leaves no open transaction or lock for the next client.
+func TestClientKilledMidTransaction(t *testing.T) {
+	for _, mode := range []poolmode.Mode{poolmode.Session, poolmode.Transaction} {
+		t.Run(mode.String(), func(t *testing.T) {
+			tp := startProxy(t, func(c *Config) { c.Mode = mode; c.PoolSize = 1 })
+			ctx := testCtx(t, 20*time.Second)
+			cfg, err := pgconn.ParseConfig(tp.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var raw net.Conn
+			dial := cfg.DialFunc
+			cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := dial(ctx, network, addr)
+				raw = c
+				return c, err
+			}
+			victim, err := pgconn.ConnectConfig(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := victim.Exec(ctx, "begin; select pg_advisory_xact_lock(42); create temp table killed_tx (a int);").ReadAll(); err != nil {
+				t.Fatal(err)
+			}
+			raw.Close() // killed: no Terminate, inside a transaction
+
+			next := connect(ctx, t, tp.dsn)
+			var locks, inTx int
+			q := "select (select count(*) from pg_locks where locktype = 'advisory'), " +
+				"(select count(*) from pg_stat_activity where state like 'idle in transaction%')"
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				if err := next.QueryRow(ctx, q).Scan(&locks, &inTx); err != nil {
+					t.Fatal(err)
+				}
+				if locks == 0 && inTx == 0 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if locks != 0 || inTx != 0 {
+				t.Errorf("after a client died mid-transaction: %d advisory locks, %d idle-in-transaction backends; want 0, 0", locks, inTx)
+			}
+			var exists bool
+			if err := next.QueryRow(ctx, "select to_regclass('pg_temp.killed_tx') is not null").Scan(&exists); err != nil {
+				t.Fatal(err)
+			}
+			if exists {
+				t.Errorf("the dead client's temp table is visible to the next client: its server was reused")
+			}
+		})
+	}
+}

@@ -1,0 +1,452 @@
+package pooler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+)
+
+// poolKey names a pool: PgBouncer keeps one per (database, user).
+type poolKey struct{ db, user string }
+
+// errShuttingDown ends waits when the proxy stops.
+var errShuttingDown = errors.New("proxy is shutting down")
+
+// pool holds the server connections of one (database, user). Waiting
+// clients are served first come, first served; idle servers are reused last
+// in, first out; a released server goes straight to the oldest waiter; at
+// most one server login is in flight. Everything below key, conf and db
+// belongs to the loop.
+type pool struct {
+	px   *Proxy
+	key  poolKey
+	conf *pgconn.Config // upstream settings with the pool's database and user
+	db   *dbCount
+	// waitKey names the pool in the proxy's wait log.
+	waitKey int32
+
+	idle     []*server // LIFO: the last element is the most recently used
+	waiters  []*waiter // FIFO: the first element has waited longest
+	servers  map[*server]struct{}
+	nservers int               // connected servers plus a login in flight
+	login    bool              // a server login is in flight
+	params   map[string]string // the first server's ParameterStatus set, for client logins
+	welcomeQ []chan error
+	// loginFailing is PgBouncer's last_login_failed: the last server login
+	// failed. lastLaunch is when the last one started (server_login_retry).
+	loginFailing bool
+	lastLaunch   time.Time
+	clients      int // logged-in clients of this pool
+
+	retired counters // SHOW STATS counts of clients that have left
+}
+
+// dbCount counts the server connections of one database across its pools,
+// for max_db_connections.
+type dbCount struct{ n atomic.Int64 }
+
+// reserve takes a slot unless max (0 = unlimited) is reached.
+func (d *dbCount) reserve(max int) bool {
+	for {
+		n := d.n.Load()
+		if max > 0 && n >= int64(max) {
+			return false
+		}
+		if d.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// waiter is a client waiting for a server: its place in the pool's queue.
+type waiter struct {
+	c     *client
+	since time.Time // when the request reached the proxy
+}
+
+// counters are PgBouncer's SHOW STATS counters. Times are in
+// microseconds. Each client keeps its own; a pool adds them up when the
+// client leaves.
+type counters struct {
+	assignments, xacts, queries, received, sent int64
+	xactTime, queryTime, waitTime, logins       int64
+	// Prepared statements, counted only while they are tracked, as
+	// PgBouncer does: named Parses from clients, Parses sent to servers
+	// for named statements (forwarded or injected), Binds of named
+	// statements.
+	clientParses, serverParses, binds int64
+}
+
+func (a *counters) add(b *counters) {
+	a.assignments += b.assignments
+	a.xacts += b.xacts
+	a.queries += b.queries
+	a.received += b.received
+	a.sent += b.sent
+	a.xactTime += b.xactTime
+	a.queryTime += b.queryTime
+	a.waitTime += b.waitTime
+	a.logins += b.logins
+	a.clientParses += b.clientParses
+	a.serverParses += b.serverParses
+	a.binds += b.binds
+}
+
+// awaitWelcome returns the ParameterStatus values of the pool's first
+// server, opening one if none has been seen yet. It runs on a login
+// goroutine; the map is not changed afterwards.
+func (p *pool) awaitWelcome(ctx context.Context) (map[string]string, error) {
+	var params map[string]string
+	var failing bool
+	ch := make(chan error, 1)
+	if !p.px.loop.call(func() {
+		if p.params != nil {
+			params = p.params
+			return
+		}
+		if failing = p.failingFast(); failing {
+			return
+		}
+		p.welcomeQ = append(p.welcomeQ, ch)
+		p.launch()
+	}) {
+		return nil, errShuttingDown
+	}
+	if failing {
+		return nil, errServerLoginFailing
+	}
+	if params != nil {
+		return params, nil
+	}
+	select {
+	case err := <-ch:
+		if err != nil {
+			return nil, err
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.px.stopping:
+		return nil, errShuttingDown
+	}
+	if !p.px.loop.call(func() { params = p.params }) {
+		return nil, errShuttingDown
+	}
+	return params, nil
+}
+
+// failingFast reports whether a client that needs a server must be refused
+// at once: the last login failed and the pool has no server (PgBouncer's
+// check_fast_fail). It starts a login if server_login_retry allows, as
+// nobody will wait for one.
+func (p *pool) failingFast() bool {
+	if !p.loginFailing {
+		return false
+	}
+	servers := p.nservers
+	if p.login {
+		servers--
+	}
+	if servers > 0 {
+		return false
+	}
+	p.start()
+	return true
+}
+
+// takeIdle returns the most recently used idle server when no client waits
+// ahead, or nil.
+func (p *pool) takeIdle() *server {
+	n := len(p.idle)
+	if n == 0 || len(p.waiters) > 0 {
+		return nil
+	}
+	s := p.idle[n-1]
+	p.idle[n-1] = nil
+	p.idle = p.idle[:n-1]
+	s.state = stateActive
+	return s
+}
+
+// enqueue puts c at the end of the wait queue and starts a login if one is
+// needed and allowed.
+func (p *pool) enqueue(c *client, since time.Time) error {
+	if p.px.stoppingNow() {
+		return errShuttingDown
+	}
+	w := &c.wait
+	w.c, w.since = c, since
+	p.waiters = append(p.waiters, w)
+	p.launch()
+	return nil
+}
+
+// dequeue removes w from the wait queue; false if it was no longer there.
+func (p *pool) dequeue(w *waiter) bool {
+	if i := slices.Index(p.waiters, w); i >= 0 {
+		p.waiters = slices.Delete(p.waiters, i, i+1)
+		return true
+	}
+	return false
+}
+
+// failWaiters fails every waiting client with e.
+func (p *pool) failWaiters(e func() *pgproto3.ErrorResponse) {
+	ws := p.waiters
+	p.waiters = nil
+	for _, w := range ws {
+		w.c.failWait(e())
+	}
+}
+
+// expireWaiters fails the clients that have waited d or longer
+// (query_wait_timeout); the queue is in arrival order.
+func (p *pool) expireWaiters(now time.Time, d time.Duration) {
+	for len(p.waiters) > 0 && now.Sub(p.waiters[0].since) >= d {
+		w := p.waiters[0]
+		p.waiters = slices.Delete(p.waiters, 0, 1)
+		p.px.stats.waitTimeouts.Add(1)
+		w.c.failWait(poolerError(poolmode.ErrQueryWaitTimeout))
+	}
+}
+
+var (
+	errQueryWaitTimeout   = errors.New("query_wait_timeout")
+	errServerLoginFailing = errors.New("server login has been failing")
+)
+
+// assigned records an assignment.
+func (p *pool) assigned(c *client, since time.Time) {
+	now := p.px.loop.now
+	wait := now.Sub(since)
+	if wait < 0 {
+		wait = 0
+	}
+	c.st.assignments++
+	c.st.waitTime += wait.Microseconds()
+	p.px.waits.add(now, wait, p.waitKey)
+}
+
+// launch starts a server login when someone needs a server, none is idle,
+// no login is in flight and the limits allow it. When max_db_connections
+// stops it, an idle server of another pool of the database is closed to
+// make room (PgBouncer's evict_connection).
+func (p *pool) launch() {
+	if len(p.waiters) > 0 || (p.params == nil && len(p.welcomeQ) > 0) {
+		p.start()
+	}
+}
+
+// start starts a server login unless one is in flight, the pool is full,
+// the proxy stops or server_login_retry holds it back.
+func (p *pool) start() {
+	if p.login || p.nservers >= p.px.cfg.PoolSize || p.px.stoppingNow() {
+		return
+	}
+	now := p.px.loop.now
+	if p.loginFailing && now.Sub(p.lastLaunch) < p.px.cfg.ServerLoginRetry {
+		return // the janitor tries again once server_login_retry has passed
+	}
+	if !p.db.reserve(p.px.cfg.MaxDBConnections) {
+		p.px.evictIdle(p)
+		return
+	}
+	p.login = true
+	p.lastLaunch = now
+	p.nservers++
+	p.px.wg.Add(1)
+	go p.connect()
+}
+
+// connect opens one server connection on its own goroutine; it is the
+// pool's only login in flight. The loop then takes the connection over:
+// on success the server is released to the pool (and so to the oldest
+// waiter); on failure, if the pool has no servers, every waiting client gets
+// the server's error, as in PgBouncer.
+func (p *pool) connect() {
+	defer p.px.wg.Done()
+	ctx, cancel := context.WithTimeout(p.px.base, p.px.cfg.ServerConnectTimeout)
+	s, params, err := dialServer(ctx, p)
+	cancel()
+	if err == nil {
+		posted := p.px.loop.post(func() {
+			if err := p.px.loop.add(&s.sk, s.fd); err != nil {
+				_ = sysClose(s.fd)
+				p.loginFailed(fmt.Errorf("register server connection: %w", err))
+				return
+			}
+			p.loggedIn(s, params)
+		})
+		if !posted {
+			_ = sysClose(s.fd)
+		}
+		return
+	}
+	p.px.loop.post(func() { p.loginFailed(err) })
+}
+
+func (p *pool) loginFailed(err error) {
+	p.login = false
+	p.loginFailing = true
+	p.nservers--
+	p.db.n.Add(-1)
+	if p.nservers == 0 {
+		failed := p.waiters
+		p.waiters = nil
+		welcomeQ := p.welcomeQ
+		p.welcomeQ = nil
+		for _, w := range failed {
+			w.c.failWait(serverErrorResponse(err))
+		}
+		for _, ch := range welcomeQ {
+			ch <- err
+		}
+	}
+	p.px.logf("pool %s/%s: server login failed: %v", p.key.db, p.key.user, err)
+	p.px.kickDB(p)
+}
+
+func (p *pool) loggedIn(s *server, params map[string]string) {
+	p.login = false
+	p.loginFailing = false
+	p.servers[s] = struct{}{}
+	s.state = stateActive
+	if p.params == nil {
+		p.params = params
+		if p.params == nil {
+			p.params = map[string]string{}
+		}
+	}
+	s.have = varsFrom(params)
+	p.px.internAll(&s.have)
+	welcomeQ := p.welcomeQ
+	p.welcomeQ = nil
+	// Into the pool first, then wake the clients waiting for the welcome:
+	// otherwise their first query could find no idle server and start a
+	// second login needlessly.
+	p.release(s)
+	for _, ch := range welcomeQ {
+		ch <- nil
+	}
+	p.launch()
+}
+
+// encodeWelcome encodes the server's parameters as ParameterStatus messages,
+// in name order.
+func encodeWelcome(params map[string]string) []byte {
+	names := make([]string, 0, len(params))
+	for k := range params {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b []byte
+	for _, k := range names {
+		b, _ = (&pgproto3.ParameterStatus{Name: k, Value: params[k]}).Encode(b)
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return b
+}
+
+// release returns an unlinked server to the pool: to the oldest waiter, or
+// to the top of the idle stack. A server with cancels in flight is held
+// until they settle; one past server_lifetime, or any server while the proxy
+// stops and no one waits, is closed.
+func (p *pool) release(s *server) {
+	if s.closed {
+		return
+	}
+	if s.cancels > 0 {
+		s.held = true
+		s.state = stateBeingCanceled
+		return
+	}
+	if lt := p.px.cfg.ServerLifetime; lt > 0 && p.px.loop.now.Sub(s.connectTime) > lt {
+		p.closeServer(s, "server lifetime over")
+		return
+	}
+	for len(p.waiters) > 0 {
+		w := p.waiters[0]
+		p.waiters = slices.Delete(p.waiters, 0, 1)
+		s.state = stateActive
+		if w.c.handOver(s, w.since) {
+			return
+		}
+	}
+	if p.px.stoppingNow() {
+		p.closeServer(s, "proxy shutting down")
+		return
+	}
+	s.state = stateIdle
+	s.idleSince = p.px.loop.now
+	p.idle = append(p.idle, s)
+	// Another pool of the database may be waiting for a slot this idle
+	// server can give up.
+	p.px.kickDB(p)
+}
+
+// closeServer closes a server connection and forgets it; it is idempotent.
+func (p *pool) closeServer(s *server, reason string) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if i := slices.Index(p.idle, s); i >= 0 {
+		p.idle = slices.Delete(p.idle, i, i+1)
+	}
+	delete(p.servers, s)
+	p.nservers--
+	p.db.n.Add(-1)
+	p.px.loop.close(&s.sk)
+	s.ps.release(&p.px.ps) // the connection is closed: its statements are gone
+	if reason != "" {
+		p.px.debugf("server %d (%s/%s) closed: %s", s.id, p.key.db, p.key.user, reason)
+	}
+	p.launch()
+	p.px.kickDB(p)
+}
+
+// closeIdle closes idle servers idle for longer than d (server_idle_timeout),
+// or all of them when d is 0.
+func (p *pool) closeIdle(now time.Time, d time.Duration, reason string) {
+	var old []*server
+	for _, s := range p.idle {
+		if d == 0 || now.Sub(s.idleSince) > d {
+			old = append(old, s)
+		}
+	}
+	for _, s := range old {
+		p.closeServer(s, reason)
+	}
+}
+
+// evictOldestIdle closes this pool's least recently used idle server, for
+// another pool of the same database blocked by max_db_connections.
+func (p *pool) evictOldestIdle() bool {
+	if len(p.idle) == 0 {
+		return false
+	}
+	p.closeServer(p.idle[0], "evicted for max_db_connections")
+	return true
+}
+
+// allServers lists the pool's servers (SHOW SERVERS, shutdown).
+func (p *pool) allServers() []*server {
+	out := make([]*server, 0, len(p.servers))
+	for s := range p.servers {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+func (k poolKey) String() string { return fmt.Sprintf("%s/%s", k.db, k.user) }
