@@ -56,6 +56,21 @@ var fields = []field{
 	{"workload.cpu", "server CPU time per statement, on top of workload.query: shared by server.cores (processor sharing, USL contention); a duration or a distribution (default 0)", func(c *system.Config, n *yaml.Node) error {
 		return distInto(&c.Workload.CPU, n)
 	}},
+	{"workload.warmup", "open workload: the start of the run left out of every time average, percentile and rate (the steady window runs from it to the end of arrivals): auto (default: MSER-5 on the transaction latencies) or a duration (0s keeps everything); closed workloads ignore it", func(c *system.Config, n *yaml.Node) error {
+		s, err := scalar(n)
+		if err != nil {
+			return err
+		}
+		if s == "auto" {
+			c.Workload.WarmupAuto, c.Workload.Warmup = true, 0
+			return nil
+		}
+		c.Workload.WarmupAuto = false
+		if err := durationInto(&c.Workload.Warmup, n); err != nil {
+			return fmt.Errorf("want auto or a duration such as 10s: %v", err)
+		}
+		return nil
+	}},
 	{"workload.time_wait", "how long a connection the client closed lingers in TIME_WAIT (default 60s, Linux)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Workload.TimeWait, n)
 	}},
@@ -141,6 +156,12 @@ var fields = []field{
 	}},
 	{"pooler.query_wait_timeout", "longest a client waits for a server before FATAL query_wait_timeout; 0s disables (default 120s)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Pooler.QueryWaitTimeout, n)
+	}},
+	{"pooler.timeout_check", "how often the pooler checks query_wait_timeout: PgBouncer's janitor runs every 1/3 s (default 333.333ms), so a waiter goes at the first check after its timeout; 0s at the exact instant", func(c *system.Config, n *yaml.Node) error {
+		return durationInto(&c.Pooler.TimeoutCheck, n)
+	}},
+	{"pooler.reset_cost", "server time of server_reset_query (DISCARD ALL) when a session-mode client leaves, before the server is reused (default 0s)", func(c *system.Config, n *yaml.Node) error {
+		return durationInto(&c.Pooler.ResetCost, n)
 	}},
 	{"pooler.max_prepared_statements", "protocol-level prepared statements tracked per server, 0 = off (default 200)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 0, 1_000_000)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/poolsim/poolsim/models/system"
@@ -22,6 +23,7 @@ type Scenario struct {
 	Base        system.Config
 	Sweep       []Axis
 	Variants    []Variant // named sets of overrides, swept with the key "variant"
+	Study       Study     // replications: and precision:, for every point
 }
 
 // Variant is a named set of overrides (the variants: block), such as a
@@ -202,6 +204,20 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 			if err := s.setNode("seed", v); err != nil {
 				return err
 			}
+		case "replications":
+			n, err := intValue(v, 1, MaxReplications)
+			if err != nil {
+				return invalid(s.Source, v.Line, "replications: %v", err)
+			}
+			s.Study.Replications = int(n)
+		case "precision":
+			str, err := scalar(v)
+			if err == nil {
+				s.Study.Precision, err = ParsePrecision(str)
+			}
+			if err != nil {
+				return invalid(s.Source, v.Line, "precision: %v", err)
+			}
 		case "workload", "app_pool", "pooler", "server", "live":
 			if err := s.parseSection(k.Value, v); err != nil {
 				return err
@@ -213,7 +229,7 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 				return err
 			}
 		default:
-			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, workload, app_pool, pooler, server, live, variants or sweep", k.Value)
+			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, replications, precision, workload, app_pool, pooler, server, live, variants or sweep", k.Value)
 		}
 	}
 	if sweep != nil {
@@ -353,6 +369,22 @@ func (s *Scenario) Set(key, value string) error {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	return nil
+}
+
+// ParsePrecision reads a relative precision goal: "2%" or 0.02, above 0
+// and below 1.
+func ParsePrecision(text string) (float64, error) {
+	t := strings.TrimSpace(text)
+	scale := 1.0
+	if p, ok := strings.CutSuffix(t, "%"); ok {
+		t, scale = strings.TrimSpace(p), 0.01
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	v *= scale
+	if err != nil || !(v > 0 && v < 1) {
+		return 0, fmt.Errorf("want a relative half-width such as 2%% or 0.02 (above 0, below 100%%), got %q", text)
+	}
+	return v, nil
 }
 
 // Param is one swept key's value at a point.

@@ -1,6 +1,9 @@
 package sim
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // Output analysis: what a study of several runs concludes from them.
 // Independent replications give independent observations of a metric; the
@@ -16,6 +19,22 @@ func TQuantile(df int) float64 {
 	if df < 1 {
 		return math.Inf(1)
 	}
+	tqMu.Lock()
+	defer tqMu.Unlock()
+	if q, ok := tqCache[df]; ok {
+		return q
+	}
+	q := tQuantile(df)
+	tqCache[df] = q
+	return q
+}
+
+var (
+	tqMu    sync.Mutex
+	tqCache = map[int]float64{}
+)
+
+func tQuantile(df int) float64 {
 	// P(|T| > t) = I_x(ν/2, 1/2) with x = ν/(ν+t²) falls as t grows:
 	// bisect for 1 − Confidence.
 	nu := float64(df)

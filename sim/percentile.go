@@ -52,6 +52,52 @@ func (s *Samples) Percentile(p float64) Time {
 	return s.v[k-1]
 }
 
+// Keep drops every sample but those recorded in positions lo..hi−1, in the
+// order they were added: a window of a run (after its warm-up, before its
+// end). It must come before any Percentile, which sorts the samples.
+func (s *Samples) Keep(lo, hi int) {
+	if s.sorted && (lo > 0 || hi < len(s.v)) {
+		panic("sim: Samples.Keep after the samples were sorted")
+	}
+	lo, hi = max(lo, 0), min(hi, len(s.v))
+	if lo >= hi {
+		s.v, s.sum = s.v[:0], 0
+		return
+	}
+	s.v = append(s.v[:0], s.v[lo:hi]...)
+	s.sum = 0
+	for _, t := range s.v {
+		s.sum += float64(t)
+	}
+}
+
+// Window is a copy of the samples recorded in positions lo..hi−1 (in the
+// order they were added), to read a window's percentiles while keeping the
+// whole. It must come before any Percentile of s.
+func (s *Samples) Window(lo, hi int) Samples {
+	if s.sorted && (lo > 0 || hi < len(s.v)) {
+		panic("sim: Samples.Window after the samples were sorted")
+	}
+	lo, hi = max(lo, 0), min(hi, len(s.v))
+	var w Samples
+	if lo < hi {
+		w.v = append([]Time(nil), s.v[lo:hi]...)
+		for _, t := range w.v {
+			w.sum += float64(t)
+		}
+	}
+	return w
+}
+
+// Series is the samples in the order they were added (nil once sorted).
+// The caller must not change it.
+func (s *Samples) Series() []Time {
+	if s.sorted {
+		return nil
+	}
+	return s.v
+}
+
 // Max is the largest sample, 0 with none.
 func (s *Samples) Max() Time { return s.Percentile(100) }
 

@@ -83,3 +83,32 @@ func mul64(a, b uint64) (hi, lo uint64) {
 	w1 := t&mask32 + a0*b1
 	return a1*b1 + t>>32 + w1>>32, a * b
 }
+
+// Streams is a family of random streams keyed by position, for common
+// random numbers: At(a, b) is the same stream every time it is asked for,
+// whatever else the model drew before, so two runs that differ only in
+// their configuration give the same entity the same draws at the same
+// position (a client's k-th statement its query time, say) and a
+// comparison between them is not drowned in noise. Streams at different
+// keys, and in families of different names or seeds, are independent for
+// practical purposes.
+type Streams struct{ base uint64 }
+
+// NewStreams returns the family named name of the given seed.
+func NewStreams(seed uint64, name string) Streams {
+	r := NewRand(seed, name)
+	return Streams{base: r.Uint64()}
+}
+
+// At is the stream at key (a, b): its state is mixed from the family and
+// the key by SplitMix64, so asking for it costs a few multiplications and
+// allocates nothing.
+func (f Streams) At(a, b uint64) Rand {
+	_, x := splitmix64(f.base ^ a)
+	_, x = splitmix64(x ^ b*0xd1b54a32d192ed03)
+	var r Rand
+	for i := range r.s {
+		x, r.s[i] = splitmix64(x)
+	}
+	return r
+}

@@ -224,3 +224,42 @@ func TestNormFloat64(t *testing.T) {
 		t.Errorf("P(Z > 2.326) = %v, want 0.01", f)
 	}
 }
+
+func TestStreamsAt(t *testing.T) {
+	f := NewStreams(7, "query")
+	a, b := f.At(3, 9), f.At(3, 9)
+	for range 10 {
+		if a.Uint64() != b.Uint64() {
+			t.Fatal("the same key gave two streams")
+		}
+	}
+	// Neighbouring keys, other families and other seeds differ.
+	seen := map[uint64]string{}
+	for _, c := range []struct {
+		name string
+		r    Rand
+	}{
+		{"(3,9)", f.At(3, 9)}, {"(3,10)", f.At(3, 10)}, {"(4,9)", f.At(4, 9)}, {"(9,3)", f.At(9, 3)},
+		{"(0,0)", f.At(0, 0)}, {"think (3,9)", NewStreams(7, "think").At(3, 9)}, {"seed 8 (3,9)", NewStreams(8, "query").At(3, 9)},
+	} {
+		v := c.r.Uint64()
+		if other, dup := seen[v]; dup {
+			t.Errorf("streams %s and %s start alike", c.name, other)
+		}
+		seen[v] = c.name
+	}
+	// The first draws across keys are uniform: a chi-square over 16 bins.
+	var bins [16]int
+	for i := range uint64(16000) {
+		r := f.At(i/100, i%100)
+		bins[r.Uint64()>>60]++
+	}
+	var chi float64
+	for _, n := range bins {
+		d := float64(n) - 1000
+		chi += d * d / 1000
+	}
+	if chi > 37.7 { // 15 degrees of freedom, p = 0.001
+		t.Errorf("first draws over keys: chi-square %.1f over 16 bins", chi)
+	}
+}

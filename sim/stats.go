@@ -154,3 +154,62 @@ func (q *FIFO) Little(end Time) (L, lambda, W float64) {
 
 // MaxLen is the longest the queue has been.
 func (q *FIFO) MaxLen() int64 { return q.length.Max() }
+
+// Mark is a level's account at one instant: the time and the integral up
+// to it. Two marks give the level's time average between them, so a model
+// can measure a window (a steady state after a warm-up) without stopping.
+type Mark struct {
+	At   Time
+	Area float64 // ∫ value dt from the level's start to At, in value·nanoseconds
+}
+
+// Mark is the level's account at now (now must not be before its last
+// change).
+func (l *Level) Mark(now Time) Mark {
+	a := l.area
+	if now > l.last {
+		a += float64(l.value) * float64(now-l.last)
+	}
+	return Mark{At: now, Area: a}
+}
+
+// Between is the time average of a level between two of its marks, 0 for
+// an empty window.
+func Between(from, to Mark) float64 {
+	if to.At <= from.At {
+		return 0
+	}
+	// The same operations as Mean, so a window from a level's start gives
+	// its Mean to the last bit.
+	return (to.Area - from.Area) / 1e9 / (to.At - from.At).Seconds()
+}
+
+// QueueMark is a FIFO's accounts at one instant.
+type QueueMark struct {
+	Length     Mark
+	Departures int64
+	WaitSum    Time
+}
+
+// Mark is the queue's accounts at now.
+func (q *FIFO) Mark(now Time) QueueMark {
+	return QueueMark{Length: q.length.Mark(now), Departures: q.departures, WaitSum: q.waitSum}
+}
+
+// LittleBetween is the queue's Little's-law triple over the window between
+// two marks: the time-average length, the departures per second and their
+// mean wait in seconds. Little's law holds for it up to the waiters in the
+// queue at the window's two ends.
+func LittleBetween(from, to QueueMark) (L, lambda, W float64) {
+	span := (to.Length.At - from.Length.At).Seconds()
+	if span <= 0 {
+		return 0, 0, 0
+	}
+	L = Between(from.Length, to.Length)
+	deps := to.Departures - from.Departures
+	lambda = float64(deps) / span
+	if deps > 0 {
+		W = (to.WaitSum - from.WaitSum).Seconds() / float64(deps)
+	}
+	return L, lambda, W
+}

@@ -420,3 +420,6 @@ func writeAdviceJSON(w io.Writer, sc *scenarios.Scenario, req advise.Request, a 
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }
+
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/poolsim/poolsim/scenarios"
+	"github.com/poolsim/poolsim/scenarios/report"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -21,7 +22,7 @@ func runCmd(args ...string) (code int, stdout, stderr string) {
 }
 
 func TestRunGolden(t *testing.T) {
-	for _, format := range formats {
+	for _, format := range report.Formats {
 		code, out, errOut := runCmd("run", "pgbouncer-modes", "--format", format)
 		if code != 0 {
 			t.Fatalf("run pgbouncer-modes --format %s: exit %d: %s", format, code, errOut)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/scenarios"
+	"github.com/poolsim/poolsim/scenarios/report"
 	"github.com/spf13/pflag"
 )
 
@@ -18,6 +19,7 @@ func init() {
 }
 
 const runHelp = `Usage: poolsim run SCENARIO [--format table|json|csv] [--seed N] [--set key=value ...]
+                   [--replications N | --precision P] [--explain]
 
 Simulates SCENARIO (a YAML file, or the name of a built-in scenario: see
 'poolsim scenarios') and prints one row per point of its sweep: throughput,
@@ -31,7 +33,18 @@ Examples:
   poolsim run my-app.yaml --set 'workload.query={dist: exp, mean: 2ms}' --seed 7
   poolsim run erlang-c --format json
   poolsim run erlang-c --explain         # Little's law and Erlang C beside the simulation
+  poolsim run erlang-c --replications 20 # mean ± 95%% CI of every figure
+  poolsim run erlang-c --precision 1%%    # as many replications as tps and p99 need
 
+Steady state: an open workload's first workload.warmup (auto: found by
+MSER-5) is left out of every time average, percentile and rate, which are
+measured up to the end of arrivals (warmup_ms and steady_ms say how much);
+ok_txns, tps and wall_ms stay the whole run's. A closed workload adds
+tps_steady: the completion rate from the first completion until the first
+client finishes, while every client still runs ('run --explain' says which
+to read for what).
+
+%s
 Keys for --set (also the keys of the scenario YAML and its sweep: block):
 %s
 
@@ -45,12 +58,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	seed := fs.Uint64("seed", 0, "random seed (default: the scenario's)")
 	sets := fs.StringArray("set", nil, "override a scenario value by its dotted key: --set workload.clients=500")
 	explain := fs.Bool("explain", false, "after the table, explain each row's queues: Little's law and the matching analytic result")
-	fs.Usage = func() { fmt.Fprintf(stderr, runHelp, "  "+strings.Join(scenarios.Fields(), "\n  ")) }
+	sf := addStudyFlags(fs)
+	fs.Usage = func() { fmt.Fprintf(stderr, runHelp, studyHelp, "  "+strings.Join(scenarios.Fields(), "\n  ")) }
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := checkFormat(*format); err != nil {
-		return err
+	if err := report.CheckFormat(*format); err != nil {
+		return usage(err)
 	}
 	if *explain && *format != "table" {
 		return usagef("--explain prints text after the table: use it with --format table")
@@ -62,13 +76,20 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	st, err := sf.study(fs, sc)
+	if err != nil {
+		return err
+	}
 	points, err := sc.Points()
 	if err != nil {
 		return usage(err)
 	}
-	rows := scenarios.Run(points, 0)
-	r := report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Rows: rows}
-	if err := writeReport(stdout, *format, r); err != nil {
+	rows, err := sf.run(ctx, points, st, stderr, "run "+sc.Name)
+	if err != nil {
+		return err
+	}
+	r := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows}
+	if err := report.Write(stdout, *format, r); err != nil {
 		return err
 	}
 	if *explain {

@@ -1,23 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/csv"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/poolsim/poolsim/scenarios"
 	"github.com/poolsim/poolsim/scenarios/plot"
+	"github.com/poolsim/poolsim/scenarios/report"
 	"github.com/poolsim/poolsim/scenarios/vary"
 	"github.com/spf13/pflag"
 )
@@ -29,6 +22,7 @@ func init() {
 const sweepHelp = `Usage: poolsim sweep SCENARIO --vary key=values [--vary ...] [--set key=value ...]
                      [--seed N] [--format table|json|csv] [--plot out.png|out.svg]
                      [--shard i/n] [--workers N] [--drop-sweep]
+                     [--replications N | --precision P] [--quiet]
 
 Runs SCENARIO over a grid of values and prints one row per point, with the
 same columns as 'poolsim run'. Each --vary adds an axis; several give their
@@ -36,8 +30,9 @@ cartesian product, the first --vary outermost. A --vary axis replaces the
 scenario's own sweep: axis for that key; the scenario's other sweep axes
 stay, inside the --vary axes (--set KEY=VALUE pins one of them, --drop-sweep
 drops them all). Points run in parallel (--workers, default one per CPU) and
-the output is byte-identical to a sequential run. A progress bar appears on
-stderr when it is a terminal and the sweep takes more than a second.
+the output is byte-identical to a sequential run. Progress goes to stderr
+(a redrawn line in a terminal, a plain line every few seconds otherwise;
+--quiet turns it off), never to stdout.
 
 Values for --vary:
   1,2,5,10            a list (YAML flow items: {dist: exp, mean: 1ms} works)
@@ -68,7 +63,9 @@ Examples:
   poolsim sweep pgbouncer-modes --vary pooler.default_pool_size=1..20 --set workload.clients=200 --drop-sweep
   poolsim sweep my-app.yaml --vary workload.query=1ms..20ms/log --vary pooler.mode=session,transaction
   poolsim sweep pgbouncer-modes --vary workload.clients=1..250 --shard 2/4 > part2.json
+  poolsim sweep erlang-c --vary pooler.default_pool_size=9..14 --replications 10
 
+%s
 Keys for --vary and --set:
 %s
 
@@ -95,8 +92,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&o.dropSweep, "drop-sweep", false, "ignore the scenario's own sweep: block; only the --vary axes")
 	plotPath := fs.String("plot", "", "also draw the sweep into this .png or .svg file")
 	shard := fs.String("shard", "", "run only shard i of n (1-based): --shard 2/8; merge with 'poolsim merge'")
-	workers := fs.Int("workers", 0, "points simulated at once (default: one per CPU)")
-	fs.Usage = func() { fmt.Fprintf(stderr, sweepHelp, "  "+strings.Join(scenarios.Fields(), "\n  ")) }
+	sf := addStudyFlags(fs)
+	fs.Usage = func() { fmt.Fprintf(stderr, sweepHelp, studyHelp, "  "+strings.Join(scenarios.Fields(), "\n  ")) }
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -104,14 +101,11 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *shard != "" && !fs.Changed("format") {
 		*format = "json"
 	}
-	if err := checkFormat(*format); err != nil {
-		return err
+	if err := report.CheckFormat(*format); err != nil {
+		return usage(err)
 	}
 	if fs.NArg() != 1 {
 		return usagef("want exactly one SCENARIO (a file or a built-in name), got %d arguments; see 'poolsim sweep --help'", fs.NArg())
-	}
-	if *workers < 0 {
-		return usagef("--workers %d: want 0 (one per CPU) or more", *workers)
 	}
 	var si, sn int
 	if *shard != "" {
@@ -135,6 +129,10 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	st, err := sf.study(fs, sc)
+	if err != nil {
+		return err
+	}
 	points, err := sc.Points()
 	if err != nil {
 		return usage(err)
@@ -153,15 +151,16 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			sel[k] = points[i]
 		}
 	}
-	rows, err := runPoints(ctx, sel, *workers, stderr)
+	rows, err := sf.run(ctx, sel, st, stderr, "sweep "+sc.Name)
 	if err != nil {
 		return err
 	}
+	rep := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows}
 	if sn > 0 {
-		meta := shardMeta{Scenario: sc.Name, Seed: sc.Base.Seed, Index: si, Count: sn, Points: total, Sweep: fingerprint(sc, points)}
-		return writeShard(stdout, *format, meta, index, rows)
+		meta := report.ShardMeta{Scenario: sc.Name, Seed: sc.Base.Seed, Index: si, Count: sn, Points: total, Sweep: report.Fingerprint(sc, st, points)}
+		return report.WriteShard(stdout, *format, meta, index, rep)
 	}
-	if err := writeReport(stdout, *format, report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Rows: rows}); err != nil {
+	if err := report.Write(stdout, *format, rep); err != nil {
 		return err
 	}
 	if *plotPath != "" {
@@ -260,149 +259,3 @@ func applyVary(sc *scenarios.Scenario, axes []vary.Axis, dropSweep bool) error {
 	return nil
 }
 
-// runPoints simulates the points on workers goroutines (scenarios.Run).
-// When stderr is a terminal it runs them in chunks and, once the sweep has
-// taken more than a second, draws a progress bar there; the rows are the
-// same either way.
-func runPoints(ctx context.Context, points []scenarios.Point, workers int, stderr io.Writer) ([]scenarios.Row, error) {
-	f, ok := stderr.(*os.File)
-	if !ok || !isTerminal(f) {
-		return scenarios.Run(points, workers), nil
-	}
-	w := workers
-	if w <= 0 {
-		w = runtime.GOMAXPROCS(0)
-	}
-	chunk := max(4*w, (len(points)+99)/100)
-	start := time.Now()
-	drawn := false
-	rows := make([]scenarios.Row, 0, len(points))
-	for lo := 0; lo < len(points); lo += chunk {
-		if err := ctx.Err(); err != nil {
-			if drawn {
-				fmt.Fprint(stderr, "\r\033[K")
-			}
-			return nil, err
-		}
-		rows = append(rows, scenarios.Run(points[lo:min(lo+chunk, len(points))], workers)...)
-		if el := time.Since(start); el > time.Second && len(rows) < len(points) {
-			drawn = true
-			fmt.Fprint(stderr, progressLine(len(rows), len(points), el))
-		}
-	}
-	if drawn {
-		fmt.Fprint(stderr, "\r\033[K")
-	}
-	return rows, nil
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// progressLine is "\r[=====>     ]  45%  450/1000 points  3s left".
-func progressLine(done, total int, elapsed time.Duration) string {
-	const width = 30
-	n := done * width / total
-	bar := strings.Repeat("=", n)
-	if n < width {
-		bar += ">" + strings.Repeat(" ", width-n-1)
-	}
-	left := time.Duration(float64(elapsed) * float64(total-done) / float64(max(done, 1))).Round(time.Second)
-	return fmt.Sprintf("\r[%s] %3d%%  %d/%d points  %v left\033[K", bar, done*100/total, done, total, left)
-}
-
-// shardMeta describes a shard file; the sweep fingerprint tells shards of
-// different sweeps (scenario, seed, --set, --vary) apart.
-type shardMeta struct {
-	Scenario string `json:"scenario"`
-	Seed     uint64 `json:"seed"`
-	Index    int    `json:"index"`
-	Count    int    `json:"count"`
-	Points   int    `json:"points"`
-	Sweep    string `json:"sweep"`
-}
-
-// shardFormat is the version tag of shard files.
-const shardFormat = "poolsim-shard-v1"
-
-// fingerprint hashes everything that makes the sweep's output: its name,
-// seed and every point's parameters and full configuration.
-func fingerprint(sc *scenarios.Scenario, points []scenarios.Point) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%q\x00%d\x00", shardFormat, sc.Name, sc.Base.Seed)
-	for _, p := range points {
-		for _, kv := range p.Params {
-			fmt.Fprintf(h, "%q=%q\x00", kv.Key, kv.Value)
-		}
-		if b, err := json.Marshal(p.Config); err == nil {
-			h.Write(b)
-		} else {
-			fmt.Fprintf(h, "%+v", p.Config)
-		}
-		h.Write([]byte{'\n'})
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
-}
-
-// shardJSON is a JSON shard: the header, then the rows with their point
-// index.
-type shardJSON struct {
-	Format string         `json:"format"`
-	Shard  shardMeta      `json:"shard"`
-	Rows   []shardJSONRow `json:"rows"`
-}
-
-type shardJSONRow struct {
-	Point   int               `json:"point"`
-	Params  []scenarios.Param `json:"params"`
-	Metrics json.RawMessage   `json:"metrics"`
-	Compat  json.RawMessage   `json:"compat"`
-}
-
-// writeShard writes a shard: JSON (shardJSON) or CSV (a "# poolsim-shard-v1
-// {meta}" line, then run's CSV with a leading point column).
-func writeShard(w io.Writer, format string, meta shardMeta, index []int, rows []scenarios.Row) error {
-	if format == "csv" {
-		var buf bytes.Buffer
-		if err := writeCSV(&buf, report{Scenario: meta.Scenario, Seed: meta.Seed, Rows: rows}); err != nil {
-			return err
-		}
-		recs, err := csv.NewReader(&buf).ReadAll()
-		if err != nil {
-			return err
-		}
-		m, _ := json.Marshal(meta)
-		if _, err := fmt.Fprintf(w, "# %s %s\n", shardFormat, m); err != nil {
-			return err
-		}
-		cw := csv.NewWriter(w)
-		for i, r := range recs {
-			p := "point"
-			if i > 0 {
-				p = strconv.Itoa(index[i-1])
-			}
-			if err := cw.Write(append([]string{p}, r...)); err != nil {
-				return err
-			}
-		}
-		cw.Flush()
-		return cw.Error()
-	}
-	out := shardJSON{Format: shardFormat, Shard: meta, Rows: make([]shardJSONRow, len(rows))}
-	for i, r := range rows {
-		m, err := json.Marshal(r.Metrics)
-		if err != nil {
-			return err
-		}
-		c, err := json.Marshal(r.Compat)
-		if err != nil {
-			return err
-		}
-		out.Rows[i] = shardJSONRow{Point: index[i], Params: r.Params, Metrics: m, Compat: c}
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
-}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/scenarios/report"
 )
 
 // sweepArgs is a 120-point grid, quick enough for many runs.
@@ -20,7 +21,7 @@ var sweepArgs = []string{"sweep", "pgbouncer-modes", "--vary", "workload.clients
 func TestSweepMatchesRun(t *testing.T) {
 	// Varying the scenario's own first axis with its own values keeps the
 	// mode axis inside: the same rows as run.
-	for _, format := range formats {
+	for _, format := range report.Formats {
 		_, want, _ := runCmd("run", "pgbouncer-modes", "--format", format)
 		code, got, errOut := runCmd("sweep", "pgbouncer-modes", "--vary", "workload.clients=40,200", "--format", format)
 		if code != 0 || got != want {
@@ -30,7 +31,7 @@ func TestSweepMatchesRun(t *testing.T) {
 }
 
 func TestSweepParallelIsSequential(t *testing.T) {
-	for _, format := range formats {
+	for _, format := range report.Formats {
 		_, one, _ := runCmd(append(sweepArgs, "--format", format, "--workers", "1")...)
 		_, two, _ := runCmd(append(sweepArgs, "--format", format, "--workers", "2")...)
 		_, all, _ := runCmd(append(sweepArgs, "--format", format)...)
@@ -247,7 +248,7 @@ func TestCSVRowRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, rec := range recs[1:] {
-		row, err := csvRow(recs[0], rec)
+		row, err := report.RowFromCSV(recs[0], rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,8 +259,8 @@ func TestCSVRowRoundTrip(t *testing.T) {
 }
 
 func TestProgressLine(t *testing.T) {
-	got := progressLine(450, 1000, 3*time.Second)
-	if !strings.HasPrefix(got, "\r[=============>                ]  45%  450/1000 points  4s left") {
+	got := progressLine("sweep x", 450, 1000, 3*time.Second)
+	if got != "sweep x [=============>                ]  45%  450/1000 runs  4s left" {
 		t.Errorf("progressLine = %q", got)
 	}
 	// Buffers and pipes are not terminals: no progress bar, and the rows

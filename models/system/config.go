@@ -82,6 +82,15 @@ type Workload struct {
 	Think          sim.Dist // client time after each statement but the session's last
 	TimeWait       sim.Time // how long a closed connection lingers in TIME_WAIT on the client
 
+	// The steady state of an open workload: its first Warmup of virtual
+	// time is left out of every time average, percentile and rate of the
+	// steady window (which ends when arrivals stop). WarmupAuto finds the
+	// warm-up by MSER-5 on the transaction latencies instead (Warmup is
+	// then ignored). Closed workloads ignore both: their steady window runs
+	// from the first completion to the first client's last.
+	Warmup     sim.Time
+	WarmupAuto bool
+
 	// Prepared statements: Statements distinct texts with Zipf popularity,
 	// Parse of server time to parse and plan one unless the server holds it
 	// prepared, drivers preparing a text after PrepareThreshold executions
@@ -116,6 +125,14 @@ type Pooler struct {
 	MaxDBConnections      int      // 0 = unlimited
 	QueryWaitTimeout      sim.Time // 0 = wait forever
 	MaxPreparedStatements int
+	// TimeoutCheck is how often the pooler looks for waiters older than
+	// QueryWaitTimeout (PgBouncer's janitor runs every 1/3 s, so a timeout
+	// fires at the first check after it has passed); 0 fires it at the
+	// exact instant.
+	TimeoutCheck sim.Time
+	// ResetCost is the server time of server_reset_query (DISCARD ALL)
+	// when a session-mode client leaves, before the server is reused.
+	ResetCost sim.Time
 
 	// The pooler's own CPU: each process is one thread that relays
 	// messages one at a time, CPUPerMsg each, slowed by ConnOverhead per
@@ -160,6 +177,7 @@ func Default() Config {
 			TxnsPerSession: 1,
 			StmtsPerTxn:    1,
 			TimeWait:       60 * sim.Second, // Linux
+			WarmupAuto:     true,
 			Statements:     1,
 			StmtTextSize:   2 << 10, // seed 004: 2-3 kB a statement
 		},
@@ -169,6 +187,7 @@ func Default() Config {
 			DefaultPoolSize:       20,
 			QueryWaitTimeout:      120 * sim.Second,
 			MaxPreparedStatements: 200, // PgBouncer 1.24+
+			TimeoutCheck:          PgBouncerJanitor,
 			Processes:             1,
 		},
 		AppPool: AppPool{ // SQLAlchemy's QueuePool defaults, used when the mode is queue
@@ -184,6 +203,10 @@ func Default() Config {
 		},
 	}
 }
+
+// PgBouncerJanitor is the period of PgBouncer's janitor, which checks
+// query_wait_timeout (full_maint_period = USEC/3 in src/janitor.c).
+const PgBouncerJanitor = 333333 * sim.Microsecond
 
 // ErrInvalid wraps every configuration error.
 var ErrInvalid = errors.New("invalid system")
@@ -223,7 +246,13 @@ func (c Config) Validate() error {
 	if p.MaxDBConnections < 0 {
 		bad("pooler.max_db_connections must be 0 (unlimited) or more, got %d", p.MaxDBConnections)
 	}
-	if p.Hop < 0 || p.QueryWaitTimeout < 0 || p.CPUPerMsg < 0 || p.Wakeup < 0 || p.ConnOverhead < 0 {
+	if w.Warmup < 0 {
+		bad("workload.warmup must not be negative")
+	}
+	if w.Open() && !w.WarmupAuto && w.Warmup > 0 && w.Warmup >= w.Duration {
+		bad("workload.warmup (%v) must be shorter than workload.duration (%v): the steady window runs from the one to the other", w.Warmup, w.Duration)
+	}
+	if p.Hop < 0 || p.QueryWaitTimeout < 0 || p.CPUPerMsg < 0 || p.Wakeup < 0 || p.ConnOverhead < 0 || p.TimeoutCheck < 0 || p.ResetCost < 0 {
 		bad("pooler durations and conn_overhead must not be negative")
 	}
 	if p.Processes < 1 {

@@ -122,12 +122,20 @@ func (m *model) closeConn(s *sim.Sim, c int32) {
 		m.pools[pi].connected--
 		if srv := m.conns[c].server; srv >= 0 {
 			m.conns[c].server = -1
-			m.linked.Add(now, -1)
+			// The pooler sees the disconnect a hop later; a session server
+			// is then reset (server_reset_query) before it is reused.
+			delay := m.cfg.Pooler.Hop
 			switch m.mode.ClientGone(true) {
-			case poolmode.Reset, poolmode.Release:
-				m.release(s, pi, srv)
+			case poolmode.Reset:
+				delay += m.cfg.Pooler.ResetCost
+			case poolmode.Release:
 			default:
 				panic("system: a clean server was not released")
+			}
+			if delay > 0 {
+				s.After(delay, evRelease, srv, int64(pi))
+			} else {
+				m.srvBack(s, pi, srv)
 			}
 		}
 	}

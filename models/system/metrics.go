@@ -1,6 +1,10 @@
 package system
 
 import (
+	"math"
+	"reflect"
+	"strings"
+
 	"github.com/poolsim/poolsim/models/compat"
 	"github.com/poolsim/poolsim/sim"
 )
@@ -22,14 +26,47 @@ type Metrics struct {
 	WaitP99Ms    float64 `json:"wait_p99_ms"`
 	WaitProb     float64 `json:"wait_prob"` // fraction of assignments that waited at all (Erlang C's P(wait))
 	HopMsPerTxn  float64 `json:"hop_ms_per_txn"`
-	ServerUtil   float64 `json:"server_util"`
-	// Little's law on the pooler's wait queue over the whole run: the time
-	// average of the number waiting (from the queue's own integral), the
-	// rate of departures from the queue (assignments and timeouts) per
+	// The server connections, as a share of the pool (pool size × pooler
+	// processes; max_connections in direct mode): linked is the mean number
+	// held for a client (a session-mode server from its first statement to
+	// its client's disconnect and reset; a transaction-mode one for a
+	// transaction), busy the mean number executing a statement. Session
+	// mode can hold every server linked while they are rarely busy.
+	ServerLinked float64 `json:"server_linked"`
+	ServerBusy   float64 `json:"server_busy"`
+	// Little's law on the pooler's wait queue over the steady window (the
+	// whole run for a closed workload): the time average of the number
+	// waiting (from the queue's own integral), the rate of departures from
+	// the queue - assignments and query_wait_timeout disconnects - per
 	// second, and their mean wait in seconds.
 	WaitL      float64 `json:"wait_L"`
 	WaitLambda float64 `json:"wait_lambda"`
 	WaitW      float64 `json:"wait_W"`
+
+	// The steady window (window.go). Open workloads: from the end of the
+	// warm-up (warmup_ms, cut from every time average and percentile) to
+	// the end of arrivals (steady_ms long); tps_steady is the completion
+	// rate in it, offered_tps what arrived (arrival rate × transactions per
+	// session), drain_ms the time from the end of arrivals to the last
+	// completion, backlog_start/end the sessions in the system at the
+	// window's two ends. Closed workloads: from the first completion
+	// (warmup_ms) to the first client's last (steady_ms later), while every
+	// client still takes part; p50/p99_steady are its latency percentiles
+	// (open: the same as p50_ms and p99_ms). warmup_at_limit is 1 when
+	// MSER-5 cut as much as it may: the run is too short for a steady
+	// state. session_mean_ms is the mean session duration of the clients
+	// that got in.
+	TPSSteady     float64 `json:"tps_steady"`
+	P50SteadyMs   float64 `json:"p50_steady_ms"`
+	P99SteadyMs   float64 `json:"p99_steady_ms"`
+	WarmupMs      float64 `json:"warmup_ms"`
+	SteadyMs      float64 `json:"steady_ms"`
+	WarmupAtLimit int64   `json:"warmup_at_limit"`
+	OfferedTPS    float64 `json:"offered_tps"`
+	DrainMs       float64 `json:"drain_ms"`
+	BacklogStart  int64   `json:"backlog_start"`
+	BacklogEnd    int64   `json:"backlog_end"`
+	SessionMeanMs float64 `json:"session_mean_ms"`
 	// Accounting: every attempted transaction ends in exactly one of the
 	// counts after it.
 	AttemptedTxns     int64 `json:"attempted_txns"`
@@ -121,4 +158,57 @@ func ms(t sim.Time) float64 { return t.Milliseconds() }
 // missing prepared statement, or unfinished. It equals AttemptedTxns.
 func (m Metrics) Outcomes() int64 {
 	return m.OKTxns + m.RefusedTxns + m.TimedOutTxns + m.AppTimeoutTxns + m.PreparedErrorTxns + m.UnfinishedTxn
+}
+
+// Field is one metric of Metrics: its JSON and CSV name, whether it is a
+// count, and how to read it. Fields lists them in declaration order, so
+// writers and readers of every format share one list.
+type Field struct {
+	Name  string
+	Count bool // an integer count (a float when averaged over replications)
+	index int
+}
+
+var fields = func() []Field {
+	t := reflect.TypeOf(Metrics{})
+	out := make([]Field, t.NumField())
+	for i := range out {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		out[i] = Field{Name: name, Count: f.Type.Kind() == reflect.Int64, index: i}
+	}
+	return out
+}()
+
+// Fields are the metrics in declaration order. The slice is shared: do
+// not change it.
+func Fields() []Field { return fields }
+
+// FieldByName finds a metric by its JSON name.
+func FieldByName(name string) (Field, bool) {
+	for _, f := range fields {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Field{}, false
+}
+
+// Get reads the metric from m as a float64.
+func (f Field) Get(m *Metrics) float64 {
+	v := reflect.ValueOf(m).Elem().Field(f.index)
+	if f.Count {
+		return float64(v.Int())
+	}
+	return v.Float()
+}
+
+// Set writes x into m; a count is rounded to the nearest integer.
+func (f Field) Set(m *Metrics, x float64) {
+	v := reflect.ValueOf(m).Elem().Field(f.index)
+	if f.Count {
+		v.SetInt(int64(math.Round(x)))
+		return
+	}
+	v.SetFloat(x)
 }

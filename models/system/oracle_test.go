@@ -57,7 +57,7 @@ func TestErlangC(t *testing.T) {
 	if math.Abs(m.WaitProb-wantP) > 0.01 {
 		t.Errorf("P(wait) = %.4f, want %.4f within 0.01", m.WaitProb, wantP)
 	}
-	within(t, "server utilisation", m.ServerUtil, 0.8, 0.01)
+	within(t, "server busy", m.ServerBusy, 0.8, 0.01)
 	checkLittle(t, m)
 	checkConservation(t, m)
 }
@@ -76,6 +76,7 @@ func TestMMcTimeout(t *testing.T) {
 	for _, tt := range tests {
 		cfg := openPool(tt.rate, 10, sim.ExpDist(100*sim.Millisecond), 8000*sim.Second)
 		cfg.Pooler.QueryWaitTimeout = tt.tau
+		cfg.Pooler.TimeoutCheck = 0 // the formula's exact patience
 		m := Run(cfg).Metrics
 		within(t, "P(timeout)", float64(m.WaitTimeouts)/float64(m.Sessions), tt.wantP, 0.03)
 		within(t, "mean wait of served requests (s)", m.WaitMeanMs/1000, tt.wantWait, 0.05)

@@ -126,9 +126,29 @@ func (m *model) atPooler(s *sim.Sim, c int32) {
 	m.waitNo++
 	cn.waitNo = m.waitNo
 	if t := m.cfg.Pooler.QueryWaitTimeout; t > 0 {
-		s.After(t, evWaitTimeout, c, cn.waitNo)
+		s.At(m.timeoutAt(now+t), evWaitTimeout, c, cn.waitNo)
 	}
 	m.grow(s, int(cn.proc))
+}
+
+// timeoutAt is when a waiter whose query_wait_timeout runs out at due is
+// disconnected: at the first janitor check after due (PgBouncer compares
+// the wait with the timeout every 1/3 s, strictly later), or at due itself
+// with TimeoutCheck 0.
+func (m *model) timeoutAt(due sim.Time) sim.Time {
+	p := m.cfg.Pooler.TimeoutCheck
+	if p <= 0 {
+		return due
+	}
+	return (due/p + 1) * p
+}
+
+// srvBack is a session-mode server coming back from its client's
+// disconnect (the Terminate's hop to the pooler, then server_reset_query):
+// it goes to the next waiter, or idle.
+func (m *model) srvBack(s *sim.Sim, pi int, srv int32) {
+	m.linked.Add(s.Now(), -1)
+	m.release(s, pi, srv)
 }
 
 // assign links server srv to connection c and runs its statement.
@@ -212,6 +232,7 @@ func (m *model) release(s *sim.Sim, pi int, srv int32) {
 // ReadyForQuery goes back, and the pool-mode rule decides whether the
 // server stays linked.
 func (m *model) statementDone(s *sim.Sim, c int32) {
+	m.executing.Add(s.Now(), -1)
 	if m.mode == poolmode.Direct {
 		m.reply(s, c)
 		return

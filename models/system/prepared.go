@@ -33,7 +33,6 @@ type stmtCache struct {
 type prep struct {
 	on      bool
 	cdf     []float64 // Zipf popularity, cumulative
-	rand    *sim.Rand
 	tick    int64
 	servers []stmtCache       // per pooler server connection (max_prepared_statements > 0)
 	owners  []map[uint64]bool // per pooler server: (connection serial, statement) pairs prepared on it (max_prepared_statements = 0)
@@ -51,7 +50,6 @@ func (p *prep) init(c Config) {
 	if !p.on {
 		return
 	}
-	p.rand = sim.NewRand(c.Seed, "statements")
 	p.cdf = make([]float64, max(1, w.Statements))
 	var sum float64
 	for i := range p.cdf {
@@ -93,12 +91,14 @@ func (m *model) parseCost(c int32) (parse sim.Time, fail bool) {
 	}
 	w := m.cfg.Workload
 	p.execs++
-	k := int32(sort.SearchFloat64s(p.cdf, p.rand.Float64()))
-	k = min(k, int32(len(p.cdf)-1))
 	cn := &m.conns[c]
+	us := &m.users[cn.user]
+	r := m.choice.At(us.session, uint64(us.txn)<<32|uint64(uint32(us.stmt)))
+	k := int32(sort.SearchFloat64s(p.cdf, r.Float64()))
+	k = min(k, int32(len(p.cdf)-1))
 	d := &cn.driver
 	d.execs[k]++
-	cost := w.Parse.Sample(m.query)
+	cost := m.draw(w.Parse, m.parse, cn.user)
 	if w.PrepareThreshold == 0 || int(d.execs[k]) < w.PrepareThreshold {
 		p.parses++ // an unnamed statement: parsed every time
 		return cost, false

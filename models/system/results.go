@@ -12,6 +12,7 @@ type results struct {
 	dec                   [8]sim.Samples
 	procConns             []int64     // client connections each pooler process took
 	appWaits              sim.Samples // one per app-pool acquisition
+	sessionLat            sim.Samples // session durations, one per finished session of a client that got in
 	firstAttempt, lastTxn sim.Time
 	attempted             bool
 	hopTotal              sim.Time
@@ -71,28 +72,37 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 	if wall > 0 {
 		mt.TPS = float64(mt.OKTxns) / wall.Seconds()
 	}
+	from, to := m.steady(&mt, end)
 	mt.MeanMs = ms(r.lat.Mean())
 	mt.P50Ms = ms(r.lat.Percentile(50))
 	mt.P95Ms = ms(r.lat.Percentile(95))
 	mt.P99Ms = ms(r.lat.Percentile(99))
+	if m.cfg.Workload.Open() {
+		mt.P50SteadyMs, mt.P99SteadyMs = mt.P50Ms, mt.P99Ms
+	}
 	mt.Assignments = int64(m.waits.Count())
 	mt.WaitMeanMs = ms(m.waits.Mean())
 	mt.WaitP50Ms = ms(m.waits.Percentile(50))
 	mt.WaitP99Ms = ms(m.waits.Percentile(99))
 	if mt.Assignments > 0 {
-		mt.WaitProb = float64(m.waited) / float64(mt.Assignments)
+		mt.WaitProb = float64(to.waited-from.waited) / float64(mt.Assignments)
 	}
 	if mt.OKTxns > 0 {
 		mt.HopMsPerTxn = ms(r.hopTotal) / float64(mt.OKTxns)
 	}
+	level := func(i int) float64 { return sim.Between(from.levels[i], to.levels[i]) }
 	if m.mode == poolmode.Direct {
-		mt.ServerUtil = m.srv.busy.Mean(end) / float64(m.cfg.Server.MaxConnections)
+		slots := float64(m.cfg.Server.MaxConnections)
+		mt.ServerLinked = level(lvDirectBusy) / slots
+		mt.ServerBusy = level(lvExecuting) / slots
 	} else {
-		mt.ServerUtil = m.linked.Mean(end) / float64(m.lim*len(m.pools))
+		pool := float64(m.lim * len(m.pools))
+		mt.ServerLinked = level(lvLinked) / pool
+		mt.ServerBusy = level(lvExecuting) / pool
 	}
-	m.poolerMetrics(&mt, end)
+	m.poolerMetrics(&mt, from, to)
 	m.prepMetrics(&mt, wall)
-	mt.AppWaitL, mt.AppWaitLambda, mt.AppWaitW = m.app.waitQ.Little(end)
+	mt.AppWaitL, mt.AppWaitLambda, mt.AppWaitW = sim.LittleBetween(from.queues[0], to.queues[0])
 	mt.AppWaitP99Ms = ms(r.appWaits.Percentile(99))
 	d := &r.dec
 	mt.DecAppWaitP50Ms, mt.DecAppWaitP99Ms = ms(d[0].Percentile(50)), ms(d[0].Percentile(99))
@@ -107,8 +117,8 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 	mt.ServerConns = max(mt.ServerConns, v.open.Max())
 	mt.ServerMemPeakMB = float64(v.open.Max()*m.cfg.Server.MemoryPerConn) / (1 << 20)
 	if v.cfg.Cores > 0 {
-		mt.CPUUtil = v.cores.Mean(end) / float64(v.cfg.Cores)
-		mt.CPUJobsL = v.jobs.Mean(end)
+		mt.CPUUtil = level(lvCores) / float64(v.cfg.Cores)
+		mt.CPUJobsL = level(lvJobs)
 	}
 	linger := m.cfg.Workload.TimeWait
 	for _, t := range r.closed[r.closedHead:] {
@@ -119,19 +129,69 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 	return mt
 }
 
+// steady fills the steady-window figures and returns the window's two
+// snapshots. An open run's recorders keep only the window's samples
+// afterwards (so every percentile read later is the window's); a closed
+// run's window spans the whole run for everything but tps_steady and its
+// percentiles.
+func (m *model) steady(mt *Metrics, end sim.Time) (from, to *snapshot) {
+	r := &m.results
+	w := &m.window
+	if m.cfg.Workload.Open() {
+		wl := m.cfg.Workload
+		from, to = w.choose(m)
+		for i, rec := range m.recorders() {
+			rec.Keep(from.counts[i], to.counts[i])
+		}
+		span := to.at - from.at
+		mt.WarmupMs, mt.SteadyMs = ms(from.at), ms(span)
+		if span > 0 {
+			mt.TPSSteady = float64(to.ok-from.ok) / span.Seconds()
+		}
+		if w.warmupAtLimit {
+			mt.WarmupAtLimit = 1
+		}
+		mt.OfferedTPS = wl.ArrivalRate * float64(wl.TxnsPerSession)
+		if r.lastTxn > wl.Duration {
+			mt.DrainMs = ms(r.lastTxn - wl.Duration)
+		}
+		mt.BacklogStart, mt.BacklogEnd = from.sessions, to.sessions
+		mt.SessionMeanMs = ms(r.sessionLat.Mean())
+		return from, to
+	}
+	mt.SessionMeanMs = ms(r.sessionLat.Mean())
+	if w.haveFirst {
+		finish, ok, n := end, mt.OKTxns, r.lat.Count()
+		if w.finished {
+			finish, ok, n = w.finishAt, w.finishOK, w.finishCount
+		}
+		mt.WarmupMs, mt.SteadyMs = ms(w.firstDone), ms(finish-w.firstDone)
+		if finish > w.firstDone {
+			mt.TPSSteady = float64(ok-1) / (finish - w.firstDone).Seconds()
+		}
+		win := r.lat.Window(0, n)
+		mt.P50SteadyMs, mt.P99SteadyMs = ms(win.Percentile(50)), ms(win.Percentile(99))
+	}
+	// The whole run: every level and queue starts at t = 0 with nothing
+	// accounted.
+	zero := snapshot{levels: make([]sim.Mark, len(m.levels())), queues: make([]sim.QueueMark, len(m.queues()))}
+	w.snap(m, end)
+	return &zero, &w.snaps[len(w.snaps)-1]
+}
+
 // poolerMetrics adds the wait queues of every pooler process (Little's law
 // holds for their sum), the processes' threads, and a fleet's balance,
 // budget and cancels.
-func (m *model) poolerMetrics(mt *Metrics, end sim.Time) {
+func (m *model) poolerMetrics(mt *Metrics, from, to *snapshot) {
 	var deps, waitSum float64
 	for i := range m.pools {
 		p := &m.pools[i]
-		L, lambda, W := p.waitQ.Little(end)
+		L, lambda, W := sim.LittleBetween(from.queues[1+i], to.queues[1+i])
 		mt.WaitL += L
 		deps += lambda
 		waitSum += lambda * W
 		mt.WaitMaxLen = max(mt.WaitMaxLen, p.waitQ.MaxLen())
-		u := p.cpu.Mean(end)
+		u := sim.Between(from.levels[lvPoolerCPU+i], to.levels[lvPoolerCPU+i])
 		mt.PoolerCPUMax = max(mt.PoolerCPUMax, u)
 		mt.PoolerCPUMean += u / float64(len(m.pools))
 	}

@@ -19,6 +19,8 @@ const (
 	evWaitTimeout              // query_wait_timeout for connection ID (Arg: wait number)
 	evAppTimeout               // app-pool acquire timeout for client ID (Arg: wait number)
 	evPoolerMsg                // a pooler thread finished relaying message ID (Arg: process)
+	evRelease                  // a session-mode server is back from its client's disconnect and reset: server ID (Arg: process)
+	evSnapshot                 // open workload: the statistics' accounts at a point of the steady window's grid
 )
 
 // model is the system's state; it is the sim.Handler.
@@ -27,7 +29,12 @@ type model struct {
 	mode poolmode.Mode
 	lim  int // pool size limit
 
-	query, cpu, think, arrive, connect, reuseport *sim.Rand
+	arrive, connect, reuseport *sim.Rand
+	// Common random numbers: a client's draws are keyed by its session and
+	// its position in it, not by the order the model asks for them.
+	query, cpu, think, choice, parse sim.Streams
+	sessions                         uint64 // sessions started (open workload: the arrival number)
+	active                           int64  // sessions in the system
 
 	users     []user
 	freeUsers []int32 // finished client slots for reuse (open workload)
@@ -39,11 +46,13 @@ type model struct {
 	waits      sim.Samples // pooler waits, one per assignment
 	waited     int64       // assignments that waited
 	linked     sim.Level   // servers linked to a client
+	executing  sim.Level   // statements executing at the server (CPU or fixed part)
 	waitNo     int64       // numbers the waits for a server
 	nextServer int32       // servers opened so far (their ids)
 	srv        server
 	prep       prep
 	results    results
+	window     window
 	end        sim.Time // time of the last state change
 }
 
@@ -63,14 +72,17 @@ func simulate(cfg Config) (*model, *sim.Sim) {
 		cfg:       cfg,
 		mode:      cfg.Pooler.Mode,
 		lim:       cfg.poolLimit(),
-		query:     sim.NewRand(cfg.Seed, "query"),
-		cpu:       sim.NewRand(cfg.Seed, "cpu"),
-		think:     sim.NewRand(cfg.Seed, "think"),
+		query:     sim.NewStreams(cfg.Seed, "query"),
+		cpu:       sim.NewStreams(cfg.Seed, "cpu"),
+		think:     sim.NewStreams(cfg.Seed, "think"),
+		choice:    sim.NewStreams(cfg.Seed, "statements"),
+		parse:     sim.NewStreams(cfg.Seed, "parse"),
 		arrive:    sim.NewRand(cfg.Seed, "arrivals"),
 		connect:   sim.NewRand(cfg.Seed, "connect"),
 		reuseport: sim.NewRand(cfg.Seed, "reuseport"),
 		pools:     make([]pooler, cfg.Pooler.Processes),
 		linked:    sim.NewLevel(0),
+		executing: sim.NewLevel(0),
 	}
 	m.app.init()
 	m.prep.init(cfg)
@@ -81,17 +93,29 @@ func simulate(cfg Config) (*model, *sim.Sim) {
 	m.srv.init(cfg.Server)
 	var s sim.Sim
 	w := cfg.Workload
+	m.window.init(m, &s)
 	if w.Open() {
 		m.scheduleArrival(&s)
 	} else {
 		m.users = make([]user, w.Clients)
 		for i := range m.users {
-			m.users[i] = newUser()
+			m.users[i] = newUser(uint64(i))
 			s.At(0, evSession, int32(i), 0)
 		}
 	}
 	s.Run(m)
 	return m, &s
+}
+
+// draw samples d from the family f at client u's current statement: its
+// session and its position in it (transaction, statement).
+func (m *model) draw(d sim.Dist, f sim.Streams, u int32) sim.Time {
+	if !d.Random() {
+		return d.Mean
+	}
+	us := &m.users[u]
+	r := f.At(us.session, uint64(us.txn)<<32|uint64(uint32(us.stmt)))
+	return d.Sample(&r)
 }
 
 func (m *model) Handle(s *sim.Sim, e sim.Event) {
@@ -126,12 +150,17 @@ func (m *model) Handle(s *sim.Sim, e sim.Event) {
 		m.waitTimeout(s, e.ID, e.Arg)
 	case evAppTimeout:
 		m.appTimeout(s, e.ID, e.Arg)
+	case evRelease:
+		m.end = s.Now()
+		m.srvBack(s, int(e.Arg), e.ID)
+	case evSnapshot:
+		m.window.snap(m, s.Now())
 	}
 }
 
 func (m *model) result(s *sim.Sim) Result {
-	return Result{
-		Metrics: m.metrics(s),
-		Compat:  compat.For(m.mode, m.cfg.Pooler.MaxPreparedStatements),
-	}
+	return Result{Metrics: m.metrics(s), Compat: CompatFor(m.cfg)}
 }
+
+// CompatFor is the session-feature matrix of c's pool mode and settings.
+func CompatFor(c Config) compat.Matrix { return compat.For(c.Pooler.Mode, c.Pooler.MaxPreparedStatements) }

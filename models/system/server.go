@@ -114,8 +114,9 @@ func (m *model) startBackend(s *sim.Sim, c int32) {
 func (m *model) execute(s *sim.Sim, c int32) {
 	w := m.cfg.Workload
 	cn := &m.conns[c]
-	cn.cpuDemand = w.CPU.Sample(m.cpu)
-	cn.fixed = w.Query.Sample(m.query)
+	cn.cpuDemand = m.draw(w.CPU, m.cpu, cn.user)
+	cn.fixed = m.draw(w.Query, m.query, cn.user)
+	m.executing.Add(s.Now(), 1)
 	v := &m.srv
 	if parse, fail := m.parseCost(c); fail {
 		// ERROR: prepared statement does not exist; the transaction ends.

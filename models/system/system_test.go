@@ -33,6 +33,7 @@ func TestQueryWaitTimeoutDisconnects(t *testing.T) {
 	c := closed(poolmode.Transaction, 5, 1, 1, 10*sim.Millisecond, 0)
 	c.Pooler.DefaultPoolSize = 1
 	c.Pooler.QueryWaitTimeout = 25 * sim.Millisecond
+	c.Pooler.TimeoutCheck = 0 // at the exact instant
 	m := Run(c).Metrics
 	if m.OKTxns != 3 || m.WaitTimeouts != 2 || m.TimedOutTxns != 2 {
 		t.Errorf("ok %d timeouts %d timed-out txns %d, want 3, 2, 2", m.OKTxns, m.WaitTimeouts, m.TimedOutTxns)
@@ -44,6 +45,38 @@ func TestQueryWaitTimeoutDisconnects(t *testing.T) {
 	}
 	checkLittle(t, m)
 	checkConservation(t, m)
+}
+
+func TestQueryWaitTimeoutJanitor(t *testing.T) {
+	// PgBouncer checks query_wait_timeout every 1/3 s: a waiter is
+	// disconnected at the first check after its timeout has passed. One
+	// server, two clients, 50 ms timeout: a 200 ms statement ahead is done
+	// before the first check (333.333 ms), so the second client is served;
+	// a 400 ms one is not, and the second client goes at the check.
+	for _, tt := range []struct {
+		hold     sim.Time
+		timeouts int64
+		wantEnd  float64 // wall_ms
+	}{
+		{200 * sim.Millisecond, 0, 400},
+		{400 * sim.Millisecond, 1, 400},
+	} {
+		c := closed(poolmode.Transaction, 2, 1, 1, tt.hold, 0)
+		c.Pooler.DefaultPoolSize = 1
+		c.Pooler.QueryWaitTimeout = 50 * sim.Millisecond
+		m := Run(c).Metrics
+		if m.WaitTimeouts != tt.timeouts || m.WallMs != tt.wantEnd {
+			t.Errorf("hold %v: %d timeouts, wall %v ms; want %d and %v", tt.hold, m.WaitTimeouts, m.WallMs, tt.timeouts, tt.wantEnd)
+		}
+		if tt.timeouts == 1 && m.WaitMeanMs != 0 {
+			// The timed-out waiter left at the check, 333.333 ms in; it is
+			// counted in the queue's accounts, not in the assignment waits.
+			t.Errorf("assignment waits mean %v ms, want 0 (only the first client was served)", m.WaitMeanMs)
+		}
+		if tt.timeouts == 1 {
+			within(t, "wait_W with the janitor (s)", m.WaitW, (0+0.333333)/2, 1e-6)
+		}
+	}
 }
 
 func TestSessionModeHoldsTheServerForTheSession(t *testing.T) {

@@ -8,16 +8,20 @@ import (
 // user is one client of the workload: a session of transactions of
 // statements.
 type user struct {
+	session   uint64   // which session it is: the client's index, or the arrival's number
 	txn, stmt int32    // position in the session
 	conn      int32    // the connection it uses now, -1 when none
 	appWaitNo int64    // number of its current app-pool wait, 0 when not waiting
 	txnStart  sim.Time // when the current transaction began (connection requested or first statement sent)
 	part      parts    // where the current transaction's time went
 	txnFailed bool     // a statement failed: the transaction ends at its reply
+	started   bool     // the current transaction's clock already runs (it began with the connection)
+	joined    bool     // it got a connection at least once
+	begun     sim.Time // when its session started
 	done      bool     // session over
 }
 
-func newUser() user { return user{conn: -1} }
+func newUser(session uint64) user { return user{session: session, conn: -1} }
 
 // parts splits one transaction's latency: each is a sum over its
 // statements, and together they add up to the latency exactly.
@@ -43,7 +47,8 @@ func (m *model) scheduleArrival(s *sim.Sim) {
 
 func (m *model) arrival(s *sim.Sim) {
 	id := take(&m.users, &m.freeUsers)
-	m.users[id] = newUser()
+	m.users[id] = newUser(m.sessions)
+	m.sessions++
 	m.startSession(s, id)
 	m.scheduleArrival(s)
 }
@@ -58,7 +63,14 @@ func (m *model) startSession(s *sim.Sim, u int32) {
 	}
 	r.m.Sessions++
 	r.m.AttemptedTxns += int64(m.cfg.Workload.TxnsPerSession)
+	m.active++
+	m.users[u].begun = s.Now()
 	if m.cfg.AppPool.Mode == NoAppPool {
+		// The first transaction waits for the session's connection: its
+		// clock starts with the request to connect, so the connection
+		// set-up and its queue count in its latency.
+		us := &m.users[u]
+		us.txnStart, us.part, us.started = s.Now(), parts{}, true
 		m.openConn(s, u)
 		return
 	}
@@ -78,6 +90,7 @@ func (m *model) beginTxn(s *sim.Sim, u int32) {
 func (m *model) connReady(s *sim.Sim, u, c int32) {
 	us := &m.users[u]
 	us.conn = c
+	us.joined = true
 	m.conns[c].user = u
 	m.send(s, u)
 }
@@ -91,7 +104,11 @@ func (m *model) send(s *sim.Sim, u int32) {
 		return
 	}
 	if us.stmt == 0 && m.cfg.AppPool.Mode == NoAppPool {
-		us.txnStart, us.part = s.Now(), parts{}
+		if us.started {
+			us.started = false
+		} else {
+			us.txnStart, us.part = s.Now(), parts{}
+		}
 	}
 	c := us.conn
 	if m.mode == poolmode.Direct {
@@ -117,6 +134,7 @@ func (m *model) reply(s *sim.Sim, c int32) {
 func (m *model) recv(s *sim.Sim, u int32) {
 	us := &m.users[u]
 	w := m.cfg.Workload
+	think := m.draw(w.Think, m.think, u) // drawn at the position of the statement answered
 	us.stmt++
 	last := int(us.stmt) == w.StmtsPerTxn || us.txnFailed
 	if last {
@@ -125,6 +143,7 @@ func (m *model) recv(s *sim.Sim, u int32) {
 			m.results.m.PreparedErrorTxns++
 		} else {
 			m.results.txnDone(s.Now(), us)
+			m.window.completed(s.Now())
 		}
 		us.stmt = 0
 		us.txn++
@@ -138,11 +157,10 @@ func (m *model) recv(s *sim.Sim, u int32) {
 				us.conn = -1
 				m.closeConn(s, c)
 			}
-			m.endSession(u)
+			m.endSession(s, u)
 			return
 		}
 	}
-	think := w.Think.Sample(m.think)
 	if !last {
 		us.part.think += think
 	}
@@ -159,21 +177,28 @@ func (m *model) failTxn(s *sim.Sim, u int32, counter *int64) {
 	w := m.cfg.Workload
 	if m.cfg.AppPool.Mode == NoAppPool {
 		*counter += int64(w.TxnsPerSession - int(us.txn))
-		m.endSession(u)
+		m.endSession(s, u)
 		return
 	}
 	*counter++
+	think := m.draw(w.Think, m.think, u)
 	us.stmt = 0
 	us.txn++
 	if int(us.txn) == w.TxnsPerSession {
-		m.endSession(u)
+		m.endSession(s, u)
 		return
 	}
-	s.After(w.Think.Sample(m.think), evSend, u, 0)
+	s.After(think, evSend, u, 0)
 }
 
-func (m *model) endSession(u int32) {
-	m.users[u].done = true
+func (m *model) endSession(s *sim.Sim, u int32) {
+	us := &m.users[u]
+	us.done = true
+	m.active--
+	if us.joined {
+		m.results.sessionLat.Add(s.Now() - us.begun)
+		m.window.sessionOver(m, s.Now())
+	}
 	if m.cfg.Workload.Open() {
 		m.freeUsers = append(m.freeUsers, u)
 	}

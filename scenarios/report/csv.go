@@ -1,0 +1,112 @@
+package report
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/poolsim/poolsim/models/compat"
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/scenarios"
+)
+
+// CSVHeader is the CSV header of r: the swept keys, replications, every
+// metric (each followed by <metric>_ci95 when any row has replications),
+// then compat_<feature>.
+func CSVHeader(r Report) []string {
+	var head []string
+	if len(r.Rows) > 0 {
+		for _, p := range r.Rows[0].Params {
+			head = append(head, p.Key)
+		}
+	}
+	head = append(head, "replications")
+	ci := r.replicated()
+	for _, f := range system.Fields() {
+		head = append(head, f.Name)
+		if ci {
+			head = append(head, f.Name+"_ci95")
+		}
+	}
+	for _, f := range compat.Features {
+		head = append(head, "compat_"+f.String())
+	}
+	return head
+}
+
+// CSVRecord is row i of r in CSVHeader's columns.
+func CSVRecord(r Report, i int) []string {
+	x := &r.Rows[i]
+	var rec []string
+	for _, p := range x.Params {
+		rec = append(rec, p.Value)
+	}
+	n := len(x.Reps)
+	rec = append(rec, strconv.Itoa(n))
+	ci := r.replicated()
+	for _, f := range system.Fields() {
+		mean, half := x.Stat(f)
+		rec = append(rec, value(f, mean, n))
+		if ci {
+			rec = append(rec, strconv.FormatFloat(half, 'g', -1, 64))
+		}
+	}
+	for _, f := range compat.Features {
+		rec = append(rec, compat.Word(x.Compat[f]))
+	}
+	return rec
+}
+
+// WriteCSV writes a header and one record per row.
+func WriteCSV(w io.Writer, r Report) error {
+	cw := csv.NewWriter(w)
+	if len(r.Rows) > 0 {
+		if err := cw.Write(CSVHeader(r)); err != nil {
+			return err
+		}
+	}
+	for i := range r.Rows {
+		if err := cw.Write(CSVRecord(r, i)); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// RowFromCSV reads a CSV record back into a row's params and metrics (the
+// means), for plotting merged CSV: the columns before "replications" are
+// the swept keys; _ci95 and compat columns are skipped.
+func RowFromCSV(header, rec []string) (scenarios.Row, error) {
+	var row scenarios.Row
+	if len(rec) != len(header) {
+		return row, fmt.Errorf("%d fields where the header has %d", len(rec), len(header))
+	}
+	k := 0
+	for k < len(header) && header[k] != "replications" {
+		row.Params = append(row.Params, scenarios.Param{Key: header[k], Value: rec[k]})
+		k++
+	}
+	if k == len(header) {
+		return row, fmt.Errorf("no replications column: a CSV from another poolsim version?")
+	}
+	for i := k + 1; i < len(header); i++ {
+		name := header[i]
+		if strings.HasSuffix(name, "_ci95") || strings.HasPrefix(name, "compat_") {
+			continue
+		}
+		f, ok := system.FieldByName(name)
+		if !ok {
+			return row, fmt.Errorf("unknown column %q", name)
+		}
+		x, err := strconv.ParseFloat(rec[i], 64)
+		if err != nil {
+			return row, fmt.Errorf("%s: %v", name, err)
+		}
+		f.Set(&row.Metrics, x)
+	}
+	row.Reps = system.Replicated{row.Metrics}
+	return row, nil
+}

@@ -1,0 +1,99 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/poolsim/poolsim/models/compat"
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/scenarios"
+)
+
+// Params is a row's swept keys as a JSON object in sweep order, each value
+// a JSON number when it is one.
+type Params []scenarios.Param
+
+// MarshalJSON writes the keys in order.
+func (p Params) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, kv := range p {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(kv.Key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(jsonValue(kv.Value))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// jsonValue writes a parameter as a JSON number when it is one, else as a
+// string.
+func jsonValue(s string) []byte {
+	if _, err := strconv.ParseFloat(s, 64); err == nil && !strings.ContainsAny(s, "xXpP_") {
+		if b, err := json.Marshal(json.Number(s)); err == nil {
+			return b
+		}
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// Metrics is a row's metrics as a JSON object: every metric in order, each
+// followed by <metric>_ci95 when the row has replications (then every
+// value is the mean over them).
+type Metrics struct{ Row *scenarios.Row }
+
+// MarshalJSON writes the object.
+func (m Metrics) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	n := len(m.Row.Reps)
+	b.WriteByte('{')
+	for i, f := range system.Fields() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		mean, half := m.Row.Stat(f)
+		b.WriteString(strconv.Quote(f.Name))
+		b.WriteByte(':')
+		b.Write(jsonNumber(f, mean, n))
+		if n > 1 {
+			b.WriteString(`,"` + f.Name + `_ci95":`)
+			b.Write(jsonNumber(system.Field{}, half, n))
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// jsonRow is one row of the JSON report.
+type jsonRow struct {
+	Params        Params        `json:"params"`
+	Replications  int           `json:"replications"`
+	Deterministic bool          `json:"deterministic,omitempty"`
+	Metrics       Metrics       `json:"metrics"`
+	Compat        compat.Matrix `json:"compat"`
+}
+
+// WriteJSON writes {"scenario", "seed", "rows": [{"params", "replications",
+// "metrics", "compat"}]}.
+func WriteJSON(w io.Writer, r Report) error {
+	out := struct {
+		Scenario string    `json:"scenario"`
+		Seed     uint64    `json:"seed"`
+		Rows     []jsonRow `json:"rows"`
+	}{Scenario: r.Scenario, Seed: r.Seed, Rows: make([]jsonRow, len(r.Rows))}
+	for i := range r.Rows {
+		x := &r.Rows[i]
+		out.Rows[i] = jsonRow{Params: Params(x.Params), Replications: len(x.Reps), Deterministic: x.Deterministic, Metrics: Metrics{x}, Compat: x.Compat}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

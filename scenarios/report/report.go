@@ -1,0 +1,77 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/scenarios"
+)
+
+// Formats are the output formats.
+var Formats = []string{"table", "json", "csv"}
+
+// CheckFormat accepts table, json or csv.
+func CheckFormat(f string) error {
+	for _, ok := range Formats {
+		if f == ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("--format %q: want table, json or csv", f)
+}
+
+// Report is a run or sweep to print.
+type Report struct {
+	Scenario    string
+	Description string
+	Seed        uint64
+	Study       scenarios.Study // what was asked; each row says what it ran
+	Rows        []scenarios.Row
+}
+
+// Write writes r in format (table, json or csv).
+func Write(w io.Writer, format string, r Report) error {
+	switch format {
+	case "json":
+		return WriteJSON(w, r)
+	case "csv":
+		return WriteCSV(w, r)
+	default:
+		return WriteTable(w, r)
+	}
+}
+
+// replicated reports whether any row has more than one replication: then
+// CSV carries the _ci95 columns.
+func (r Report) replicated() bool {
+	for i := range r.Rows {
+		if len(r.Rows[i].Reps) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// value formats a metric for CSV: a count of one run as an integer, every
+// other figure in Go's shortest form.
+func value(f system.Field, x float64, reps int) string {
+	if f.Count && reps <= 1 {
+		return strconv.FormatInt(int64(x), 10)
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
+}
+
+// jsonNumber formats a metric for JSON as encoding/json would.
+func jsonNumber(f system.Field, x float64, reps int) []byte {
+	if f.Count && reps <= 1 {
+		return strconv.AppendInt(nil, int64(x), 10)
+	}
+	b, err := json.Marshal(x)
+	if err != nil { // NaN or Inf: not a JSON number
+		return []byte("null")
+	}
+	return b
+}
