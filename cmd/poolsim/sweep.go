@@ -258,4 +258,3 @@ func applyVary(sc *scenarios.Scenario, axes []vary.Axis, dropSweep bool) error {
 	sc.Sweep = sweep
 	return nil
 }
-

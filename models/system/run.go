@@ -163,4 +163,6 @@ func (m *model) result(s *sim.Sim) Result {
 }
 
 // CompatFor is the session-feature matrix of c's pool mode and settings.
-func CompatFor(c Config) compat.Matrix { return compat.For(c.Pooler.Mode, c.Pooler.MaxPreparedStatements) }
+func CompatFor(c Config) compat.Matrix {
+	return compat.For(c.Pooler.Mode, c.Pooler.MaxPreparedStatements)
+}
