@@ -85,17 +85,55 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 	}
 	rows := make([]Row, len(points))
 	want := make([]int, len(points)) // replications each point needs so far
+	cfgs := make([]system.Config, len(points))
+	atLimit := make([]bool, len(points))
+	var pilots []job
 	for i, p := range points {
 		rows[i] = Row{Params: p.Params, Config: p.Config}
+		cfgs[i] = p.Config
 		want[i] = first
 		if !p.Config.Stochastic() {
 			rows[i].Deterministic = true
 			want[i] = 1
 		}
+		if w := p.Config.Workload; w.Open() && w.WarmupAuto {
+			for k := range system.Pilots {
+				pilots = append(pilots, job{point: i, rep: k})
+			}
+		}
 	}
-	done, total := 0, 0
+	done, total := 0, len(pilots)
 	for _, n := range want {
 		total += n
+	}
+	tick := func() {
+		done++
+		if progress != nil {
+			progress(done, total)
+		}
+	}
+	// Automatic warm-ups first: each configuration's pilots, then one cut
+	// for all its replications.
+	if len(pilots) > 0 {
+		runs := make([][]system.Pilot, len(points))
+		for _, j := range pilots {
+			if runs[j.point] == nil {
+				runs[j.point] = make([]system.Pilot, system.Pilots)
+			}
+		}
+		err := runJobs(ctx, pilots, workers, func(j job) {
+			runs[j.point][j.rep] = system.RunPilot(points[j.point].Config, j.rep)
+		}, tick)
+		if err != nil {
+			return nil, err
+		}
+		for i, ps := range runs {
+			if ps != nil {
+				cut, lim := system.WarmupFrom(cfgs[i], ps)
+				cfgs[i].Workload.WarmupAuto, cfgs[i].Workload.Warmup = false, cut
+				atLimit[i] = lim
+			}
+		}
 	}
 	for {
 		var jobs []job
@@ -108,12 +146,16 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 		if len(jobs) == 0 {
 			break
 		}
-		if err := runJobs(ctx, points, rows, jobs, workers, func() {
-			done++
-			if progress != nil {
-				progress(done, total)
+		err := runJobs(ctx, jobs, workers, func(j job) {
+			c := cfgs[j.point]
+			c.Seed = system.ReplicationSeed(c.Seed, j.rep)
+			m := system.Run(c).Metrics
+			if atLimit[j.point] {
+				m.WarmupAtLimit = 1
 			}
-		}); err != nil {
+			rows[j.point].Reps[j.rep] = m
+		}, tick)
+		if err != nil {
 			return nil, err
 		}
 		if st.Precision <= 0 {
@@ -154,9 +196,11 @@ func precise(reps system.Replicated, rel float64) bool {
 
 type job struct{ point, rep int }
 
-// runJobs runs the jobs on the workers, writing each result into its row's
-// replication slot; tick is called (on this goroutine) after each.
-func runJobs(ctx context.Context, points []Point, rows []Row, jobs []job, workers int, tick func()) error {
+// runJobs runs do for every job on the workers (each job writes only its
+// own slot); tick is called on this goroutine after each. When ctx is done
+// it stops handing out jobs, waits for those running and returns ctx's
+// error.
+func runJobs(ctx context.Context, jobs []job, workers int, do func(job), tick func()) error {
 	workers = min(workers, len(jobs))
 	next := make(chan job)
 	finished := make(chan struct{}, workers)
@@ -166,9 +210,7 @@ func runJobs(ctx context.Context, points []Point, rows []Row, jobs []job, worker
 		go func() {
 			defer wg.Done()
 			for j := range next {
-				c := points[j.point].Config
-				c.Seed = system.ReplicationSeed(c.Seed, j.rep)
-				rows[j.point].Reps[j.rep] = system.Run(c).Metrics
+				do(j)
 				finished <- struct{}{}
 			}
 		}()

@@ -148,9 +148,6 @@ func (m *model) steady(mt *Metrics, end sim.Time) (from, to *snapshot) {
 		if span > 0 {
 			mt.TPSSteady = float64(to.ok-from.ok) / span.Seconds()
 		}
-		if w.warmupAtLimit {
-			mt.WarmupAtLimit = 1
-		}
 		mt.OfferedTPS = wl.ArrivalRate * float64(wl.TxnsPerSession)
 		if r.lastTxn > wl.Duration {
 			mt.DrainMs = ms(r.lastTxn - wl.Duration)

@@ -53,18 +53,37 @@ type model struct {
 	prep       prep
 	results    results
 	window     window
-	end        sim.Time // time of the last state change
+	end        sim.Time              // time of the last state change
+	trace      map[uint64][]sim.Time // session -> query times drawn, when traced
 }
 
 // Run simulates cfg and returns its measurements. cfg must be valid
 // (Validate); Run panics on an invalid configuration.
+//
+// An open workload with an automatic warm-up first runs its pilots
+// (AutoWarmup); a caller running many replications of one configuration
+// resolves the warm-up once (Resolved) and runs the replications with it.
 func Run(cfg Config) Result {
+	cfg, atLimit := Resolved(cfg)
 	m, s := simulate(cfg)
-	return m.result(s)
+	r := m.result(s)
+	if atLimit {
+		r.Metrics.WarmupAtLimit = 1
+	}
+	return r
 }
 
 // simulate runs cfg to the end and returns the model and engine.
-func simulate(cfg Config) (*model, *sim.Sim) {
+func simulate(cfg Config) (*model, *sim.Sim) { return simulateWith(cfg, options{}) }
+
+// options are a run's internal variants.
+type options struct {
+	pilot bool // take a snapshot at every point of the warm-up grid
+	trace bool // record every client's query times (tests)
+}
+
+// simulateWith runs cfg with options.
+func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 	if err := cfg.Validate(); err != nil {
 		panic("system.Run: " + err.Error())
 	}
@@ -93,7 +112,10 @@ func simulate(cfg Config) (*model, *sim.Sim) {
 	m.srv.init(cfg.Server)
 	var s sim.Sim
 	w := cfg.Workload
-	m.window.init(m, &s)
+	m.window.init(m, &s, o.pilot)
+	if o.trace {
+		m.trace = map[uint64][]sim.Time{}
+	}
 	if w.Open() {
 		m.scheduleArrival(&s)
 	} else {

@@ -116,6 +116,10 @@ func (m *model) execute(s *sim.Sim, c int32) {
 	cn := &m.conns[c]
 	cn.cpuDemand = m.draw(w.CPU, m.cpu, cn.user)
 	cn.fixed = m.draw(w.Query, m.query, cn.user)
+	if m.trace != nil {
+		k := m.users[cn.user].session
+		m.trace[k] = append(m.trace[k], cn.fixed)
+	}
 	m.executing.Add(s.Now(), 1)
 	v := &m.srv
 	if parse, fail := m.parseCost(c); fail {

@@ -10,8 +10,7 @@ import (
 // so besides the whole-run accounts the model measures a window:
 //
 //   - open workloads: from the end of the warm-up (Workload.Warmup, or
-//     found by MSER-5 on the transaction latencies in completion order)
-//     to the end of arrivals. Every time average, percentile and rate of
+//     found automatically: see AutoWarmup) to the end of arrivals. Every time average, percentile and rate of
 //     the row is the window's; the accounts (completed, refused, timed
 //     out, attempted, wall, tps) stay the whole run's.
 //   - closed workloads: from the first completed transaction to the moment
@@ -21,12 +20,7 @@ import (
 //
 // The window is cut from snapshots of the statistics' accounts (a level's
 // integral, a queue's departures, how many samples each recorder holds),
-// taken at a grid of instants while the run goes on, so a run is
-// simulated once whatever its warm-up turns out to be.
-
-// gridPoints is how many snapshots an automatic warm-up may choose from:
-// the warm-up is rounded up to the next of them.
-const gridPoints = 200
+// taken at its two ends while the run goes on.
 
 // snapshot is the statistics' accounts at one instant.
 type snapshot struct {
@@ -42,17 +36,16 @@ type snapshot struct {
 // window holds the snapshots of an open run and the bounds of a closed
 // one's steady window.
 type window struct {
-	snaps []snapshot // open: at t = 0, then every grid instant, the last at the end of arrivals
+	snaps []snapshot // open: at t = 0, at the end of the warm-up, at the end of arrivals (a pilot: at every grid point)
 
 	// Closed: the first completion, and the first finished session of a
 	// client that got in (with the completions up to it).
-	firstDone     sim.Time
-	haveFirst     bool
-	finishAt      sim.Time
-	finishOK      int64
-	finishCount   int
-	finished      bool
-	warmupAtLimit bool
+	firstDone   sim.Time
+	haveFirst   bool
+	finishAt    sim.Time
+	finishOK    int64
+	finishCount int
+	finished    bool
 }
 
 // levels are the model's time-weighted levels, in a fixed order.
@@ -94,8 +87,9 @@ func (m *model) recorders() []*sim.Samples {
 	return append(out, &m.waits, &r.appWaits, &r.sessionLat)
 }
 
-// init schedules an open run's snapshots.
-func (w *window) init(m *model, s *sim.Sim) {
+// init schedules an open run's snapshots: at the warm-up's end and at the
+// end of arrivals, or for a pilot at every point of the grid.
+func (w *window) init(m *model, s *sim.Sim, pilot bool) {
 	wl := m.cfg.Workload
 	if !wl.Open() {
 		return
@@ -103,9 +97,9 @@ func (w *window) init(m *model, s *sim.Sim) {
 	w.snap(m, 0)
 	d := wl.Duration
 	switch {
-	case wl.WarmupAuto:
-		for k := 1; k <= gridPoints; k++ {
-			s.At(sim.Time(int64(d)*int64(k)/gridPoints), evSnapshot, 0, 0)
+	case pilot:
+		for k := 1; k <= PilotGrid; k++ {
+			s.At(sim.Time(int64(d)*int64(k)/PilotGrid), evSnapshot, 0, 0)
 		}
 	case wl.Warmup > 0:
 		s.At(wl.Warmup, evSnapshot, 0, 0)
@@ -147,30 +141,12 @@ func (w *window) sessionOver(m *model, now sim.Time) {
 	w.finishAt, w.finishOK, w.finishCount = now, m.results.m.OKTxns, m.results.lat.Count()
 }
 
-// choose picks an open run's window: the snapshot where the warm-up ends
-// and the one at the end of arrivals. It must run before any percentile
-// is read (MSER-5 reads the latencies in completion order).
+// choose is an open run's window: the snapshot where the warm-up ends and
+// the one at the end of arrivals.
 func (w *window) choose(m *model) (from, to *snapshot) {
 	to = &w.snaps[len(w.snaps)-1]
 	from = &w.snaps[0]
-	wl := m.cfg.Workload
-	switch {
-	case wl.WarmupAuto:
-		// MSER-5 on the latencies completed before the end of arrivals.
-		lat := m.results.lat.Series()[:to.counts[0]]
-		xs := make([]float64, len(lat))
-		for i, t := range lat {
-			xs[i] = float64(t)
-		}
-		d, atLimit := sim.MSER5(xs)
-		w.warmupAtLimit = atLimit
-		for i := range w.snaps {
-			if w.snaps[i].counts[0] >= d {
-				from = &w.snaps[i]
-				break
-			}
-		}
-	case wl.Warmup > 0:
+	if m.cfg.Workload.Warmup > 0 {
 		from = &w.snaps[1]
 	}
 	return from, to
