@@ -8,14 +8,47 @@ import (
 	"testing"
 )
 
+// adviceDoc is the part of advise's JSON the tests read.
+type adviceDoc struct {
+	Replications  int       `json:"replications"`
+	Deterministic bool      `json:"deterministic"`
+	Answer        *evalDoc  `json:"answer"`
+	PoolLow       int       `json:"answer_pool_low"`
+	PoolHigh      int       `json:"answer_pool_high"`
+	RunnerUp      *evalDoc  `json:"runner_up"`
+	NoneMeets     bool      `json:"none_meets"`
+	Closest       *evalDoc  `json:"closest"`
+	Binding       []string  `json:"binding"`
+	Help          []string  `json:"help"`
+	Offered       float64   `json:"offered_tps"`
+	Modes         []modeDoc `json:"modes"`
+	Evaluated     []evalDoc `json:"evaluated"`
+}
+
+type evalDoc struct {
+	Mode        string             `json:"mode"`
+	PoolSize    int                `json:"pool_size"`
+	MaxPrepared int                `json:"max_prepared_statements"`
+	Saved       bool               `json:"max_prepared_raised"`
+	Meets       bool               `json:"meets"`
+	Fails       []string           `json:"fails"`
+	Metrics     map[string]float64 `json:"metrics"`
+}
+
+type modeDoc struct {
+	Mode       string `json:"mode"`
+	Allowed    bool   `json:"allowed"`
+	Workaround string `json:"workaround"`
+}
+
 // adviseJSON runs advise --format json and decodes the answer.
-func adviseJSON(t *testing.T, args ...string) adviceJSON {
+func adviseJSON(t *testing.T, args ...string) adviceDoc {
 	t.Helper()
 	code, out, errOut := runCmd(append(append([]string{"advise"}, args...), "--format", "json")...)
 	if code != 0 {
 		t.Fatalf("advise %v: exit %d: %s", args, code, errOut)
 	}
-	var a adviceJSON
+	var a adviceDoc
 	if err := json.Unmarshal([]byte(out), &a); err != nil {
 		t.Fatalf("advise %v: %v\n%s", args, err, out)
 	}
@@ -47,10 +80,18 @@ func TestAdviseManyClientsMeansTransaction(t *testing.T) {
 	if a.Answer == nil || a.Answer.Mode != "transaction" || a.Answer.Saved {
 		t.Fatalf("answer %+v, want transaction", a.Answer)
 	}
-	if a.RunnerUp == nil || a.RunnerUp.Mode != "session" {
-		t.Errorf("runner-up %+v, want session", a.RunnerUp)
+	// Session mode holds a server for a whole session: its steady
+	// throughput is 12% below transaction mode's, so it does not carry the
+	// load, and says so.
+	if a.RunnerUp != nil {
+		t.Errorf("runner-up %+v, want none", a.RunnerUp)
 	}
-	if a.Answer.Metrics.ConnRefused != 0 || a.Answer.PoolSize < 1 || a.Answer.PoolSize > 20 {
+	for _, e := range a.Evaluated {
+		if e.Mode == "session" && e.PoolSize == 20 && (e.Meets || len(e.Fails) != 1 || !strings.Contains(e.Fails[0], "below 95% of the best 3305.8 (transaction, pool 20)")) {
+			t.Errorf("session at pool 20: meets %v, fails %q; want the throughput against transaction's", e.Meets, e.Fails)
+		}
+	}
+	if a.Answer.Metrics["conn_refused"] != 0 || a.Answer.PoolSize < 1 || a.Answer.PoolSize > 20 {
 		t.Errorf("answer %+v: want a pool of 1..20 without refusals", a.Answer)
 	}
 }
@@ -63,8 +104,8 @@ func TestAdvisePreparedMeansTransactionWithMaxPrepared(t *testing.T) {
 	if a.Answer == nil || a.Answer.Mode != "transaction" || !a.Answer.Saved || a.Answer.MaxPrepared != 200 {
 		t.Fatalf("answer %+v, want transaction with max_prepared_statements=200", a.Answer)
 	}
-	if a.Answer.Metrics.P99Ms > 100 {
-		t.Errorf("answer p99 %.2f ms above the SLO", a.Answer.Metrics.P99Ms)
+	if a.Answer.Metrics["p99_ms"] > 100 {
+		t.Errorf("answer p99 %.2f ms above the SLO", a.Answer.Metrics["p99_ms"])
 	}
 	code, out, _ := runCmd("advise", "pgbouncer-modes", "--set", "workload.clients=200", "--features", "prepared", "--slo-p99", "100ms")
 	if code != 0 || !strings.HasPrefix(out, "Answer: transaction mode, default_pool_size=") || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "with max_prepared_statements=200") {
@@ -107,7 +148,7 @@ func TestAdviseImpossibleSLO(t *testing.T) {
 		t.Fatalf("answer %+v, binding %q: want none, bound by the p99 SLO (best 5.80 ms)", a.Answer, a.Binding)
 	}
 	code, out, _ := runCmd("advise", "pgbouncer-modes", "--set", "workload.clients=200", "--slo-p99", "1ms")
-	if code != 0 || !strings.HasPrefix(out, "Answer: no mode and pool size meets") || !strings.Contains(out, "binding: the p99 SLO") {
+	if code != 0 || !strings.HasPrefix(out, "Answer: no configuration qualifies") || !strings.Contains(out, "binding: the p99 SLO") {
 		t.Errorf("exit %d, text:\n%s", code, out)
 	}
 	// A throughput floor beyond the server's capacity binds too.
@@ -119,7 +160,7 @@ func TestAdviseImpossibleSLO(t *testing.T) {
 
 func TestAdviseReasonsAndClassics(t *testing.T) {
 	code, out, _ := runCmd("advise", "pgbouncer-modes", "--set", "workload.clients=200", "--server-cores", "4", "--spindles", "2")
-	for _, want := range []string{"Why:", "Runner-up: session mode", "Little's law L = λW", "HikariCP cores*2 + spindles: 4*2 + 2 = 10", "statement:   dropped: breaks transactions", "Evaluated:", "<- answer"} {
+	for _, want := range []string{"Why:", "How sure:", "every draw of this workload is constant", "Runner-up: none", "Little's law L = λW", "HikariCP cores*2 + spindles: 4*2 + 2 = 10", "statement:   dropped: breaks transactions", "Evaluated:", "<- answer"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("advise output lacks %q:\n%s", want, out)
 		}

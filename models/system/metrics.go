@@ -52,7 +52,10 @@ type Metrics struct {
 	// window's two ends. Closed workloads: from the first completion
 	// (warmup_ms) to the first client's last (steady_ms later), while every
 	// client still takes part; p50/p99_steady are its latency percentiles
-	// (open: the same as p50_ms and p99_ms). warmup_at_limit is 1 when
+	// (open: the same as p50_ms and p99_ms). A closed run whose first
+	// client is done at the first completion (one transaction per session)
+	// has no such window: steady_ms is 0 and the steady figures are the
+	// whole run's. warmup_at_limit is 1 when
 	// MSER-5 cut as much as it may: the run is too short for a steady
 	// state. session_mean_ms is the mean session duration of the clients
 	// that got in.

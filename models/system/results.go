@@ -163,8 +163,13 @@ func (m *model) steady(mt *Metrics, end sim.Time) (from, to *snapshot) {
 			finish, ok, n = w.finishAt, w.finishOK, w.finishCount
 		}
 		mt.WarmupMs, mt.SteadyMs = ms(w.firstDone), ms(finish-w.firstDone)
-		if finish > w.firstDone {
+		if finish > w.firstDone && ok > 1 {
 			mt.TPSSteady = float64(ok-1) / (finish - w.firstDone).Seconds()
+		} else {
+			// No steady window: the first client was done at the first
+			// completion (one transaction per session, say). The whole run
+			// is all there is.
+			mt.SteadyMs, mt.TPSSteady, n = 0, mt.TPS, r.lat.Count()
 		}
 		win := r.lat.Window(0, n)
 		mt.P50SteadyMs, mt.P99SteadyMs = ms(win.Percentile(50)), ms(win.Percentile(99))
