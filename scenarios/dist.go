@@ -3,6 +3,7 @@ package scenarios
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,40 +57,14 @@ func distInto(dst *sim.Dist, n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
 		return fmt.Errorf("want a duration or a mapping such as {dist: exp, mean: 300us}, got a %s", kindName(n))
 	}
-	vals := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i].Value
-		if !distKeySet[k] {
-			return fmt.Errorf("line %d: unknown key %q in a distribution: want %s", n.Content[i].Line, k, distKeys)
-		}
-		if _, dup := vals[k]; dup {
-			return fmt.Errorf("line %d: key %q repeated", n.Content[i].Line, k)
-		}
-		vals[k] = n.Content[i+1]
-	}
-	kn, ok := vals["dist"]
-	if !ok {
-		return fmt.Errorf("a distribution needs dist: const, exp, uniform, lognormal or empirical")
-	}
-	ks, err := scalar(kn)
-	if err != nil {
-		return fmt.Errorf("dist: %w", err)
-	}
-	kind, err := sim.ParseDistKind(ks)
+	m, err := readDistMap(n, distKeySet, "a distribution", distKeys, "const, exp, uniform, lognormal or empirical")
 	if err != nil {
 		return err
 	}
-	need := func(keys ...string) error {
-		allowed := map[string]bool{"dist": true}
-		for _, k := range keys {
-			allowed[k] = true
-		}
-		for k, v := range vals {
-			if !allowed[k] {
-				return fmt.Errorf("line %d: %q does not apply to dist %s (it takes %s)", v.Line, k, ks, strings.Join(keys, ", "))
-			}
-		}
-		return nil
+	vals, ks, need := m.vals, m.kind, m.only
+	kind, err := sim.ParseDistKind(ks)
+	if err != nil {
+		return err
 	}
 	dur := func(k string) (sim.Time, error) {
 		v, ok := vals[k]
@@ -212,6 +187,9 @@ func lognormalInto(dst *sim.Dist, vals map[string]*yaml.Node, need func(...strin
 // intDistKeys are the keys an integer distribution mapping may hold.
 const intDistKeys = "dist, value, min, max, samples, values, weights or file"
 
+var intDistKeySet = map[string]bool{"dist": true, "value": true, "min": true, "max": true, "samples": true,
+	"values": true, "weights": true, "file": true}
+
 // intDistInto reads a whole number (a constant) or an integer distribution
 // whose every value lies in lo..hi:
 //
@@ -231,42 +209,14 @@ func intDistInto(dst *sim.IntDist, n *yaml.Node, lo, hi int64) error {
 	if n.Kind != yaml.MappingNode {
 		return fmt.Errorf("want a whole number or a mapping such as {dist: uniform, min: 1, max: 3}, got a %s", kindName(n))
 	}
-	vals := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i].Value
-		switch k {
-		case "dist", "value", "min", "max", "samples", "values", "weights", "file":
-		default:
-			return fmt.Errorf("line %d: unknown key %q in an integer distribution: want %s", n.Content[i].Line, k, intDistKeys)
-		}
-		if _, dup := vals[k]; dup {
-			return fmt.Errorf("line %d: key %q repeated", n.Content[i].Line, k)
-		}
-		vals[k] = n.Content[i+1]
-	}
-	kn, ok := vals["dist"]
-	if !ok {
-		return fmt.Errorf("an integer distribution needs dist: const, uniform or empirical")
-	}
-	ks, err := scalar(kn)
-	if err != nil {
-		return fmt.Errorf("dist: %w", err)
-	}
-	kind, err := sim.ParseIntKind(ks)
+	m, err := readDistMap(n, intDistKeySet, "an integer distribution", intDistKeys, "const, uniform or empirical")
 	if err != nil {
 		return err
 	}
-	only := func(keys ...string) error {
-		allowed := map[string]bool{"dist": true}
-		for _, k := range keys {
-			allowed[k] = true
-		}
-		for k, v := range vals {
-			if !allowed[k] {
-				return fmt.Errorf("line %d: %q does not apply to dist %s (it takes %s)", v.Line, k, ks, strings.Join(keys, ", "))
-			}
-		}
-		return nil
+	vals, ks, only := m.vals, m.kind, m.only
+	kind, err := sim.ParseIntKind(ks)
+	if err != nil {
+		return err
 	}
 	num := func(k string) (int, error) {
 		v, ok := vals[k]
@@ -330,4 +280,48 @@ func number(n *yaml.Node) (float64, error) {
 		return 0, fmt.Errorf("want a number at or above 0, got %q", s)
 	}
 	return v, nil
+}
+
+// distMap is a distribution mapping's keys, read and checked.
+type distMap struct {
+	node *yaml.Node
+	kind string // the value of dist:
+	vals map[string]*yaml.Node
+}
+
+// readDistMap reads a distribution mapping whose keys must be in allowed
+// (listed as keys in errors) and which must name its dist: (one of kinds).
+func readDistMap(n *yaml.Node, allowed map[string]bool, what, keys, kinds string) (*distMap, error) {
+	m := &distMap{node: n, vals: map[string]*yaml.Node{}}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i].Value
+		if !allowed[k] {
+			return nil, fmt.Errorf("line %d: unknown key %q in %s: want %s", n.Content[i].Line, k, what, keys)
+		}
+		if _, dup := m.vals[k]; dup {
+			return nil, fmt.Errorf("line %d: key %q repeated", n.Content[i].Line, k)
+		}
+		m.vals[k] = n.Content[i+1]
+	}
+	kn, ok := m.vals["dist"]
+	if !ok {
+		return nil, fmt.Errorf("%s needs dist: %s", what, kinds)
+	}
+	var err error
+	if m.kind, err = scalar(kn); err != nil {
+		return nil, fmt.Errorf("dist: %w", err)
+	}
+	return m, nil
+}
+
+// only reports the first key, in the order written, that the distribution
+// does not take (besides dist).
+func (m *distMap) only(keys ...string) error {
+	for i := 0; i+1 < len(m.node.Content); i += 2 {
+		k := m.node.Content[i]
+		if k.Value != "dist" && !slices.Contains(keys, k.Value) {
+			return fmt.Errorf("line %d: %q does not apply to dist %s (it takes %s)", k.Line, k.Value, m.kind, strings.Join(keys, ", "))
+		}
+	}
+	return nil
 }

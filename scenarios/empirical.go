@@ -69,14 +69,11 @@ func empiricalValue(vals map[string]*yaml.Node) (*sim.EmpiricalTable, error) {
 	var where []string // where each row came from, for errors
 	switch src {
 	case "samples", "buckets":
-		seq := vals[src]
-		if seq.Kind != yaml.SequenceNode || len(seq.Content) == 0 {
-			return nil, fmt.Errorf("line %d: %s must be a non-empty list", seq.Line, src)
+		entries, err := listValue(vals[src], src)
+		if err != nil {
+			return nil, err
 		}
-		if len(seq.Content) > sim.MaxEmpirical {
-			return nil, fmt.Errorf("%s: %d entries, at most %d", src, len(seq.Content), sim.MaxEmpirical)
-		}
-		for i, e := range seq.Content {
+		for i, e := range entries {
 			var row []string
 			switch {
 			case src == "samples" && e.Kind == yaml.ScalarNode:
@@ -164,6 +161,17 @@ func errOr(err error, s string) string {
 		return err.Error()
 	}
 	return s
+}
+
+// listValue is the entries of the non-empty list key k.
+func listValue(seq *yaml.Node, k string) ([]*yaml.Node, error) {
+	if seq.Kind != yaml.SequenceNode || len(seq.Content) == 0 {
+		return nil, fmt.Errorf("line %d: %s must be a non-empty list", seq.Line, k)
+	}
+	if len(seq.Content) > sim.MaxEmpirical {
+		return nil, fmt.Errorf("%s: %d entries, at most %d", k, len(seq.Content), sim.MaxEmpirical)
+	}
+	return seq.Content, nil
 }
 
 // oneSource returns which one of keys is present, and an error unless
@@ -342,19 +350,16 @@ func intEmpiricalValue(vals map[string]*yaml.Node, lo, hi int64) (sim.IntDist, e
 		return int(v), nil
 	}
 	list := func(k string) ([]*yaml.Node, error) {
-		seq := vals[k]
-		if seq.Kind != yaml.SequenceNode || len(seq.Content) == 0 {
-			return nil, fmt.Errorf("line %d: %s must be a non-empty list", seq.Line, k)
+		entries, err := listValue(vals[k], k)
+		if err != nil {
+			return nil, err
 		}
-		if len(seq.Content) > sim.MaxEmpirical {
-			return nil, fmt.Errorf("%s: %d entries, at most %d", k, len(seq.Content), sim.MaxEmpirical)
-		}
-		for i, e := range seq.Content {
+		for i, e := range entries {
 			if e.Kind != yaml.ScalarNode {
 				return nil, fmt.Errorf("line %d: %s: entry %d is a %s; want a number", e.Line, k, i+1, kindName(e))
 			}
 		}
-		return seq.Content, nil
+		return entries, nil
 	}
 	var values []int
 	var weights []float64
