@@ -10,5 +10,11 @@
 // Defaults are PgBouncer's and PostgreSQL's own (system.Default).
 //
 // Durations are Go duration strings ("300us", "5.48ms", "3s"); rates are a
-// number per second, written "80/s", "4800/min" or "80".
+// number per second, written "80/s", "4800/min" or "80". A duration key
+// also takes a distribution (DistHelp lists the forms), including empirical
+// ones read from samples, histogram buckets or a data file; a data file's
+// relative path is resolved against the scenario file's folder when the
+// scenario is parsed, and built-in scenarios carry their data inline.
+// Counts that vary take an integer distribution (intDistInto): a whole
+// number, {dist: uniform, min, max} or an empirical table.
 package scenarios

@@ -165,6 +165,9 @@ func Parse(data []byte, source string) (*Scenario, error) {
 	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, invalid(source, doc.Line, "a scenario is a mapping with name, workload, pooler, server and sweep")
 	}
+	if err := resolveDataFiles(&doc, source); err != nil {
+		return nil, err
+	}
 	s := &Scenario{Source: source, Base: system.Default()}
 	if err := s.parseTop(doc.Content[0]); err != nil {
 		return nil, err

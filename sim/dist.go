@@ -14,9 +14,10 @@ const (
 	Exp                       // exponential with mean Mean
 	Uniform                   // uniform on [Min, Max]
 	Lognormal                 // lognormal with mean Mean and shape Sigma
+	Empirical                 // an empirical table (samples or a histogram)
 )
 
-var distNames = [...]string{Const: "const", Exp: "exp", Uniform: "uniform", Lognormal: "lognormal"}
+var distNames = [...]string{Const: "const", Exp: "exp", Uniform: "uniform", Lognormal: "lognormal", Empirical: "empirical"}
 
 func (k DistKind) String() string {
 	if int(k) < len(distNames) {
@@ -32,7 +33,7 @@ func ParseDistKind(s string) (DistKind, error) {
 			return DistKind(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown distribution %q: want const, exp, uniform or lognormal", s)
+	return 0, fmt.Errorf("unknown distribution %q: want const, exp, uniform, lognormal or empirical", s)
 }
 
 // Dist is a distribution of non-negative durations. The zero value is the
@@ -42,6 +43,10 @@ type Dist struct {
 	Mean     Time    // const, exp, lognormal
 	Min, Max Time    // uniform
 	Sigma    float64 // lognormal shape (σ of the underlying normal)
+	// Table is the empirical distribution (Kind Empirical); it is shared,
+	// never changed after it is built, and nil for every other kind, so a
+	// Dist stays a small comparable value.
+	Table *EmpiricalTable
 }
 
 // z99 is the standard normal 99th percentile.
@@ -80,9 +85,40 @@ func LognormalP99(mean, p99 Time) (Dist, error) {
 	return LognormalDist(mean, z99-math.Sqrt(d)), nil
 }
 
+// EmpiricalDist is the distribution of an empirical table.
+func EmpiricalDist(t *EmpiricalTable) Dist { return Dist{Kind: Empirical, Mean: t.Mean(), Table: t} }
+
+// ErrLognormalMedian is returned when no lognormal has the median and p99
+// asked (a lognormal's p99 is above its median).
+var ErrLognormalMedian = errors.New("no lognormal distribution has this p50 and p99")
+
+// LognormalMedianP99 is the lognormal distribution with the given median
+// (p50) and 99th percentile: σ = ln(p99/p50)/z₀.₉₉, mean = p50·e^(σ²/2).
+// It needs 0 < p50 < p99.
+func LognormalMedianP99(p50, p99 Time) (Dist, error) {
+	if p50 <= 0 {
+		return Dist{}, fmt.Errorf("%w: p50 (%v) must be above 0", ErrLognormalMedian, p50)
+	}
+	if p99 <= p50 {
+		return Dist{}, fmt.Errorf("%w: p99 (%v) must be above p50 (%v), since a lognormal's p99 is always above its median", ErrLognormalMedian, p99, p50)
+	}
+	return LognormalMedianSigma(p50, math.Log(float64(p99)/float64(p50))/z99), nil
+}
+
+// LognormalMedianSigma is the lognormal distribution with the given median
+// (p50 > 0) and shape sigma: its mean is p50·e^(σ²/2).
+func LognormalMedianSigma(p50 Time, sigma float64) Dist {
+	return LognormalDist(FromSeconds(p50.Seconds()*math.Exp(sigma*sigma/2)), sigma)
+}
+
+// NormQuantile is the standard normal's q-quantile Φ⁻¹(q), 0 < q < 1.
+func NormQuantile(q float64) float64 { return math.Sqrt2 * math.Erfinv(2*q-1) }
+
 // Sample draws one duration from r.
 func (d Dist) Sample(r *Rand) Time {
 	switch d.Kind {
+	case Empirical:
+		return d.Table.Sample(r)
 	case Exp:
 		return FromSeconds(d.Mean.Seconds() * r.ExpFloat64())
 	case Uniform:
@@ -96,7 +132,17 @@ func (d Dist) Sample(r *Rand) Time {
 }
 
 // Random reports whether Sample draws from the stream at all.
-func (d Dist) Random() bool { return d.Kind != Const && !(d.Kind == Uniform && d.Min == d.Max) }
+func (d Dist) Random() bool {
+	switch d.Kind {
+	case Const:
+		return false
+	case Uniform:
+		return d.Min != d.Max
+	case Empirical:
+		return d.Table.Random()
+	}
+	return true
+}
 
 // MeanValue is the distribution's mean.
 func (d Dist) MeanValue() Time {
@@ -121,8 +167,38 @@ func (d Dist) SCV() float64 {
 		return w * w / 12 / (m * m)
 	case Lognormal:
 		return math.Exp(d.Sigma*d.Sigma) - 1
+	case Empirical:
+		return d.Table.SCV()
 	default:
 		return 0
+	}
+}
+
+// Quantile is the distribution's q-quantile (0 <= q <= 1), exact for every
+// kind: the duration below which a fraction q of the draws fall.
+func (d Dist) Quantile(q float64) Time {
+	q = min(max(q, 0), 1)
+	switch d.Kind {
+	case Exp:
+		if q == 1 {
+			return Time(math.MaxInt64)
+		}
+		return FromSeconds(-d.Mean.Seconds() * math.Log1p(-q))
+	case Uniform:
+		return d.Min + FromSeconds((d.Max-d.Min).Seconds()*q)
+	case Lognormal:
+		if q == 0 {
+			return 0
+		}
+		if q == 1 {
+			return Time(math.MaxInt64)
+		}
+		mu := math.Log(d.Mean.Seconds()) - d.Sigma*d.Sigma/2
+		return FromSeconds(math.Exp(mu + d.Sigma*NormQuantile(q)))
+	case Empirical:
+		return d.Table.Quantile(q)
+	default:
+		return d.Mean
 	}
 }
 
@@ -134,6 +210,8 @@ func (d Dist) String() string {
 		return fmt.Sprintf("uniform(%v..%v)", d.Min, d.Max)
 	case Lognormal:
 		return fmt.Sprintf("lognormal(mean %v, sigma %.3g)", d.Mean, d.Sigma)
+	case Empirical:
+		return d.Table.String()
 	default:
 		return d.Mean.String()
 	}

@@ -71,7 +71,7 @@ func TestDistBasics(t *testing.T) {
 	if UniformDist(0, 0).SCV() != 0 {
 		t.Error("SCV of uniform(0,0)")
 	}
-	for k := Const; k <= Lognormal; k++ {
+	for k := Const; k <= Empirical; k++ {
 		got, err := ParseDistKind(k.String())
 		if err != nil || got != k {
 			t.Errorf("ParseDistKind(%q) = %v, %v", k.String(), got, err)

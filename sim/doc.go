@@ -11,7 +11,11 @@
 //     measured, not derived), and an exact percentile recorder;
 //   - seeded random streams, one per purpose, whose variates are computed
 //     from Uint64 by our own formulas so they cannot change across Go
-//     releases.
+//     releases, and the distributions drawn from them: durations (Dist:
+//     constant, exponential, uniform, lognormal by mean or median with p99
+//     or σ, and empirical tables of samples or histogram buckets, drawn by
+//     inverting the distribution function with one Float64) and counts
+//     (IntDist: constant, uniform, empirical).
 //
 // A model is a Handler: the engine pops the earliest Event and calls
 // Handle; the handler schedules further events with At or After. Events

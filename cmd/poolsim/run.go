@@ -48,6 +48,7 @@ to read for what).
 Keys for --set (also the keys of the scenario YAML and its sweep: block):
 %s
 
+%s
 Exit status: 0 success, 1 failure, 2 usage error (bad flags, bad scenario).
 `
 
@@ -59,7 +60,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sets := fs.StringArray("set", nil, "override a scenario value by its dotted key: --set workload.clients=500")
 	explain := fs.Bool("explain", false, "after the table, explain each row's queues: Little's law and the matching analytic result")
 	sf := addStudyFlags(fs)
-	fs.Usage = func() { fmt.Fprintf(stderr, runHelp, studyHelp, "  "+strings.Join(scenarios.Fields(), "\n  ")) }
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, runHelp, studyHelp, "  "+strings.Join(scenarios.Fields(), "\n  "), scenarios.DistHelp)
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
