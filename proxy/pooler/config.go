@@ -287,7 +287,9 @@ func (c *Config) poolFor(db, user string) (poolconf.Database, poolconf.Pool, boo
 func FromSettings(s poolconf.Settings) (Config, []string) {
 	c := DefaultConfig()
 	var notApplied []string
-	skip := func(key, value, why string) { notApplied = append(notApplied, fmt.Sprintf("%s = %s (%s)", key, value, why)) }
+	skip := func(key, value, why string) {
+		notApplied = append(notApplied, fmt.Sprintf("%s = %s (%s)", key, value, why))
+	}
 	addr := s.ListenAddr
 	switch {
 	case addr == "":
