@@ -496,3 +496,68 @@ func (p *PgBouncer) Stop() error {
 	})
 	return p.stopErr
 }
+
+// StartINI starts pgbouncer on an existing pgbouncer.ini (path) that
+// listens on 127.0.0.1:port, and waits until the port accepts
+// connections. The file and everything it names must be readable by the
+// account pgbouncer runs as (postgres when root), and its logfile and
+// pidfile, if any, writable; PgBouncer's own output goes to LogPath in a
+// fresh instance folder. adminUser is the user AdminDSN logs in as; users
+// gives the passwords DSN uses. Stop removes the instance folder, not the
+// file.
+func StartINI(ctx context.Context, path string, port int, adminUser string, users map[string]string) (*PgBouncer, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	bin, err := Find()
+	if err != nil {
+		return nil, fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	ver, err := version(ctx, bin)
+	if err != nil {
+		return nil, err
+	}
+	acct, err := childproc.ServerAccount()
+	if err != nil {
+		return nil, fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "poolsim-pgbouncer-")
+	if err != nil {
+		return nil, fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	p := &PgBouncer{path: bin, dir: dir, version: ver, users: users, adminUsers: []string{adminUser},
+		logf: func(string, ...any) {}, stopSig: syscall.SIGTERM, port: port}
+	if versionAtLeast(ver, 1, 23) {
+		p.stopSig = syscall.SIGQUIT
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = p.Stop()
+		}
+	}()
+	if err := acct.Chown(dir); err != nil {
+		return nil, fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	logFile, err := os.OpenFile(p.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	proc, err := childproc.Start(childproc.Spec{Path: bin, Args: []string{path}, Dir: dir, Output: logFile, Account: acct})
+	logFile.Close()
+	if err != nil {
+		return nil, fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	p.proc = proc
+	if err := p.waitReady(ctx, false); err != nil {
+		log, _ := os.ReadFile(p.LogPath())
+		return nil, fmt.Errorf("%w\n%s", err, tail(log, 20))
+	}
+	ok = true
+	return p, nil
+}
+
+// Signal sends sig to the pgbouncer process (SIGHUP reloads, SIGUSR1
+// pauses, SIGUSR2 resumes).
+func (p *PgBouncer) Signal(sig syscall.Signal) error {
+	return syscall.Kill(p.proc.Pid(), sig)
+}
