@@ -207,4 +207,3 @@ public class Schemas {
 		return exec.CommandContext(ctx, java, "-cp", jar, src, host, port)
 	})
 }
-
