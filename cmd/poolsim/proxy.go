@@ -223,8 +223,8 @@ func handleSignals(ctx context.Context, p *pooler.Proxy, served <-chan error, bu
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	done := ctx.Done()
-	pauseCtx, stopPause := context.WithCancel(context.Background())
-	defer stopPause()
+	quit := make(chan struct{}) // ends the goroutine that reports a completed pause
+	defer close(quit)
 	for {
 		select {
 		case err := <-served:
@@ -233,39 +233,42 @@ func handleSignals(ctx context.Context, p *pooler.Proxy, served <-chan error, bu
 			done = nil
 			p.Shutdown(pooler.SafeShutdown)
 		case sig := <-sigs:
+			// The log lines are PgBouncer 1.18's.
 			switch sig {
 			case syscall.SIGINT:
-				logger.Printf("SIGINT: safe shutdown")
+				logger.Printf("got SIGINT, shutting down")
 				p.Shutdown(pooler.SafeShutdown)
 			case syscall.SIGTERM:
-				logger.Printf("SIGTERM: immediate shutdown")
+				logger.Printf("got SIGTERM, fast exit")
 				p.Shutdown(pooler.ImmediateShutdown)
 			case syscall.SIGHUP:
+				logger.Printf("got SIGHUP, re-reading config")
 				cfg, err := build()
-				if err != nil {
-					logger.Printf("SIGHUP: reload failed, the old settings stay: %v", err)
-					continue
+				if err == nil {
+					_, _, err = p.Reload(cfg)
 				}
-				changed, _, err := p.Reload(cfg)
 				if err != nil {
-					logger.Printf("SIGHUP: reload failed, the old settings stay: %v", err)
-					continue
+					logger.Printf("reload failed, the old settings stay: %v", err)
 				}
-				logger.Printf("SIGHUP: settings reloaded, %d changed", len(changed))
 			case syscall.SIGUSR1:
-				logger.Printf("SIGUSR1: pausing")
+				done, err := p.Pause("")
+				if err != nil {
+					logger.Printf("got SIGUSR1: %v", err)
+					continue
+				}
+				logger.Printf("got SIGUSR1, pausing all activity")
 				go func() {
-					if err := p.Pause(pauseCtx, ""); err != nil {
-						logger.Printf("SIGUSR1: pause: %v", err)
-						return
+					select {
+					case <-done:
+						logger.Printf("paused: every server connection closed")
+					case <-quit:
 					}
-					logger.Printf("SIGUSR1: paused, every server closed")
 				}()
 			case syscall.SIGUSR2:
 				if err := p.Resume(""); err != nil {
-					logger.Printf("SIGUSR2: resume: %v", err)
+					logger.Printf("got SIGUSR2: %v", err)
 				} else {
-					logger.Printf("SIGUSR2: resumed")
+					logger.Printf("got SIGUSR2, continuing from PAUSE")
 				}
 			}
 		}

@@ -260,12 +260,17 @@ func TestProxyINIBesidePgBouncer(t *testing.T) {
 		name   string
 		port   int
 		signal func(syscall.Signal) error
+		log    func() string // the process's log so far
 		app1   *pgx.Conn
 		tx     pgx.Tx
 	}
+	bouncerLog := func() string {
+		b, _ := os.ReadFile(b.LogPath())
+		return string(b)
+	}
 	targets := []*target{
-		{name: "pgbouncer", port: f.bouncer, signal: b.Signal},
-		{name: "proxy", port: pp.port, signal: func(s syscall.Signal) error { return pp.cmd.Process.Signal(s) }},
+		{name: "pgbouncer", port: f.bouncer, signal: b.Signal, log: bouncerLog},
+		{name: "proxy", port: pp.port, signal: func(s syscall.Signal) error { return pp.cmd.Process.Signal(s) }, log: pp.out.String},
 	}
 	for _, tg := range targets {
 		for db, want := range map[string]string{"app1": "poolsim", "app2": "second"} {
@@ -331,12 +336,20 @@ func TestProxyINIBesidePgBouncer(t *testing.T) {
 		if err := tg.signal(syscall.SIGUSR1); err != nil {
 			t.Fatal(err)
 		}
+		// Both log PgBouncer's line once the pause is in force.
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(tg.log(), "got SIGUSR1, pausing all activity") {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no \"got SIGUSR1, pausing all activity\" in the log 10s after SIGUSR1:\n%s", tg.name, tg.log())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		done := make(chan error, 1)
 		go func() {
 			_, err := tg.app1.Exec(ctx, "select 1")
 			done <- err
 		}()
-		deadline := time.Now().Add(10 * time.Second)
+		deadline = time.Now().Add(10 * time.Second)
 		for waiting(ctx, t, tg.port, "app1") != "1" {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: no client waiting in app1 10s after SIGUSR1", tg.name)
@@ -372,7 +385,7 @@ func TestProxyINIBesidePgBouncer(t *testing.T) {
 	if err := pp.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	pp.waitOutput(t, "SIGINT: safe shutdown", 10*time.Second)
+	pp.waitOutput(t, "got SIGINT, shutting down", 10*time.Second)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := pgx.Connect(ctx, dsnAt(pp.port, "app1"))

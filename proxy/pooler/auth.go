@@ -163,18 +163,10 @@ func (p *Proxy) authenticate(c *client, user string) error {
 		}
 		return nil
 	case AuthPlain:
-		if err := send(c.w, &pgproto3.AuthenticationCleartextPassword{}); err != nil {
-			return err
-		}
-		if err := c.w.Flush(); err != nil {
-			return err
-		}
-		var scratch []byte
-		b, err := readAuthMessage(c.r, &scratch)
+		pw, err := askPassword(c, &pgproto3.AuthenticationCleartextPassword{})
 		if err != nil {
 			return err
 		}
-		pw := strings.TrimSuffix(string(b), "\x00")
 		if !ok || subtle.ConstantTimeCompare([]byte(pw), []byte(stored)) != 1 {
 			return failed
 		}
@@ -182,18 +174,10 @@ func (p *Proxy) authenticate(c *client, user string) error {
 	case AuthMD5:
 		var salt [4]byte
 		_, _ = rand.Read(salt[:])
-		if err := send(c.w, &pgproto3.AuthenticationMD5Password{Salt: salt}); err != nil {
-			return err
-		}
-		if err := c.w.Flush(); err != nil {
-			return err
-		}
-		var scratch []byte
-		b, err := readAuthMessage(c.r, &scratch)
+		got, err := askPassword(c, &pgproto3.AuthenticationMD5Password{Salt: salt})
 		if err != nil {
 			return err
 		}
-		got := strings.TrimSuffix(string(b), "\x00")
 		inner := stored
 		if !isMD5Secret(stored) {
 			inner = "md5" + md5hex(stored+user)
@@ -217,6 +201,23 @@ func (p *Proxy) authenticate(c *client, user string) error {
 		return failed
 	}
 	return nil
+}
+
+// askPassword sends an authentication request and returns the client's
+// PasswordMessage.
+func askPassword(c *client, req pgproto3.BackendMessage) (string, error) {
+	if err := send(c.w, req); err != nil {
+		return "", err
+	}
+	if err := c.w.Flush(); err != nil {
+		return "", err
+	}
+	var scratch []byte
+	b, err := readAuthMessage(c.r, &scratch)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(string(b), "\x00"), nil
 }
 
 func md5hex(s string) string {

@@ -115,26 +115,30 @@ type Config struct {
 // DefaultWaitLog is the default bound on kept Wait records.
 const DefaultWaitLog = 1 << 20
 
-// DefaultConfig returns PgBouncer's defaults: session pooling, 20 servers
-// per pool, 100 clients, trust authentication on 127.0.0.1:6432. One
-// default differs: MaxPreparedStatements is 0 (PgBouncer 1.24+ has 200),
-// so that, like the PgBouncer 1.18 the validator compares against,
-// protocol-level prepared statements break in transaction pooling unless
-// the setting is given; models/compat reads the same setting.
+// DefaultConfig returns PgBouncer 1.18's defaults (poolconf.Defaults):
+// session pooling, 20 servers per pool, 100 clients, on 127.0.0.1:6432,
+// MaxPreparedStatements 0 (PgBouncer 1.24+ has 200; with 0, as in the
+// PgBouncer 1.18 the validator compares against, protocol-level prepared
+// statements break in transaction pooling unless the setting is given;
+// models/compat reads the same setting). One default differs: AuthType is
+// trust, since PgBouncer's md5 needs an auth_file; FromSettings (a
+// pgbouncer.ini) keeps md5.
 func DefaultConfig() Config {
+	d := poolconf.Defaults()
 	return Config{
-		Listen:               "127.0.0.1:6432",
-		Mode:                 poolmode.Session,
-		PoolSize:             20,
-		MaxClientConn:        100,
-		MaxDBConnections:     0,
-		QueryWaitTimeout:     120 * time.Second,
-		ServerConnectTimeout: 15 * time.Second,
-		ServerIdleTimeout:    600 * time.Second,
-		ServerLifetime:       3600 * time.Second,
-		ServerLoginRetry:     15 * time.Second,
-		ServerResetQuery:     "DISCARD ALL",
-		AuthType:             AuthTrust,
+		Listen:               net.JoinHostPort("127.0.0.1", strconv.Itoa(d.ListenPort)),
+		Mode:                 d.PoolMode,
+		PoolSize:             d.DefaultPoolSize,
+		MaxClientConn:        d.MaxClientConn,
+		MaxDBConnections:     d.MaxDBConnections,
+		MaxUserConnections:   d.MaxUserConnections,
+		QueryWaitTimeout:     d.QueryWaitTimeout,
+		ServerConnectTimeout: d.ServerConnectTimeout,
+		ServerIdleTimeout:    d.ServerIdleTimeout,
+		ServerLifetime:       d.ServerLifetime,
+		ServerLoginRetry:     d.ServerLoginRetry,
+		ServerResetQuery:     d.ServerResetQuery,
+		AuthType:             AuthTrust, // PgBouncer's md5 needs an auth_file; --config uses md5
 		ShutdownTimeout:      10 * time.Second,
 		WaitLog:              DefaultWaitLog,
 	}

@@ -1,7 +1,6 @@
 package pooler
 
 import (
-	"context"
 	"errors"
 	"time"
 )
@@ -43,10 +42,10 @@ func (p *pool) paused() bool {
 	return ok
 }
 
-// Pause pauses database db ("" = every database) and waits until its
-// servers are all closed or ctx is done; the pause stays in force either
-// way until Resume.
-func (p *Proxy) Pause(ctx context.Context, db string) error {
+// Pause pauses database db ("" = every database): when it returns without
+// error the pause is in force, and the channel is closed once the paused
+// pools have no server left. The pause lasts until Resume.
+func (p *Proxy) Pause(db string) (<-chan struct{}, error) {
 	ch := make(chan struct{})
 	var err error
 	ok := p.loop.call(func() {
@@ -72,17 +71,12 @@ func (p *Proxy) Pause(ctx context.Context, db string) error {
 		p.pauseProgress()
 	})
 	if !ok {
-		return errShuttingDown
+		return nil, errShuttingDown
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ch, nil
 }
 
 // Resume ends a pause of db ("" = the pause of everything, or of every
