@@ -72,7 +72,7 @@ func (p *Proxy) handle(conn net.Conn) {
 		return
 	}
 	if err := p.authenticate(c, user); err != nil {
-		sendFatal(c.w, fatal("28P01", err.Error()))
+		sendFatal(c.w, poolerError(err.Error())) // 08P01, as PgBouncer sends it
 		return
 	}
 	var key [8]byte
