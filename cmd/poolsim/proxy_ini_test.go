@@ -219,14 +219,25 @@ func poolModes(ctx context.Context, t *testing.T, port int) map[string]bool {
 	return out
 }
 
-// dbPoolSize is SHOW DATABASES' pool_size of db.
-func dbPoolSize(ctx context.Context, t *testing.T, port int, db string) string {
-	for _, r := range consoleRows(ctx, t, port, "SHOW DATABASES") {
-		if r["name"] == db {
-			return r["pool_size"]
+// consoleCell is column col of the row of a console SHOW whose column
+// keyCol is key, or "".
+func consoleCell(ctx context.Context, t *testing.T, port int, cmd, keyCol, key, col string) string {
+	for _, r := range consoleRows(ctx, t, port, cmd) {
+		if r[keyCol] == key {
+			return r[col]
 		}
 	}
 	return ""
+}
+
+// dbPoolSize is SHOW DATABASES' pool_size of db.
+func dbPoolSize(ctx context.Context, t *testing.T, port int, db string) string {
+	return consoleCell(ctx, t, port, "SHOW DATABASES", "name", db, "pool_size")
+}
+
+// waiting is SHOW POOLS' cl_waiting of db.
+func waiting(ctx context.Context, t *testing.T, port int, db string) string {
+	return consoleCell(ctx, t, port, "SHOW POOLS", "database", db, "cl_waiting")
 }
 
 // TestProxyINIBesidePgBouncer writes one pgbouncer.ini with two databases
@@ -404,16 +415,6 @@ func TestProxyINIBesidePgBouncer(t *testing.T) {
 	if code := pp.exit(t, 15*time.Second); code != 0 {
 		t.Errorf("proxy exit status after SIGINT = %d, want 0", code)
 	}
-}
-
-// waiting is SHOW POOLS' cl_waiting of db.
-func waiting(ctx context.Context, t *testing.T, port int, db string) string {
-	for _, r := range consoleRows(ctx, t, port, "SHOW POOLS") {
-		if r["database"] == db {
-			return r["cl_waiting"]
-		}
-	}
-	return ""
 }
 
 // TestProxySIGTERM: SIGTERM is PgBouncer 1.18's immediate shutdown - an
