@@ -7,11 +7,15 @@ import (
 	"log"
 	"net"
 	"net/url"
+	"os"
+	"os/signal"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/proxy/pooler"
 )
@@ -22,14 +26,34 @@ func init() {
 
 const proxyUsage = `Usage:
   poolsim proxy --upstream URL [--listen ADDR] [--mode session|transaction|statement] [settings]
+  poolsim proxy --config pgbouncer.ini [settings]
 
 Runs a PostgreSQL pooling proxy that behaves like PgBouncer: clients log in to
 the proxy, which links them to a pooled server connection only when a
 statement needs one and releases it by the pool mode's rule. Settings are
 PgBouncer's, in kebab-case, with PgBouncer's defaults. The console database
 "pgbouncer" answers SHOW POOLS, STATS, CLIENTS, SERVERS, DATABASES, LISTS, CONFIG.
-SIGINT or SIGTERM stop accepting clients, let transactions finish for up to
---shutdown-timeout, then close everything.
+
+--config reads a pgbouncer.ini as PgBouncer 1.18 does: [pgbouncer] settings
+(with PgBouncer's defaults, so auth_type is md5 unless the file says
+otherwise), [databases] (host, port, dbname, user, password, pool_size,
+pool_mode, max_db_connections, client_encoding, datestyle, timezone; "*" for
+any other name), [users] (pool_mode, max_user_connections) and %%include. Each
+database and user is one pool. Flags given on the command line override the
+file; --upstream serves every database name the file does not list. Settings
+the proxy does not apply are logged at start, never dropped silently.
+
+Startup parameters: whatever a client sets at login (options=-c name=value,
+PGOPTIONS, asyncpg server_settings, pgjdbc currentSchema) is applied to its
+session on whichever server it is linked to; --ignore-startup-parameters drops
+the names it lists. A parameter that cannot be applied is refused with a FATAL.
+
+Signals, as PgBouncer 1.18: SIGHUP reloads the settings (the config file and
+auth file are read again; what can change live changes, the rest is logged);
+SIGINT is a safe shutdown (stop accepting, close idle clients, let
+transactions finish for up to --shutdown-timeout); SIGTERM an immediate one;
+SIGUSR1 pauses (no client gets a server, servers close as they are released);
+SIGUSR2 resumes.
 
 The upstream URL supplies host, port, password and TLS settings; database and
 user come from each client's login, and each (database, user) is one pool.
@@ -51,6 +75,7 @@ Examples:
   poolsim proxy --upstream postgres://app@127.0.0.1:5432/app --mode transaction --max-prepared-statements 200
   poolsim proxy --listen 0.0.0.0:6432 --auth-type scram-sha-256 --auth-file userlist.txt \
       --upstream postgres://127.0.0.1:5432/app
+  poolsim proxy --config /etc/pgbouncer/pgbouncer.ini --listen 127.0.0.1:6433
   psql 'postgres://app@127.0.0.1:6432/pgbouncer' -c 'SHOW POOLS'
 
 Flags:
@@ -64,12 +89,14 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprintf(stderr, proxyUsage, fs.FlagUsages()) }
 	cfg := def
+	configFile := fs.String("config", "", "a pgbouncer.ini to read settings, [databases] and [users] from; the flags given override it; SIGHUP reads it again")
 	mode := fs.String("mode", def.Mode.String(), "pool_mode: session, transaction or statement")
-	fs.StringVar(&cfg.Listen, "listen", def.Listen, "listen address; must be loopback with --auth-type trust")
-	fs.StringVar(&cfg.Upstream, "upstream", "", "PostgreSQL server URL or keyword/value string (required)")
+	fs.StringVar(&cfg.Listen, "listen", def.Listen, "listen address; must be loopback with --auth-type trust or any")
+	fs.StringVar(&cfg.Upstream, "upstream", "", "PostgreSQL server URL or keyword/value string (required unless --config has [databases]); serves every database name the config does not list")
 	fs.IntVar(&cfg.PoolSize, "pool-size", def.PoolSize, "default_pool_size: server connections per (database, user)")
 	fs.IntVar(&cfg.MaxClientConn, "max-client-conn", def.MaxClientConn, "max_client_conn: client connections in all")
 	fs.IntVar(&cfg.MaxDBConnections, "max-db-connections", def.MaxDBConnections, "max_db_connections: server connections per database, 0 = unlimited")
+	fs.IntVar(&cfg.MaxUserConnections, "max-user-connections", def.MaxUserConnections, "max_user_connections: server connections per user, 0 = unlimited")
 	fs.DurationVar(&cfg.QueryWaitTimeout, "query-wait-timeout", def.QueryWaitTimeout, "query_wait_timeout: longest wait for a server, 0 = forever")
 	fs.DurationVar(&cfg.ServerConnectTimeout, "server-connect-timeout", def.ServerConnectTimeout, "server_connect_timeout: limit on one server login")
 	fs.DurationVar(&cfg.ServerIdleTimeout, "server-idle-timeout", def.ServerIdleTimeout, "server_idle_timeout: close servers idle this long, 0 = never")
@@ -78,9 +105,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.MaxPreparedStatements, "max-prepared-statements", def.MaxPreparedStatements,
 		"max_prepared_statements: named prepared statements kept per server connection in transaction/statement mode; 0 = off, as in PgBouncer 1.18 (1.24+ defaults to 200)")
 	fs.StringVar(&cfg.ServerResetQuery, "server-reset-query", def.ServerResetQuery, "server_reset_query: run in session mode before a server is reused")
-	fs.StringVar(&cfg.AuthType, "auth-type", def.AuthType, "auth_type: trust or scram-sha-256")
-	fs.StringVar(&cfg.AuthFile, "auth-file", "", "auth_file: PgBouncer userlist.txt (\"user\" \"password or SCRAM secret\")")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long transactions may finish after SIGINT/SIGTERM")
+	fs.StringVar(&cfg.AuthType, "auth-type", def.AuthType, "auth_type: trust, any, plain, md5 or scram-sha-256")
+	fs.StringVar(&cfg.AuthFile, "auth-file", "", "auth_file: PgBouncer userlist.txt (\"user\" \"password, md5 or SCRAM secret\")")
+	fs.StringSliceVar(&cfg.IgnoreStartupParameters, "ignore-startup-parameters", nil, "ignore_startup_parameters: startup parameters to drop; every other one is applied to the client's session")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long transactions may finish after SIGINT")
 	threads := fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
 	verbose := fs.BoolP("verbose", "v", false, "log every server close and its reason")
 	if err := parseFlags(fs, args); err != nil {
@@ -94,19 +122,39 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--mode %q: want session, transaction or statement", *mode)
 	}
 	cfg.Mode = m
-	if err := cfg.Validate(); err != nil {
-		return usage(err)
-	}
 	if *threads < 0 {
 		return usagef("--threads %d: want 0 (one per core) or more", *threads)
+	}
+	logger := log.New(stderr, "poolsim proxy: ", log.LstdFlags)
+	flags := cfg
+	// build makes the settings: the config file's, with the flags given on
+	// the command line over them. SIGHUP runs it again.
+	build := func() (pooler.Config, error) {
+		c := flags
+		if *configFile != "" {
+			s, err := poolconf.Load(*configFile)
+			if err != nil {
+				return pooler.Config{}, err
+			}
+			var notApplied []string
+			c, notApplied = pooler.FromSettings(s)
+			overrideFlags(fs, &c, &flags)
+			for _, n := range notApplied {
+				logger.Printf("config: not applied: %s", n)
+			}
+		}
+		c.Logf = logger.Printf
+		c.Verbose = *verbose
+		c.WaitLog = -1 // the per-assignment log is for the validator; nobody reads it here
+		return c, c.Validate()
+	}
+	cfg, err = build()
+	if err != nil {
+		return usage(err)
 	}
 	if *threads > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*threads))
 	}
-	logger := log.New(stderr, "poolsim proxy: ", log.LstdFlags)
-	cfg.Logf = logger.Printf
-	cfg.Verbose = *verbose
-	cfg.WaitLog = -1 // the per-assignment log is for the validator; nobody reads it here
 	p, err := pooler.New(cfg)
 	if err != nil {
 		return usage(err)
@@ -119,14 +167,112 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.MaxPreparedStatements > 0 && cfg.Mode != poolmode.Session {
 		prepared = fmt.Sprintf(", max %d prepared statements per server", cfg.MaxPreparedStatements)
 	}
+	upstream := redact(cfg.Upstream)
+	if *configFile != "" {
+		upstream = fmt.Sprintf("%d databases from %s", len(cfg.Databases), *configFile)
+		if cfg.Upstream != "" {
+			upstream += ", others to " + redact(cfg.Upstream)
+		}
+	}
 	fmt.Fprintf(stdout, "poolsim proxy: listening on %s, %s pooling, pool size %d%s, upstream %s\n",
-		ln.Addr(), cfg.Mode, cfg.PoolSize, prepared, redact(cfg.Upstream))
+		ln.Addr(), cfg.Mode, cfg.PoolSize, prepared, upstream)
 	start := time.Now()
-	if err := p.Serve(ctx, ln); err != nil {
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(context.WithoutCancel(ctx), ln) }()
+	err = handleSignals(ctx, p, served, build, logger)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "poolsim proxy: stopped after %s\n", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// overrideFlags copies into c the settings whose flags were given on the
+// command line (from flags, the parsed values).
+func overrideFlags(fs *pflag.FlagSet, c, flags *pooler.Config) {
+	set := func(name string, apply func()) {
+		if fs.Changed(name) {
+			apply()
+		}
+	}
+	set("mode", func() { c.Mode = flags.Mode })
+	set("listen", func() { c.Listen = flags.Listen })
+	set("upstream", func() { c.Upstream = flags.Upstream })
+	set("pool-size", func() { c.PoolSize = flags.PoolSize })
+	set("max-client-conn", func() { c.MaxClientConn = flags.MaxClientConn })
+	set("max-db-connections", func() { c.MaxDBConnections = flags.MaxDBConnections })
+	set("max-user-connections", func() { c.MaxUserConnections = flags.MaxUserConnections })
+	set("query-wait-timeout", func() { c.QueryWaitTimeout = flags.QueryWaitTimeout })
+	set("server-connect-timeout", func() { c.ServerConnectTimeout = flags.ServerConnectTimeout })
+	set("server-idle-timeout", func() { c.ServerIdleTimeout = flags.ServerIdleTimeout })
+	set("server-lifetime", func() { c.ServerLifetime = flags.ServerLifetime })
+	set("server-login-retry", func() { c.ServerLoginRetry = flags.ServerLoginRetry })
+	set("max-prepared-statements", func() { c.MaxPreparedStatements = flags.MaxPreparedStatements })
+	set("server-reset-query", func() { c.ServerResetQuery = flags.ServerResetQuery })
+	set("auth-type", func() { c.AuthType = flags.AuthType })
+	set("auth-file", func() { c.AuthFile = flags.AuthFile })
+	set("ignore-startup-parameters", func() { c.IgnoreStartupParameters = flags.IgnoreStartupParameters })
+	c.ShutdownTimeout = flags.ShutdownTimeout // the proxy's own setting, not PgBouncer's
+}
+
+// handleSignals runs PgBouncer 1.18's signals until Serve returns: SIGHUP
+// reloads the settings, SIGINT (or ctx done) is a safe shutdown, SIGTERM an
+// immediate one, SIGUSR1 pauses every pool and SIGUSR2 resumes them.
+func handleSignals(ctx context.Context, p *pooler.Proxy, served <-chan error, build func() (pooler.Config, error), logger *log.Logger) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	done := ctx.Done()
+	quit := make(chan struct{}) // ends the goroutine that reports a completed pause
+	defer close(quit)
+	for {
+		select {
+		case err := <-served:
+			return err
+		case <-done:
+			done = nil
+			p.Shutdown(pooler.SafeShutdown)
+		case sig := <-sigs:
+			// The log lines are PgBouncer 1.18's.
+			switch sig {
+			case syscall.SIGINT:
+				logger.Printf("got SIGINT, shutting down")
+				p.Shutdown(pooler.SafeShutdown)
+			case syscall.SIGTERM:
+				logger.Printf("got SIGTERM, fast exit")
+				p.Shutdown(pooler.ImmediateShutdown)
+			case syscall.SIGHUP:
+				logger.Printf("got SIGHUP, re-reading config")
+				cfg, err := build()
+				if err == nil {
+					_, _, err = p.Reload(cfg)
+				}
+				if err != nil {
+					logger.Printf("reload failed, the old settings stay: %v", err)
+				}
+			case syscall.SIGUSR1:
+				done, err := p.Pause("")
+				if err != nil {
+					logger.Printf("got SIGUSR1: %v", err)
+					continue
+				}
+				logger.Printf("got SIGUSR1, pausing all activity")
+				go func() {
+					select {
+					case <-done:
+						logger.Printf("paused: every server connection closed")
+					case <-quit:
+					}
+				}()
+			case syscall.SIGUSR2:
+				if err := p.Resume(""); err != nil {
+					logger.Printf("got SIGUSR2: %v", err)
+				} else {
+					logger.Printf("got SIGUSR2, continuing from PAUSE")
+				}
+			}
+		}
+	}
 }
 
 // redact hides the password of a URL for printing.

@@ -291,36 +291,18 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 	if _, err := cfg.settings("", 1); err != nil { // validate before touching the disk
 		return nil, err
 	}
-	path := cfg.Path
-	if path == "" {
-		var err error
-		if path, err = Find(); err != nil {
-			return nil, fmt.Errorf("pgbouncer: start: %w", err)
-		}
-	}
-	ver, err := version(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	acct, err := childproc.ServerAccount()
-	if err != nil {
-		return nil, fmt.Errorf("pgbouncer: start: %w", err)
-	}
 	logf := cfg.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	dir, err := os.MkdirTemp(cfg.TempDir, "poolsim-pgbouncer-")
+	p, acct, err := newInstance(ctx, cfg.Path, cfg.TempDir, logf)
 	if err != nil {
-		return nil, fmt.Errorf("pgbouncer: start: %w", err)
+		return nil, err
 	}
-	p := &PgBouncer{path: path, dir: dir, version: ver, users: cfg.users(), logf: logf, stopSig: syscall.SIGTERM}
+	p.users = cfg.users()
 	p.adminUsers = cfg.AdminUsers
 	if p.adminUsers == nil {
 		p.adminUsers = []string{"postgres"}
-	}
-	if versionAtLeast(ver, 1, 23) { // SIGTERM became a safe shutdown in 1.23
-		p.stopSig = syscall.SIGQUIT
 	}
 	ok := false
 	defer func() {
@@ -328,9 +310,7 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 			_ = p.Stop()
 		}
 	}()
-	if err := acct.Chown(dir); err != nil {
-		return nil, fmt.Errorf("pgbouncer: start: %w", err)
-	}
+	dir := p.dir
 	if err := os.WriteFile(filepath.Join(dir, "users.txt"), []byte(authFile(p.users)), 0o644); err != nil {
 		return nil, fmt.Errorf("pgbouncer: write auth file: %w", err)
 	}
@@ -351,27 +331,12 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 		if err := os.WriteFile(ini, []byte(iniFile(settings, cfg.databaseLine())), 0o644); err != nil {
 			return nil, fmt.Errorf("pgbouncer: write pgbouncer.ini: %w", err)
 		}
-		logFile, err := os.OpenFile(p.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("pgbouncer: start: %w", err)
-		}
-		proc, err := childproc.Start(childproc.Spec{
-			Path:    path,
-			Args:    []string{ini},
-			Dir:     dir,
-			Output:  logFile,
-			Account: acct,
-		})
-		logFile.Close()
-		if err != nil {
-			return nil, fmt.Errorf("pgbouncer: start: %w", err)
-		}
-		p.proc, p.port = proc, port
-		err = p.waitReady(ctx, cfg.SoReuseport && cfg.ListenPort != 0)
+		p.port = port
+		err = p.run(ctx, acct, ini, cfg.SoReuseport && cfg.ListenPort != 0)
 		if err == nil {
 			break
 		}
-		_ = proc.Stop(int(p.stopSig), 3*time.Second)
+		_ = p.proc.Stop(int(p.stopSig), 3*time.Second)
 		log, _ := os.ReadFile(p.LogPath())
 		if cfg.ListenPort == 0 && attempt < attempts && ctx.Err() == nil && bytes.Contains(log, []byte("in use")) {
 			logf("pgbouncer: port %d was taken, retrying", port)
@@ -379,7 +344,7 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 		}
 		return nil, fmt.Errorf("%w\n%s", err, tail(log, 20))
 	}
-	logf("pgbouncer: PgBouncer %s on 127.0.0.1:%d -> %s (%s)", ver, p.port, cfg.databaseLine(), p.dir)
+	logf("pgbouncer: PgBouncer %s on 127.0.0.1:%d -> %s (%s)", p.version, p.port, cfg.databaseLine(), p.dir)
 	ok = true
 	return p, nil
 }
@@ -495,4 +460,83 @@ func (p *PgBouncer) Stop() error {
 		p.logf("pgbouncer: stopped 127.0.0.1:%d, removed %s", p.port, p.dir)
 	})
 	return p.stopErr
+}
+
+// StartINI starts pgbouncer on an existing pgbouncer.ini (path) that
+// listens on 127.0.0.1:port, and waits until the port accepts
+// connections. The file and everything it names must be readable by the
+// account pgbouncer runs as (postgres when root), and its logfile and
+// pidfile, if any, writable; PgBouncer's own output goes to LogPath in a
+// fresh instance folder. adminUser is the user AdminDSN logs in as; users
+// gives the passwords DSN uses. Stop removes the instance folder, not the
+// file.
+func StartINI(ctx context.Context, path string, port int, adminUser string, users map[string]string) (*PgBouncer, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	p, acct, err := newInstance(ctx, "", "", func(string, ...any) {})
+	if err != nil {
+		return nil, err
+	}
+	p.users, p.adminUsers, p.port = users, []string{adminUser}, port
+	if err := p.run(ctx, acct, path, false); err != nil {
+		_ = p.Stop()
+		log, _ := os.ReadFile(p.LogPath())
+		return nil, fmt.Errorf("%w\n%s", err, tail(log, 20))
+	}
+	return p, nil
+}
+
+// newInstance finds pgbouncer (bin, or Find) and its version, and makes
+// the instance folder, owned by the account pgbouncer runs as. On error
+// nothing is left behind.
+func newInstance(ctx context.Context, bin, tempDir string, logf func(string, ...any)) (*PgBouncer, childproc.Account, error) {
+	if bin == "" {
+		var err error
+		if bin, err = Find(); err != nil {
+			return nil, childproc.Account{}, fmt.Errorf("pgbouncer: start: %w", err)
+		}
+	}
+	ver, err := version(ctx, bin)
+	if err != nil {
+		return nil, childproc.Account{}, err
+	}
+	acct, err := childproc.ServerAccount()
+	if err != nil {
+		return nil, childproc.Account{}, fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	dir, err := os.MkdirTemp(tempDir, "poolsim-pgbouncer-")
+	if err != nil {
+		return nil, childproc.Account{}, fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	p := &PgBouncer{path: bin, dir: dir, version: ver, logf: logf, stopSig: syscall.SIGTERM}
+	if versionAtLeast(ver, 1, 23) { // SIGTERM became a safe shutdown in 1.23
+		p.stopSig = syscall.SIGQUIT
+	}
+	if err := acct.Chown(dir); err != nil {
+		_ = p.Stop()
+		return nil, childproc.Account{}, fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	return p, acct, nil
+}
+
+// run starts pgbouncer on ini, its output to LogPath, and waits until
+// p.port accepts connections (see waitReady for shared).
+func (p *PgBouncer) run(ctx context.Context, acct childproc.Account, ini string, shared bool) error {
+	logFile, err := os.OpenFile(p.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	proc, err := childproc.Start(childproc.Spec{Path: p.path, Args: []string{ini}, Dir: p.dir, Output: logFile, Account: acct})
+	logFile.Close()
+	if err != nil {
+		return fmt.Errorf("pgbouncer: start: %w", err)
+	}
+	p.proc = proc
+	return p.waitReady(ctx, shared)
+}
+
+// Signal sends sig to the pgbouncer process (SIGHUP reloads, SIGUSR1
+// pauses, SIGUSR2 resumes).
+func (p *PgBouncer) Signal(sig syscall.Signal) error {
+	return syscall.Kill(p.proc.Pid(), sig)
 }

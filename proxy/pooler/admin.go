@@ -195,7 +195,7 @@ func (p *Proxy) showPools() [][]string {
 		us := maxwait.Microseconds()
 		rows = append(rows, []string{pl.key.db, pl.key.user, itoa(clActive), itoa(waiting), "0", "0",
 			itoa(active), "0", itoa(canceling), itoa(idle), "0", itoa(tested), itoa(login),
-			itoa(us / 1e6), itoa(us % 1e6), p.cfg.Mode.String(), ""})
+			itoa(us / 1e6), itoa(us % 1e6), pl.mode.String(), ""})
 	}
 	return rows
 }
@@ -334,8 +334,12 @@ func (p *Proxy) showDatabases() [][]string {
 			continue
 		}
 		seen[db] = true
-		rows = append(rows, []string{db, p.upstream.Host, itoa(int64(p.upstream.Port)), db, "",
-			itoa(int64(p.cfg.PoolSize)), "0", "0", p.cfg.Mode.String(), itoa(int64(p.cfg.MaxDBConnections)),
+		force := ""
+		if pl.entry.User != "" {
+			force = pl.entry.User
+		}
+		rows = append(rows, []string{db, pl.conf.Host, itoa(int64(pl.conf.Port)), pl.conf.Database, force,
+			itoa(int64(pl.size)), "0", "0", pl.mode.String(), itoa(int64(pl.maxDB)),
 			itoa(pl.db.n.Load()), "0", "0"})
 	}
 	return rows
@@ -375,26 +379,26 @@ func (p *Proxy) showConfig() [][]string {
 	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'g', -1, 64) }
 	n := func(v int) string { return itoa(int64(v)) }
 	addr, port := "", ""
-	if h, pt, err := net.SplitHostPort(p.cfg.Listen); err == nil {
+	if h, pt, err := net.SplitHostPort(p.conf().Listen); err == nil {
 		addr, port = h, pt
 	}
 	_, defPort, _ := net.SplitHostPort(def.Listen)
 	rows := [][]string{
-		{"auth_file", p.cfg.AuthFile, def.AuthFile},
-		{"auth_type", p.cfg.AuthType, def.AuthType},
-		{"default_pool_size", n(p.cfg.PoolSize), n(def.PoolSize)},
+		{"auth_file", p.conf().AuthFile, def.AuthFile},
+		{"auth_type", p.conf().AuthType, def.AuthType},
+		{"default_pool_size", n(p.conf().PoolSize), n(def.PoolSize)},
 		{"listen_addr", addr, ""},
 		{"listen_port", port, defPort},
-		{"max_client_conn", n(p.cfg.MaxClientConn), n(def.MaxClientConn)},
-		{"max_db_connections", n(p.cfg.MaxDBConnections), n(def.MaxDBConnections)},
-		{"max_prepared_statements", n(p.cfg.MaxPreparedStatements), n(def.MaxPreparedStatements)},
-		{"pool_mode", p.cfg.Mode.String(), def.Mode.String()},
-		{"query_wait_timeout", secs(p.cfg.QueryWaitTimeout), secs(def.QueryWaitTimeout)},
-		{"server_connect_timeout", secs(p.cfg.ServerConnectTimeout), secs(def.ServerConnectTimeout)},
-		{"server_idle_timeout", secs(p.cfg.ServerIdleTimeout), secs(def.ServerIdleTimeout)},
-		{"server_lifetime", secs(p.cfg.ServerLifetime), secs(def.ServerLifetime)},
-		{"server_login_retry", secs(p.cfg.ServerLoginRetry), secs(def.ServerLoginRetry)},
-		{"server_reset_query", p.cfg.ServerResetQuery, def.ServerResetQuery},
+		{"max_client_conn", n(p.conf().MaxClientConn), n(def.MaxClientConn)},
+		{"max_db_connections", n(p.conf().MaxDBConnections), n(def.MaxDBConnections)},
+		{"max_prepared_statements", n(p.conf().MaxPreparedStatements), n(def.MaxPreparedStatements)},
+		{"pool_mode", p.conf().Mode.String(), def.Mode.String()},
+		{"query_wait_timeout", secs(p.conf().QueryWaitTimeout), secs(def.QueryWaitTimeout)},
+		{"server_connect_timeout", secs(p.conf().ServerConnectTimeout), secs(def.ServerConnectTimeout)},
+		{"server_idle_timeout", secs(p.conf().ServerIdleTimeout), secs(def.ServerIdleTimeout)},
+		{"server_lifetime", secs(p.conf().ServerLifetime), secs(def.ServerLifetime)},
+		{"server_login_retry", secs(p.conf().ServerLoginRetry), secs(def.ServerLoginRetry)},
+		{"server_reset_query", p.conf().ServerResetQuery, def.ServerResetQuery},
 	}
 	for i := range rows {
 		rows[i] = append(rows[i], "no")

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/hmac"
+	"crypto/md5"
 	"crypto/pbkdf2"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -40,9 +42,6 @@ func loadAuthFile(path string) (map[string]string, error) {
 		secret, _, ok := quoted(strings.TrimSpace(rest))
 		if !ok {
 			return nil, fmt.Errorf("%s:%d: bad password field", path, i+1)
-		}
-		if strings.HasPrefix(secret, "md5") && len(secret) == 35 {
-			return nil, fmt.Errorf("%s:%d: md5 secrets cannot be used for SCRAM authentication", path, i+1)
 		}
 		if strings.HasPrefix(secret, "SCRAM-SHA-256$") {
 			if _, err := parseSCRAMSecret(secret); err != nil {
@@ -135,14 +134,60 @@ func hmacSHA256(key []byte, msg string) []byte {
 	return h.Sum(nil)
 }
 
-// authenticate checks the client's credentials: nothing with trust, a
-// SCRAM-SHA-256 exchange against the auth file otherwise.
+// isMD5Secret reports whether an auth_file secret is an md5 hash
+// ("md5" + md5(password + user) in hex).
+func isMD5Secret(s string) bool {
+	if len(s) != 35 || !strings.HasPrefix(s, "md5") {
+		return false
+	}
+	_, err := hex.DecodeString(s[3:])
+	return err == nil
+}
+
+// authenticate checks the client's credentials as auth_type says, with
+// PgBouncer 1.18's refusals: "password authentication failed" for a wrong
+// password or unknown user (the exchange runs anyway, so the reply does
+// not tell whether the user exists), "\"trust\" authentication failed"
+// for a user missing from auth_file under trust.
 func (p *Proxy) authenticate(c *client, user string) error {
-	if p.cfg.AuthType == AuthTrust {
+	cfg := p.conf()
+	secrets := *p.secrets.Load()
+	stored, ok := secrets[user]
+	failed := errors.New("password authentication failed")
+	switch cfg.AuthType {
+	case AuthAny:
+		return nil
+	case AuthTrust:
+		if cfg.AuthFile != "" && !ok {
+			return errors.New(`"trust" authentication failed`)
+		}
+		return nil
+	case AuthPlain:
+		pw, err := askPassword(c, &pgproto3.AuthenticationCleartextPassword{})
+		if err != nil {
+			return err
+		}
+		if !ok || subtle.ConstantTimeCompare([]byte(pw), []byte(stored)) != 1 {
+			return failed
+		}
+		return nil
+	case AuthMD5:
+		var salt [4]byte
+		_, _ = rand.Read(salt[:])
+		got, err := askPassword(c, &pgproto3.AuthenticationMD5Password{Salt: salt})
+		if err != nil {
+			return err
+		}
+		inner := stored
+		if !isMD5Secret(stored) {
+			inner = "md5" + md5hex(stored+user)
+		}
+		want := "md5" + md5hex(inner[3:]+string(salt[:]))
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			return failed
+		}
 		return nil
 	}
-	failed := fmt.Errorf("password authentication failed for user %q", user)
-	stored, ok := p.secrets[user]
 	sec, err := secretFor(stored)
 	if !ok || err != nil {
 		// Run the exchange anyway with a random secret, so the reply does not
@@ -156,6 +201,28 @@ func (p *Proxy) authenticate(c *client, user string) error {
 		return failed
 	}
 	return nil
+}
+
+// askPassword sends an authentication request and returns the client's
+// PasswordMessage.
+func askPassword(c *client, req pgproto3.BackendMessage) (string, error) {
+	if err := send(c.w, req); err != nil {
+		return "", err
+	}
+	if err := c.w.Flush(); err != nil {
+		return "", err
+	}
+	var scratch []byte
+	b, err := readAuthMessage(c.r, &scratch)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(string(b), "\x00"), nil
+}
+
+func md5hex(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // scramExchange runs the server side of SCRAM-SHA-256 (RFC 5802, RFC 7677)

@@ -11,11 +11,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/poolsim/poolsim/proxy/pgbouncer"
 	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
 )
 
 // TestSCRAM: with auth_type scram-sha-256, pgx logs in with the password of
-// the auth file (plain or a SCRAM secret); a wrong password gets 28P01.
+// the auth file (plain or a SCRAM secret); a wrong password gets
+// PgBouncer's FATAL 08P01 "password authentication failed" (the code
+// checked against a real PgBouncer in TestAuthTextsMatchPgBouncer).
 func TestSCRAM(t *testing.T) {
 	fake := startFakePG(t)
 	// The secret of password "hunter2" computed by PostgreSQL's own rules
@@ -54,8 +57,8 @@ func TestSCRAM(t *testing.T) {
 			continue
 		}
 		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "28P01" {
-			t.Errorf("%s/%s: err = %v, want 28P01", tc.user, tc.password, err)
+		if !errors.As(err, &pe) || pe.Code != "08P01" {
+			t.Errorf("%s/%s: err = %v, want 08P01", tc.user, tc.password, err)
 		}
 		if conn != nil {
 			conn.Close(ctx)
@@ -95,7 +98,101 @@ func TestSCRAMWithPostgresSecret(t *testing.T) {
 	}
 	_, err = pgconn.Connect(ctx, strings.Replace(tp.dsn, "poolsim:poolsim@", "poolsim:wrong@", 1))
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "28P01" {
-		t.Errorf("wrong password: err = %v, want 28P01", err)
+	if !errors.As(err, &pe) || pe.Code != "08P01" {
+		t.Errorf("wrong password: err = %v, want 08P01", err)
+	}
+}
+
+// TestAuthTypes: md5 (against a plain and an md5 secret), plain, trust with
+// an auth file and any, each with a right and a wrong password or an
+// unknown user, refused with PgBouncer 1.18's texts.
+func TestAuthTypes(t *testing.T) {
+	fake := startFakePG(t)
+	path := filepath.Join(t.TempDir(), "userlist.txt")
+	// md5 secret of password "hunter2" for user "other": "md5" + md5("hunter2other").
+	if err := os.WriteFile(path, []byte(`"fake" "swordfish"`+"\n"+`"other" "md5`+md5hex("hunter2other")+`"`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 20*time.Second)
+	for _, tc := range []struct {
+		auth, user, password string
+		want                 string // "" = logged in
+	}{
+		{AuthMD5, "fake", "swordfish", ""},
+		{AuthMD5, "other", "hunter2", ""},
+		{AuthMD5, "fake", "wrong", "password authentication failed"},
+		{AuthMD5, "nobody", "swordfish", "password authentication failed"},
+		{AuthPlain, "fake", "swordfish", ""},
+		{AuthPlain, "fake", "wrong", "password authentication failed"},
+		{AuthTrust, "fake", "", ""},
+		{AuthTrust, "nobody", "", `"trust" authentication failed`},
+		{AuthAny, "nobody", "", ""},
+	} {
+		if tc.auth == AuthPlain && strings.HasPrefix(tc.user, "other") {
+			continue
+		}
+		file := path
+		if tc.auth == AuthPlain {
+			plain := filepath.Join(t.TempDir(), "plain.txt")
+			_ = os.WriteFile(plain, []byte(`"fake" "swordfish"`+"\n"), 0o600)
+			file = plain
+		}
+		tp := fakeProxy(t, fake, func(c *Config) { c.AuthType = tc.auth; c.AuthFile = file })
+		conn, err := pgconn.Connect(ctx, "postgres://"+tc.user+":"+tc.password+"@"+tp.Addr().String()+"/fake?sslmode=disable")
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s %s/%s: %v", tc.auth, tc.user, tc.password, err)
+				continue
+			}
+			conn.Close(ctx)
+			continue
+		}
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Severity != "FATAL" || pe.Message != tc.want {
+			t.Errorf("%s %s/%s: %v, want FATAL %q", tc.auth, tc.user, tc.password, err, tc.want)
+		}
+		if conn != nil {
+			conn.Close(ctx)
+		}
+	}
+}
+
+// TestAuthTextsMatchPgBouncer: a wrong md5 password gets the same error
+// (severity, code, message) from the proxy and from a real PgBouncer.
+func TestAuthTextsMatchPgBouncer(t *testing.T) {
+	c := pgclustertest.Need(t, cluster)
+	ctx := testCtx(t, 30*time.Second)
+	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: c.Port(), AuthType: "md5"})
+	if err != nil {
+		if pgclustertest.InCI() {
+			t.Fatalf("pgbouncer: %v", err)
+		}
+		t.Skipf("pgbouncer: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Stop() })
+	path := filepath.Join(t.TempDir(), "userlist.txt")
+	if err := os.WriteFile(path, []byte(`"poolsim" "poolsim"`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tp := startProxy(t, func(c *Config) { c.AuthType = AuthMD5; c.AuthFile = path })
+	for _, dsn := range []string{tp.dsn, b.DSN("poolsim", "poolsim")} {
+		conn, err := pgconn.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatalf("right password through %s: %v", dsn, err)
+		}
+		conn.Close(ctx)
+	}
+	errOf := func(dsn string) *pgconn.PgError {
+		_, err := pgconn.Connect(ctx, strings.Replace(dsn, "poolsim:poolsim@", "poolsim:wrong@", 1))
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) {
+			t.Fatalf("wrong password through %s: %v, want an ErrorResponse", dsn, err)
+		}
+		return pe
+	}
+	ours, theirs := errOf(tp.dsn), errOf(b.DSN("poolsim", "poolsim"))
+	if ours.Severity != theirs.Severity || ours.Code != theirs.Code || ours.Message != theirs.Message {
+		t.Errorf("wrong md5 password: proxy %s %s %q, PgBouncer %s %s %q", ours.Severity, ours.Code, ours.Message,
+			theirs.Severity, theirs.Code, theirs.Message)
 	}
 }

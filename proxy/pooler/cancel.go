@@ -27,18 +27,20 @@ func (p *Proxy) cancel(pid, secret uint32) {
 		return
 	}
 	var s *server
+	var conf *pgconn.Config
 	p.loop.call(func() {
 		if c.gone || c.server == nil || c.server.closed {
 			return
 		}
 		s = c.server
 		s.cancels++
+		conf = s.pool.conf // a reload may replace it
 	})
 	if s == nil {
 		return
 	}
 	ctx, stop := context.WithTimeout(p.base, cancelTimeout)
-	err := sendCancel(ctx, s.pool.conf, s)
+	err := sendCancel(ctx, conf, s)
 	stop()
 	if err != nil {
 		p.debugf("cancel for server %d: %v", s.id, err)

@@ -3,6 +3,7 @@ package pooler
 import (
 	"bufio"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -46,10 +47,12 @@ type client struct {
 	queryStart  time.Time
 	st          counters // this client's share of SHOW STATS
 
-	// want is the client's tracked settings (varcache.go).
-	want vars
+	// want is the client's tracked settings (varcache.go), extra the other
+	// settings it asked for at login (startup.go).
+	want  vars
+	extra settings
 
-	// Prepared statements (Proxy.psOn): the client's statement names.
+	// Prepared statements (pool.psOn): the client's statement names.
 	stmts map[string]*psEntry
 }
 
@@ -157,7 +160,7 @@ func (c *client) step() int {
 	// With prepared statements tracked, Parse, Bind, Describe and Close are
 	// taken whole to be rewritten; a Close of a named statement is answered
 	// here and needs no server.
-	rewrite := c.px.psOn && (typ == 'P' || typ == 'B' || typ == 'D' || typ == 'C')
+	rewrite := c.pool.psOn && (typ == 'P' || typ == 'B' || typ == 'D' || typ == 'C')
 	if rewrite && !whole {
 		return n
 	}
@@ -169,7 +172,7 @@ func (c *client) step() int {
 		}
 	}
 	if s == nil {
-		if !c.px.cfg.Mode.NeedsServer(typ) {
+		if !c.pool.mode.NeedsServer(typ) {
 			take := min(n, avail)
 			sk.r += take
 			c.fwdLeft = n - take // dropped: no server is linked
@@ -201,7 +204,7 @@ func (c *client) step() int {
 			l.markDirty(&s.sk)
 		}
 	} else {
-		if c.px.psOn {
+		if c.pool.psOn {
 			c.psTrack(s, typ)
 		}
 		l.send(&s.sk, msg)
@@ -241,7 +244,7 @@ func (c *client) count(typ byte, now time.Time) {
 // forwarded and the pool mode's release rule applied.
 func (c *client) ready(s *server, status poolmode.TxStatus, msg []byte) {
 	l := c.px.loop
-	ps := c.px.psOn
+	ps := c.pool.psOn
 	if ps {
 		c.psReady(s)
 	}
@@ -264,7 +267,7 @@ func (c *client) ready(s *server, status poolmode.TxStatus, msg []byte) {
 	if c.pendingExt {
 		pending++
 	}
-	d := c.px.cfg.Mode.AfterReady(status, pending)
+	d := c.pool.mode.AfterReady(status, pending)
 	if d == poolmode.Refuse {
 		c.unlink(s)
 		c.pool.closeServer(s, poolmode.ErrTxBlockNotAllowed)
@@ -295,8 +298,14 @@ func (c *client) link(s *server) {
 	if s.sk.closed || s.sk.werr {
 		return
 	}
-	var set bool
-	if s.sk.out, set = setQuery(s.sk.out, &c.want, &s.have); set {
+	var sql strings.Builder
+	setTracked(&sql, &c.want, &s.have)
+	if !sameSettings(c.extra, s.extra) {
+		applySettings(&sql, c.extra, s.extra)
+		s.extra = c.extra
+	}
+	if sql.Len() > 0 {
+		s.sk.out, _ = (&pgproto3.Query{String: sql.String()}).Encode(s.sk.out)
 		s.setting = true
 		c.px.loop.markDirty(&s.sk)
 	}
@@ -314,7 +323,7 @@ func (c *client) clean() bool {
 	if c.fwdLeft > 0 || c.outstanding != 0 || c.pendingExt || c.txStatus != poolmode.Idle {
 		return false
 	}
-	if s := c.server; s != nil && c.px.psOn {
+	if s := c.server; s != nil && c.pool.psOn {
 		return s.ps.pending() == 0
 	}
 	return true
@@ -347,9 +356,9 @@ func (c *client) finish(partial bool) {
 	if s == nil {
 		return
 	}
-	switch c.px.cfg.Mode.ClientGone(clean) {
+	switch c.pool.mode.ClientGone(clean) {
 	case poolmode.Reset:
-		if q := c.px.cfg.ServerResetQuery; q != "" {
+		if q := c.px.conf().ServerResetQuery; q != "" {
 			s.reset(q)
 		} else {
 			c.pool.release(s)

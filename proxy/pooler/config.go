@@ -4,17 +4,24 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
 )
 
 // Auth types a client can be asked for.
 const (
-	AuthTrust = "trust"
-	AuthSCRAM = "scram-sha-256"
+	AuthTrust = "trust"         // no password; a user not in auth_file (when one is given) is refused
+	AuthAny   = "any"           // no password, any user
+	AuthPlain = "plain"         // clear-text password against auth_file
+	AuthMD5   = "md5"           // MD5 challenge against a plain or md5 secret in auth_file
+	AuthSCRAM = "scram-sha-256" // SCRAM-SHA-256 against a plain or SCRAM secret in auth_file
 )
 
 // Config holds the proxy's settings. Field names follow PgBouncer's
@@ -26,8 +33,26 @@ type Config struct {
 	Listen string
 	// Upstream is the PostgreSQL server as a pgconn connection string (URL or
 	// keyword/value). It supplies host, port, password and TLS settings; the
-	// database and user always come from the client's StartupMessage.
+	// database and user always come from the client's StartupMessage. It is
+	// the fallback for every database name that Databases does not list
+	// (PgBouncer's "* = ..." entry, which it replaces); it may be empty
+	// when Databases is not.
 	Upstream string
+	// Databases is pgbouncer.ini's [databases]: per database name, the
+	// server (host, port, dbname), a forced user and password, and pool
+	// settings that override the global ones. An entry named "*" serves
+	// every name not listed, unless Upstream is set.
+	Databases []poolconf.Database
+	// Users is pgbouncer.ini's [users]: per user, pool_mode and
+	// max_user_connections.
+	Users []poolconf.User
+	// MaxUserConnections is max_user_connections: server connections per
+	// user across databases; 0 means unlimited.
+	MaxUserConnections int
+	// IgnoreStartupParameters is ignore_startup_parameters: startup
+	// parameters dropped without an error. Every other parameter a client
+	// sends is applied to its session (startup.go) or refused.
+	IgnoreStartupParameters []string
 	// Mode is pool_mode: Session, Transaction or Statement.
 	Mode poolmode.Mode
 	// PoolSize is default_pool_size: server connections per (database, user).
@@ -67,7 +92,8 @@ type Config struct {
 	// ServerResetQuery is server_reset_query, run in session mode when a
 	// client leaves before its server is reused; empty disables it.
 	ServerResetQuery string
-	// AuthType is auth_type: AuthTrust or AuthSCRAM.
+	// AuthType is auth_type: AuthTrust, AuthAny, AuthPlain, AuthMD5 or
+	// AuthSCRAM (PgBouncer's names).
 	AuthType string
 	// AuthFile is auth_file, PgBouncer's userlist.txt format:
 	// "user" "password-or-SCRAM-secret" per line. Needed for AuthSCRAM.
@@ -89,26 +115,30 @@ type Config struct {
 // DefaultWaitLog is the default bound on kept Wait records.
 const DefaultWaitLog = 1 << 20
 
-// DefaultConfig returns PgBouncer's defaults: session pooling, 20 servers
-// per pool, 100 clients, trust authentication on 127.0.0.1:6432. One
-// default differs: MaxPreparedStatements is 0 (PgBouncer 1.24+ has 200),
-// so that, like the PgBouncer 1.18 the validator compares against,
-// protocol-level prepared statements break in transaction pooling unless
-// the setting is given; models/compat reads the same setting.
+// DefaultConfig returns PgBouncer 1.18's defaults (poolconf.Defaults):
+// session pooling, 20 servers per pool, 100 clients, on 127.0.0.1:6432,
+// MaxPreparedStatements 0 (PgBouncer 1.24+ has 200; with 0, as in the
+// PgBouncer 1.18 the validator compares against, protocol-level prepared
+// statements break in transaction pooling unless the setting is given;
+// models/compat reads the same setting). One default differs: AuthType is
+// trust, since PgBouncer's md5 needs an auth_file; FromSettings (a
+// pgbouncer.ini) keeps md5.
 func DefaultConfig() Config {
+	d := poolconf.Defaults()
 	return Config{
-		Listen:               "127.0.0.1:6432",
-		Mode:                 poolmode.Session,
-		PoolSize:             20,
-		MaxClientConn:        100,
-		MaxDBConnections:     0,
-		QueryWaitTimeout:     120 * time.Second,
-		ServerConnectTimeout: 15 * time.Second,
-		ServerIdleTimeout:    600 * time.Second,
-		ServerLifetime:       3600 * time.Second,
-		ServerLoginRetry:     15 * time.Second,
-		ServerResetQuery:     "DISCARD ALL",
-		AuthType:             AuthTrust,
+		Listen:               net.JoinHostPort("127.0.0.1", strconv.Itoa(d.ListenPort)),
+		Mode:                 d.PoolMode,
+		PoolSize:             d.DefaultPoolSize,
+		MaxClientConn:        d.MaxClientConn,
+		MaxDBConnections:     d.MaxDBConnections,
+		MaxUserConnections:   d.MaxUserConnections,
+		QueryWaitTimeout:     d.QueryWaitTimeout,
+		ServerConnectTimeout: d.ServerConnectTimeout,
+		ServerIdleTimeout:    d.ServerIdleTimeout,
+		ServerLifetime:       d.ServerLifetime,
+		ServerLoginRetry:     d.ServerLoginRetry,
+		ServerResetQuery:     d.ServerResetQuery,
+		AuthType:             AuthTrust, // PgBouncer's md5 needs an auth_file; --config uses md5
 		ShutdownTimeout:      10 * time.Second,
 		WaitLog:              DefaultWaitLog,
 	}
@@ -116,11 +146,17 @@ func DefaultConfig() Config {
 
 // Validate checks every setting and names the first bad one.
 func (c Config) Validate() error {
-	if c.Upstream == "" {
-		return errors.New("upstream: required (a PostgreSQL URL such as postgres://user:pw@127.0.0.1:5432/db)")
+	if c.Upstream == "" && len(c.Databases) == 0 {
+		return errors.New("upstream: required (a PostgreSQL URL such as postgres://user:pw@127.0.0.1:5432/db), or a [databases] section")
 	}
-	if _, err := pgconn.ParseConfig(c.Upstream); err != nil {
-		return fmt.Errorf("upstream: %w", err)
+	if c.Upstream != "" {
+		if _, err := pgconn.ParseConfig(c.Upstream); err != nil {
+			return fmt.Errorf("upstream: %w", err)
+		}
+	}
+	s := c.settings()
+	if err := s.Validate(); err != nil {
+		return err
 	}
 	switch c.Mode {
 	case poolmode.Session, poolmode.Transaction, poolmode.Statement:
@@ -157,16 +193,33 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server_connect_timeout: %v: want more than 0", c.ServerConnectTimeout)
 	}
 	switch c.AuthType {
-	case AuthTrust:
-	case AuthSCRAM:
+	case AuthTrust, AuthAny:
+	case AuthSCRAM, AuthMD5, AuthPlain:
 		if c.AuthFile == "" {
-			return errors.New("auth_file: required with auth_type scram-sha-256")
-		}
-		if _, err := loadAuthFile(c.AuthFile); err != nil {
-			return fmt.Errorf("auth_file: %w", err)
+			return fmt.Errorf("auth_file: required with auth_type %s", c.AuthType)
 		}
 	default:
-		return fmt.Errorf("auth_type: %q: want trust or scram-sha-256", c.AuthType)
+		return fmt.Errorf("auth_type: %q: want trust, any, plain, md5 or scram-sha-256", c.AuthType)
+	}
+	if c.AuthFile != "" {
+		secrets, err := loadAuthFile(c.AuthFile)
+		if err != nil {
+			return fmt.Errorf("auth_file: %w", err)
+		}
+		if c.AuthType == AuthSCRAM || c.AuthType == AuthPlain {
+			for u, sec := range secrets {
+				if isMD5Secret(sec) {
+					return fmt.Errorf("auth_file: user %q has an md5 secret, which auth_type %s cannot check (use md5, or a plain or SCRAM secret)", u, c.AuthType)
+				}
+			}
+		}
+		if c.AuthType == AuthPlain || c.AuthType == AuthMD5 {
+			for u, sec := range secrets {
+				if strings.HasPrefix(sec, "SCRAM-SHA-256$") {
+					return fmt.Errorf("auth_file: user %q has a SCRAM secret, which auth_type %s cannot check (use scram-sha-256, or a plain secret)", u, c.AuthType)
+				}
+			}
+		}
 	}
 	if err := checkListen(c.Listen, c.AuthType); err != nil {
 		return err
@@ -181,7 +234,7 @@ func checkListen(addr, authType string) error {
 	if err != nil {
 		return fmt.Errorf("listen: %q: %w", addr, err)
 	}
-	if authType != AuthTrust {
+	if authType != AuthTrust && authType != AuthAny {
 		return nil
 	}
 	if host == "localhost" {
@@ -192,4 +245,114 @@ func checkListen(addr, authType string) error {
 		return fmt.Errorf("listen: %q is not a loopback address: with auth_type trust the proxy listens on 127.0.0.1 or ::1 only (use --auth-type scram-sha-256 to listen wider)", addr)
 	}
 	return nil
+}
+
+// upstreamHost marks the database entry that stands for Upstream.
+const upstreamHost = "\x00upstream"
+
+// settings is the part of c that poolconf works pools out from.
+func (c *Config) settings() poolconf.Settings {
+	s := poolconf.Defaults()
+	s.PoolMode, s.DefaultPoolSize, s.MaxDBConnections, s.MaxUserConnections = c.Mode, c.PoolSize, c.MaxDBConnections, c.MaxUserConnections
+	s.MaxClientConn, s.MaxPreparedStatements = c.MaxClientConn, c.MaxPreparedStatements
+	s.AuthType = "trust" // checked on its own below
+	s.Databases, s.Users = c.Databases, c.Users
+	return s
+}
+
+// poolFor finds the database entry that serves database db for user and
+// works out the pool's settings; false when no entry serves db.
+func (c *Config) poolFor(db, user string) (poolconf.Database, poolconf.Pool, bool) {
+	s := c.settings()
+	var ent poolconf.Database
+	found := false
+	for _, d := range c.Databases {
+		if d.Name == db {
+			ent, found = d, true
+		}
+	}
+	if !found && c.Upstream != "" {
+		ent, found = poolconf.NewDatabase(db), true
+		ent.Host = upstreamHost
+	}
+	if !found {
+		if ent, found = s.Database(db); !found {
+			return poolconf.Database{}, poolconf.Pool{}, false
+		}
+	}
+	return ent, s.PoolFor(ent, s.User(user)), true
+}
+
+// FromSettings builds a Config from pgbouncer.ini settings (ShutdownTimeout,
+// WaitLog and Logf keep DefaultConfig's). It also returns each setting
+// given a value other than PgBouncer's default that the proxy does not
+// apply, as "key = value (why)", so a caller can say so instead of dropping
+// it silently.
+func FromSettings(s poolconf.Settings) (Config, []string) {
+	c := DefaultConfig()
+	var notApplied []string
+	skip := func(key, value, why string) {
+		notApplied = append(notApplied, fmt.Sprintf("%s = %s (%s)", key, value, why))
+	}
+	addr := s.ListenAddr
+	switch {
+	case addr == "":
+		addr = "127.0.0.1"
+		skip("listen_addr", `""`, "PgBouncer then listens on its Unix socket only; the proxy has no Unix socket and listens on 127.0.0.1")
+	case addr == "*":
+		addr = "0.0.0.0"
+	case strings.Contains(addr, ","):
+		first := strings.TrimSpace(strings.Split(addr, ",")[0])
+		skip("listen_addr", addr, "the proxy listens on one address: "+first)
+		addr = first
+	}
+	c.Listen = net.JoinHostPort(addr, strconv.Itoa(s.ListenPort))
+	c.Mode, c.PoolSize, c.MaxClientConn = s.PoolMode, s.DefaultPoolSize, s.MaxClientConn
+	c.MaxDBConnections, c.MaxUserConnections = s.MaxDBConnections, s.MaxUserConnections
+	c.MaxPreparedStatements = s.MaxPreparedStatements
+	c.QueryWaitTimeout, c.ServerConnectTimeout, c.ServerIdleTimeout = s.QueryWaitTimeout, s.ServerConnectTimeout, s.ServerIdleTimeout
+	c.ServerLifetime, c.ServerLoginRetry = s.ServerLifetime, s.ServerLoginRetry
+	c.ServerResetQuery = s.ServerResetQuery
+	c.AuthType, c.AuthFile = s.AuthType, s.AuthFile
+	c.IgnoreStartupParameters = s.IgnoreStartupParameters
+	c.Databases, c.Users = s.Databases, s.Users
+
+	def := poolconf.Defaults()
+	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
+	for _, n := range []struct {
+		key      string
+		got, def any
+		value    string
+		why      string
+	}{
+		{"min_pool_size", s.MinPoolSize, def.MinPoolSize, strconv.Itoa(s.MinPoolSize), "not implemented"},
+		{"reserve_pool_size", s.ReservePoolSize, def.ReservePoolSize, strconv.Itoa(s.ReservePoolSize), "not implemented"},
+		{"query_timeout", s.QueryTimeout, def.QueryTimeout, secs(s.QueryTimeout), "not implemented"},
+		{"client_idle_timeout", s.ClientIdleTimeout, def.ClientIdleTimeout, secs(s.ClientIdleTimeout), "not implemented"},
+		{"idle_transaction_timeout", s.IdleTransactionTimeout, def.IdleTransactionTimeout, secs(s.IdleTransactionTimeout), "not implemented"},
+		{"server_reset_query_always", s.ServerResetQueryAlways, def.ServerResetQueryAlways, strconv.FormatBool(s.ServerResetQueryAlways), "not implemented"},
+		{"client_tls_sslmode", s.ClientTLSSSLMode, def.ClientTLSSSLMode, s.ClientTLSSSLMode, "client TLS is not implemented yet"},
+	} {
+		if n.got != n.def {
+			skip(n.key, n.value, n.why)
+		}
+	}
+	if len(s.AdminUsers) > 0 || len(s.StatsUsers) > 0 {
+		skip("admin_users/stats_users", strings.Join(append(append([]string{}, s.AdminUsers...), s.StatsUsers...), ","),
+			"console access control is not in this build: every user that logs in may use the console")
+	}
+	for _, d := range s.Databases {
+		if d.MinPoolSize != poolconf.Unset || d.ReservePool != poolconf.Unset || d.ConnectQuery != "" || d.AuthUser != "" {
+			skip("[databases] "+d.Name, "min_pool_size/reserve_pool/connect_query/auth_user", "not implemented")
+		}
+	}
+	keys := make([]string, 0, len(s.Other))
+	for k := range s.Other {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		skip(k, s.Other[k], "no effect in poolsim proxy")
+	}
+	return c, notApplied
 }

@@ -7,15 +7,22 @@
 // # What it does
 //
 // Clients log in to the proxy, not to PostgreSQL: SSLRequest and
-// GSSENCRequest are declined ('N'); authentication is trust or
-// SCRAM-SHA-256 against a PgBouncer auth_file; the proxy answers with the
-// ParameterStatus messages cached from its pool's first server connection
-// (one is opened at a pool's first login), a random BackendKeyData of its
-// own and ReadyForQuery. Each (database, user) of a StartupMessage is one
-// pool. The upstream URL supplies host, port, password and TLS; the
-// database and user always come from the client. Server connections are
-// opened with pgconn (so TLS and every PostgreSQL auth method work) and then
-// hijacked for raw forwarding.
+// GSSENCRequest are declined ('N'); authentication is PgBouncer's trust,
+// any, plain, md5 or scram-sha-256 against a PgBouncer auth_file (auth.go);
+// the proxy answers with the ParameterStatus messages cached from its
+// pool's first server connection (one is opened at a pool's first login),
+// a random BackendKeyData of its own and ReadyForQuery. Each (database,
+// user) of a StartupMessage is one pool. Config.Databases (pgbouncer.ini's
+// [databases], package models/poolconf) says where each database name
+// leads and may override pool size and mode per database, Config.Users per
+// user; the upstream URL serves every other name, supplying host, port,
+// password and TLS, with the database and user from the client. Server
+// connections are opened with pgconn (so TLS and every PostgreSQL auth
+// method work) and then hijacked for raw forwarding.
+//
+// Settings can change while the proxy serves (Reload, reload.go: SIGHUP in
+// poolsim proxy); Pause and Resume (pause.go) hold every client that needs
+// a server, as PgBouncer's PAUSE does; Shutdown is safe or immediate.
 //
 // Pooling follows PgBouncer: a client gets a server at its first message
 // that needs one (poolmode.Mode.NeedsServer; Flush with no server is a
@@ -42,7 +49,10 @@
 // messages show them; when a client is linked to a server whose values
 // differ, a SET goes first and its replies are swallowed (a failing SET
 // ends the client with the server's error). Other SETs stay with the server,
-// as in PgBouncer.
+// as in PgBouncer. Every other run-time parameter of the StartupMessage
+// (options=-c name=value included) is applied the same way, with
+// set_config and RESET when the client is linked (startup.go), where
+// PgBouncer 1.18 refuses it.
 //
 // Limits and errors use PgBouncer's texts, as FATAL 08P01 errors after
 // which the connection is closed: "no more connections allowed

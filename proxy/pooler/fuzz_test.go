@@ -187,8 +187,8 @@ func serverCount(proxies []*Proxy) (held int, over string) {
 		px.loop.call(func() {
 			for _, pl := range px.loopPools {
 				held += pl.nservers
-				if pl.nservers > px.cfg.PoolSize {
-					over = fmt.Sprintf("pool %s has %d servers, more than its size %d", pl.key, pl.nservers, px.cfg.PoolSize)
+				if pl.nservers > pl.size {
+					over = fmt.Sprintf("pool %s has %d servers, more than its size %d", pl.key, pl.nservers, pl.size)
 				}
 			}
 		})

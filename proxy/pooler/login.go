@@ -63,8 +63,16 @@ func (p *Proxy) handle(conn net.Conn) {
 		db = user
 	}
 	c.appName = startup["application_name"]
+	p.mu.Lock()
+	ignore := p.ignore
+	p.mu.Unlock()
+	want, extra, refuse := parseStartup(startup, ignore)
+	if refuse != "" {
+		sendFatal(c.w, poolerError(string(refuse)))
+		return
+	}
 	if err := p.authenticate(c, user); err != nil {
-		sendFatal(c.w, fatal("28P01", err.Error()))
+		sendFatal(c.w, poolerError(err.Error())) // 08P01, as PgBouncer sends it
 		return
 	}
 	var key [8]byte
@@ -85,13 +93,21 @@ func (p *Proxy) handle(conn net.Conn) {
 		sendFatal(c.w, poolerError(poolmode.ErrMaxClientConn))
 		return
 	}
-	pl := p.getPool(db, user)
+	pl, err := p.getPool(db, user)
+	if err != nil {
+		if !errors.Is(err, errNoSuchDatabase) {
+			p.logf("client %d: %v", c.id, err)
+		}
+		sendFatal(c.w, poolerError("no such database: "+db))
+		p.dropClient(c)
+		return
+	}
 	c.pool = pl
 
 	ctx := p.base
-	if d := p.cfg.QueryWaitTimeout; d > 0 {
+	if d := p.conf().QueryWaitTimeout; d > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d+p.cfg.ServerConnectTimeout)
+		ctx, cancel = context.WithTimeout(ctx, d+p.conf().ServerConnectTimeout)
 		defer cancel()
 	}
 	params, err := pl.awaitWelcome(ctx)
@@ -104,12 +120,13 @@ func (p *Proxy) handle(conn net.Conn) {
 	b, _ = (&pgproto3.AuthenticationOk{}).Encode(b)
 	// The client's tracked settings: what it asked for, else the server's.
 	c.want = varsFrom(params)
-	for i, v := range varsFrom(startup) {
+	for i, v := range want {
 		if v != "" {
 			c.want[i] = v
 		}
 	}
-	b = append(b, welcomeFor(params, &c.want)...)
+	c.extra = extra
+	b = append(b, welcomeFor(params, &c.want, c.extra)...)
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: binary.BigEndian.AppendUint32(nil, c.secret)}).Encode(b)
 	b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
 	_, _ = c.w.Write(b)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
 )
 
@@ -31,6 +32,20 @@ type pool struct {
 	key  poolKey
 	conf *pgconn.Config // upstream settings with the pool's database and user
 	db   *dbCount
+	user *dbCount // the user's server connections, for max_user_connections
+
+	// The pool's settings (poolconf.Settings.PoolFor), replaced on reload.
+	mode    poolmode.Mode
+	size    int
+	maxDB   int // max_db_connections; 0 = unlimited
+	maxUser int // max_user_connections; 0 = unlimited
+	// Prepared statements are tracked in transaction and statement mode
+	// with max_prepared_statements > 0 (PgBouncer's
+	// is_prepared_statements_enabled); fixed when the pool is made.
+	psOn  bool
+	psMax int
+	// entry is the [databases] entry the pool was made from.
+	entry poolconf.Database
 	// waitKey names the pool in the proxy's wait log.
 	waitKey int32
 
@@ -248,15 +263,19 @@ func (p *pool) launch() {
 // start starts a server login unless one is in flight, the pool is full,
 // the proxy stops or server_login_retry holds it back.
 func (p *pool) start() {
-	if p.login || p.nservers >= p.px.cfg.PoolSize || p.px.stoppingNow() {
+	if p.login || p.nservers >= p.size || p.px.stoppingNow() || p.paused() {
 		return
 	}
 	now := p.px.loop.now
-	if p.loginFailing && now.Sub(p.lastLaunch) < p.px.cfg.ServerLoginRetry {
+	if p.loginFailing && now.Sub(p.lastLaunch) < p.px.conf().ServerLoginRetry {
 		return // the janitor tries again once server_login_retry has passed
 	}
-	if !p.db.reserve(p.px.cfg.MaxDBConnections) {
+	if !p.db.reserve(p.maxDB) {
 		p.px.evictIdle(p)
+		return
+	}
+	if !p.user.reserve(p.maxUser) {
+		p.db.n.Add(-1) // the janitor and the user's next close try again
 		return
 	}
 	p.login = true
@@ -273,7 +292,7 @@ func (p *pool) start() {
 // the server's error, as in PgBouncer.
 func (p *pool) connect() {
 	defer p.px.wg.Done()
-	ctx, cancel := context.WithTimeout(p.px.base, p.px.cfg.ServerConnectTimeout)
+	ctx, cancel := context.WithTimeout(p.px.base, p.px.conf().ServerConnectTimeout)
 	s, params, err := dialServer(ctx, p)
 	cancel()
 	if err == nil {
@@ -298,6 +317,7 @@ func (p *pool) loginFailed(err error) {
 	p.loginFailing = true
 	p.nservers--
 	p.db.n.Add(-1)
+	p.user.n.Add(-1)
 	if p.nservers == 0 {
 		failed := p.waiters
 		p.waiters = nil
@@ -311,6 +331,9 @@ func (p *pool) loginFailed(err error) {
 		}
 	}
 	p.px.logf("pool %s/%s: server login failed: %v", p.key.db, p.key.user, err)
+	if p.paused() {
+		p.px.pauseProgress()
+	}
 	p.px.kickDB(p)
 }
 
@@ -370,8 +393,16 @@ func (p *pool) release(s *server) {
 		s.state = stateBeingCanceled
 		return
 	}
-	if lt := p.px.cfg.ServerLifetime; lt > 0 && p.px.loop.now.Sub(s.connectTime) > lt {
+	if lt := p.px.conf().ServerLifetime; lt > 0 && p.px.loop.now.Sub(s.connectTime) > lt {
 		p.closeServer(s, "server lifetime over")
+		return
+	}
+	if s.closeNeeded {
+		p.closeServer(s, "close needed (RECONNECT or a changed database)")
+		return
+	}
+	if p.paused() {
+		p.closeServer(s, "pooler paused")
 		return
 	}
 	for len(p.waiters) > 0 {
@@ -406,10 +437,14 @@ func (p *pool) closeServer(s *server, reason string) {
 	delete(p.servers, s)
 	p.nservers--
 	p.db.n.Add(-1)
+	p.user.n.Add(-1)
 	p.px.loop.close(&s.sk)
 	s.ps.release(&p.px.ps) // the connection is closed: its statements are gone
 	if reason != "" {
 		p.px.debugf("server %d (%s/%s) closed: %s", s.id, p.key.db, p.key.user, reason)
+	}
+	if p.paused() {
+		p.px.pauseProgress()
 	}
 	p.launch()
 	p.px.kickDB(p)
@@ -450,3 +485,9 @@ func (p *pool) allServers() []*server {
 }
 
 func (k poolKey) String() string { return fmt.Sprintf("%s/%s", k.db, k.user) }
+
+// apply puts a pool's settings in force (at creation and on reload). It
+// runs on the loop, or before the loop knows the pool.
+func (p *pool) apply(ps poolconf.Pool) {
+	p.mode, p.size, p.maxDB, p.maxUser = ps.Mode, ps.Size, ps.MaxDBConnections, ps.MaxUserConnections
+}

@@ -422,7 +422,7 @@ func (c *client) psRequest(s *server, raw, out []byte) (_ []byte, fatal string) 
 		out = append(out, e.parse...)
 		c.st.serverParses++
 		ps.push(psReq{typ: 'P'})
-		return ps.register(reg, e, px.cfg.MaxPreparedStatements, out), ""
+		return ps.register(reg, e, c.pool.psMax, out), ""
 	case 'B':
 		portal, rest, ok := cstring(body)
 		if !ok {
@@ -480,7 +480,7 @@ func (c *client) ensure(ps *psServer, e *psEntry, out []byte) []byte {
 	out = append(out, e.parse...)
 	c.st.serverParses++
 	ps.push(psReq{typ: 'P', act: raSkip})
-	return ps.register(&c.px.ps, e, c.px.cfg.MaxPreparedStatements, out)
+	return ps.register(&c.px.ps, e, c.pool.psMax, out)
 }
 
 // fake answers a request the proxy does not send (a Parse the server has, a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,20 +14,26 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
 )
 
 // Proxy is a PgBouncer-style pooler. Create it with New, run it with Serve
 // or ListenAndServe; it stops when their context is done.
 type Proxy struct {
-	cfg      Config
-	upstream *pgconn.Config
-	secrets  map[string]string // auth_file: user -> password or SCRAM secret
+	live     atomic.Pointer[Config]            // the settings in force (Reload swaps them)
+	upstream *pgconn.Config                    // Config.Upstream parsed; nil without one
+	secrets  atomic.Pointer[map[string]string] // auth_file: user -> password or SCRAM secret
+	ignore   []string                          // ignore_startup_parameters, lower case (login goroutines read it under mu)
 
 	ready    chan struct{} // closed when the listener is known
 	addr     net.Addr
 	stopping chan struct{} // closed when graceful shutdown starts
 	stopOnce sync.Once
+	stopReq  chan struct{} // closed by Shutdown
+	reqOnce  sync.Once
+	hurry    chan struct{} // closed by an immediate Shutdown: no waiting for transactions
+	hurryOne sync.Once
 	base     context.Context // cancelled when everything must close
 	kill     context.CancelFunc
 	wg       sync.WaitGroup // every goroutine the proxy starts
@@ -38,10 +45,12 @@ type Proxy struct {
 	loopPools []*pool
 	nextTick  time.Time
 	values    map[string]string // interned setting values (varcache.go)
+	pause     pauseState        // PAUSE, SUSPEND (pause.go)
 
 	mu       sync.Mutex
 	pools    map[poolKey]*pool
 	dbs      map[string]*dbCount
+	users    map[string]*dbCount // server connections per user, for max_user_connections
 	clients  map[*client]struct{}
 	keys     map[uint64]*client // BackendKeyData -> client, for cancels
 	nclients int                // clients that count against max_client_conn
@@ -49,12 +58,14 @@ type Proxy struct {
 
 	stats proxyStats
 
-	// Prepared statements are tracked in transaction and statement mode
-	// with MaxPreparedStatements > 0 (PgBouncer's
-	// is_prepared_statements_enabled); ps is the proxy-wide registry.
-	psOn bool
-	ps   psRegistry
+	// ps is the proxy-wide registry of prepared statements, used by the
+	// pools that track them (pool.psOn).
+	ps psRegistry
 }
+
+// conf returns the settings in force. Reload replaces them; a caller that
+// reads several fields should read them from one conf() result.
+func (p *Proxy) conf() *Config { return p.live.Load() }
 
 type proxyStats struct {
 	refusedMaxClient, waitTimeouts atomic.Int64
@@ -68,34 +79,59 @@ func New(cfg Config) (*Proxy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("proxy config: %w", err)
 	}
-	up, err := pgconn.ParseConfig(cfg.Upstream)
-	if err != nil {
-		return nil, fmt.Errorf("proxy config: upstream: %w", err)
-	}
 	p := &Proxy{
-		cfg:      cfg,
-		upstream: up,
 		ready:    make(chan struct{}),
 		stopping: make(chan struct{}),
+		stopReq:  make(chan struct{}),
+		hurry:    make(chan struct{}),
 		pools:    map[poolKey]*pool{},
 		dbs:      map[string]*dbCount{},
+		users:    map[string]*dbCount{},
 		clients:  map[*client]struct{}{},
 		keys:     map[uint64]*client{},
 		waits:    waitLog{max: cfg.WaitLog},
-		psOn:     cfg.MaxPreparedStatements > 0 && cfg.Mode != poolmode.Session,
 	}
-	if cfg.AuthType == AuthSCRAM {
-		if p.secrets, err = loadAuthFile(cfg.AuthFile); err != nil {
-			return nil, fmt.Errorf("proxy config: auth_file: %w", err)
-		}
+	if err := p.setConfig(&cfg); err != nil {
+		return nil, fmt.Errorf("proxy config: %w", err)
 	}
 	return p, nil
+}
+
+// setConfig puts cfg in force: the upstream, the auth file and the
+// startup parameters to ignore are read from it first, so a bad one leaves
+// the old settings in place.
+func (p *Proxy) setConfig(cfg *Config) error {
+	var up *pgconn.Config
+	if cfg.Upstream != "" {
+		var err error
+		if up, err = pgconn.ParseConfig(cfg.Upstream); err != nil {
+			return fmt.Errorf("upstream: %w", err)
+		}
+	}
+	secrets := map[string]string{}
+	if cfg.AuthFile != "" {
+		var err error
+		if secrets, err = loadAuthFile(cfg.AuthFile); err != nil {
+			return fmt.Errorf("auth_file: %w", err)
+		}
+	}
+	ignore := make([]string, len(cfg.IgnoreStartupParameters))
+	for i, n := range cfg.IgnoreStartupParameters {
+		ignore[i] = strings.ToLower(n)
+	}
+	p.mu.Lock()
+	p.upstream = up
+	p.ignore = ignore
+	p.mu.Unlock()
+	p.secrets.Store(&secrets)
+	p.live.Store(cfg)
+	return nil
 }
 
 // ListenAndServe listens on cfg.Listen and serves until ctx is done.
 func (p *Proxy) ListenAndServe(ctx context.Context) error {
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", p.cfg.Listen)
+	ln, err := lc.Listen(ctx, "tcp", p.conf().Listen)
 	if err != nil {
 		return fmt.Errorf("proxy listen: %w", err)
 	}
@@ -115,7 +151,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	p.served = true
 	p.mu.Unlock()
 	p.addr = ln.Addr()
-	err := checkListen(ln.Addr().String(), p.cfg.AuthType)
+	err := checkListen(ln.Addr().String(), p.conf().AuthType)
 	if err == nil {
 		p.loop, err = newLoop(p)
 	}
@@ -143,6 +179,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 
 	select {
 	case <-ctx.Done():
+	case <-p.stopReq:
 	case err = <-acceptErr:
 		err = fmt.Errorf("proxy accept: %w", err)
 	}
@@ -177,6 +214,30 @@ func (p *Proxy) accept(ln net.Listener) error {
 	}
 }
 
+// ShutdownMode says how Shutdown ends the clients' work.
+type ShutdownMode int
+
+const (
+	// SafeShutdown stops accepting clients, closes the clients that are
+	// between transactions and lets the others finish their transaction
+	// (session clients their session) for up to ShutdownTimeout - PgBouncer
+	// 1.18's SIGINT.
+	SafeShutdown ShutdownMode = iota
+	// ImmediateShutdown closes every connection at once - PgBouncer 1.18's
+	// SIGTERM and the console's SHUTDOWN.
+	ImmediateShutdown
+)
+
+// Shutdown makes Serve stop as mode says, as if its context were done. An
+// ImmediateShutdown also cuts short a SafeShutdown in progress. It does
+// not wait; Serve returns when everything is closed.
+func (p *Proxy) Shutdown(mode ShutdownMode) {
+	if mode == ImmediateShutdown {
+		p.hurryOne.Do(func() { close(p.hurry) })
+	}
+	p.reqOnce.Do(func() { close(p.stopReq) })
+}
+
 func (p *Proxy) stoppingNow() bool {
 	select {
 	case <-p.stopping:
@@ -197,7 +258,7 @@ func (p *Proxy) shutdown() {
 			pl.failWaiters(func() *pgproto3.ErrorResponse { return poolerError("pgbouncer is shutting down") })
 		}
 	})
-	deadline := time.Now().Add(p.cfg.ShutdownTimeout)
+	deadline := time.Now().Add(p.conf().ShutdownTimeout)
 	for {
 		busy := 0
 		l.call(func() {
@@ -215,7 +276,13 @@ func (p *Proxy) shutdown() {
 		if busy == 0 || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-p.hurry:
+			t.Stop()
+			deadline = time.Time{}
+		case <-t.C:
+		}
 	}
 	l.call(func() {
 		for _, c := range p.clientList() {
@@ -242,7 +309,7 @@ const janitorPeriod = time.Second / 3
 // tick runs on the loop after each batch of events: query_wait_timeout at
 // once, server_idle_timeout and pending logins three times a second.
 func (p *Proxy) tick(now time.Time) {
-	if d := p.cfg.QueryWaitTimeout; d > 0 {
+	if d := p.conf().QueryWaitTimeout; d > 0 {
 		for _, pl := range p.loopPools {
 			pl.expireWaiters(now, d)
 		}
@@ -252,7 +319,7 @@ func (p *Proxy) tick(now time.Time) {
 	}
 	p.nextTick = now.Add(janitorPeriod)
 	for _, pl := range p.loopPools {
-		if d := p.cfg.ServerIdleTimeout; d > 0 {
+		if d := p.conf().ServerIdleTimeout; d > 0 {
 			pl.closeIdle(now, d, "server idle timeout")
 		}
 		pl.launch() // waiters may need a login (e.g. after a failed one)
@@ -262,7 +329,7 @@ func (p *Proxy) tick(now time.Time) {
 // nextWaitDeadline is when the longest wait reaches query_wait_timeout, or
 // zero. It runs on the loop.
 func (p *Proxy) nextWaitDeadline() time.Time {
-	d := p.cfg.QueryWaitTimeout
+	d := p.conf().QueryWaitTimeout
 	if d <= 0 {
 		return time.Time{}
 	}
@@ -277,27 +344,87 @@ func (p *Proxy) nextWaitDeadline() time.Time {
 	return next
 }
 
-// getPool returns the pool of (db, user), creating it.
-func (p *Proxy) getPool(db, user string) *pool {
+// errNoSuchDatabase refuses a client whose database no [databases] entry
+// serves.
+var errNoSuchDatabase = errors.New("no such database")
+
+// getPool returns the pool of (db, user), creating it. A [databases] entry
+// with a forced user makes one pool of the database for all users.
+func (p *Proxy) getPool(db, user string) (*pool, error) {
+	cfg := p.conf()
+	ent, ps, ok := cfg.poolFor(db, user)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", errNoSuchDatabase, db)
+	}
+	if ent.User != "" {
+		user = ent.User
+	}
 	k := poolKey{db, user}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if pl := p.pools[k]; pl != nil {
-		return pl
+		return pl, nil
 	}
-	d := p.dbs[db]
-	if d == nil {
-		d = &dbCount{}
-		p.dbs[db] = d
+	conf, err := p.serverConfig(ent, user)
+	if err != nil {
+		return nil, err
 	}
-	conf := p.upstream.Copy()
-	conf.Database = db
-	conf.User = user
-	pl := &pool{px: p, key: k, conf: conf, db: d, servers: map[*server]struct{}{}, waitKey: p.waits.key(k)}
+	count := func(m map[string]*dbCount, k string) *dbCount {
+		if m[k] == nil {
+			m[k] = &dbCount{}
+		}
+		return m[k]
+	}
+	pl := &pool{px: p, key: k, conf: conf, db: count(p.dbs, db), user: count(p.users, user),
+		servers: map[*server]struct{}{}, waitKey: p.waits.key(k), entry: ent}
+	pl.apply(ps)
+	pl.psOn = cfg.MaxPreparedStatements > 0 && pl.mode != poolmode.Session
+	pl.psMax = cfg.MaxPreparedStatements
 	p.pools[k] = pl
 	// Posted under p.mu: before anything a client of the pool posts.
 	p.loop.post(func() { p.loopPools = append(p.loopPools, pl) })
-	return pl
+	return pl, nil
+}
+
+// serverConfig is how the pool of database entry ent and user logs in to
+// PostgreSQL: the upstream URL's settings for the fallback entry, else the
+// entry's own host, port and dbname; the entry's forced user and password,
+// else the client's user with its auth_file password (or the upstream's).
+// It runs under p.mu.
+func (p *Proxy) serverConfig(ent poolconf.Database, user string) (*pgconn.Config, error) {
+	var conf *pgconn.Config
+	if ent.Host == upstreamHost {
+		conf = p.upstream.Copy()
+	} else {
+		var err error
+		conf, err = pgconn.ParseConfig(fmt.Sprintf("host=%s port=%d sslmode=disable", connValue(ent.Host), ent.Port))
+		if err != nil {
+			return nil, fmt.Errorf("database %s: %w", ent.Name, err)
+		}
+		conf.Password = ""
+		if pw := (*p.secrets.Load())[user]; pw != "" && !strings.HasPrefix(pw, "SCRAM-SHA-256$") && !isMD5Secret(pw) {
+			conf.Password = pw
+		}
+	}
+	conf.Database = ent.Name
+	if ent.DBName != "" {
+		conf.Database = ent.DBName
+	}
+	conf.User = user
+	if ent.User != "" {
+		conf.User, conf.Password = ent.User, ent.Password
+	}
+	for k, v := range map[string]string{"client_encoding": ent.ClientEncoding, "datestyle": ent.DateStyle, "timezone": ent.TimeZone} {
+		if v != "" {
+			conf.RuntimeParams[k] = v
+		}
+	}
+	return conf, nil
+}
+
+// connValue quotes a keyword/value connection string value.
+func connValue(v string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
 }
 
 // poolList lists the pools in (database, user) order.
@@ -317,14 +444,15 @@ func (p *Proxy) poolList() []*pool {
 	return out
 }
 
-// kickDB lets the other pools of from's database launch logins once a server
-// of the database has closed (max_db_connections).
+// kickDB lets the other pools of from's database, and of its user, launch
+// logins once one of its servers has closed (max_db_connections,
+// max_user_connections).
 func (p *Proxy) kickDB(from *pool) {
-	if p.cfg.MaxDBConnections == 0 {
+	if from.maxDB == 0 && from.maxUser == 0 {
 		return
 	}
 	for _, pl := range p.poolList() {
-		if pl != from && pl.key.db == from.key.db {
+		if pl != from && (pl.key.db == from.key.db || pl.user == from.user) {
 			pl.launch()
 		}
 	}
@@ -346,7 +474,7 @@ func (p *Proxy) addClient(c *client, counted bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if counted {
-		if p.nclients >= p.cfg.MaxClientConn {
+		if p.nclients >= p.conf().MaxClientConn {
 			p.stats.refusedMaxClient.Add(1)
 			return false
 		}
@@ -404,13 +532,13 @@ func (p *Proxy) clientList() []*client {
 func cancelKey(pid, secret uint32) uint64 { return uint64(pid)<<32 | uint64(secret) }
 
 func (p *Proxy) logf(format string, args ...any) {
-	if p.cfg.Logf != nil {
-		p.cfg.Logf(format, args...)
+	if p.conf().Logf != nil {
+		p.conf().Logf(format, args...)
 	}
 }
 
 func (p *Proxy) debugf(format string, args ...any) {
-	if p.cfg.Verbose {
+	if p.conf().Verbose {
 		p.logf(format, args...)
 	}
 }

@@ -43,11 +43,12 @@ type server struct {
 	secret      []byte
 	connectTime time.Time
 
-	client      *client // the linked client, nil when unlinked
-	have        vars    // the server's tracked settings (varcache.go)
-	setting     bool    // replies to the SET of the client's settings are due
-	setError    []byte  // the ErrorResponse that SET got
-	resetting   bool    // server_reset_query runs on the unlinked server
+	client      *client  // the linked client, nil when unlinked
+	have        vars     // the server's tracked settings (varcache.go)
+	extra       settings // the client settings last applied (startup.go)
+	setting     bool     // replies to the SET of the client's settings are due
+	setError    []byte   // the ErrorResponse that SET got
+	resetting   bool     // server_reset_query runs on the unlinked server
 	resetFailed bool
 	fwdLeft     int  // bytes of a large message still to pass to the client
 	fwdDrop     bool // ... or to drop
@@ -56,11 +57,14 @@ type server struct {
 	state     serverState
 	idleSince time.Time
 	closed    bool
-	cancels   int  // cancel requests in flight
-	held      bool // released while cancels were in flight
+	// closeNeeded closes the server when it is next released (RECONNECT,
+	// or a reload that changed its database's connection settings).
+	closeNeeded bool
+	cancels     int  // cancel requests in flight
+	held        bool // released while cancels were in flight
 
 	// ps is the server's prepared statements and expected responses
-	// (Proxy.psOn only).
+	// (pool.psOn only).
 	ps psServer
 }
 
@@ -189,7 +193,7 @@ func (s *server) step() int {
 		c.ready(s, status, msg)
 		return 0
 	}
-	psOn := s.pool.px.psOn
+	psOn := s.pool.psOn
 	if psOn && typ == 'C' && !whole && n <= 64 {
 		return n // the tag is read for DISCARD ALL and DEALLOCATE ALL
 	}
@@ -261,6 +265,7 @@ func (s *server) unlinked(typ byte, body []byte) error {
 				s.pool.closeServer(s, "server_reset_query failed")
 				return nil
 			}
+			s.extra = nil // server_reset_query (DISCARD ALL) reset them
 			s.pool.release(s)
 		}
 		return nil

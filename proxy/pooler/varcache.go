@@ -1,10 +1,7 @@
 package pooler
 
 import (
-	"bytes"
 	"strings"
-
-	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // Startup parameters, tracked as PgBouncer's varcache does (src/varcache.c):
@@ -91,10 +88,9 @@ func (v *vars) noteParameterStatus(px *Proxy, body []byte) {
 	}
 }
 
-// setQuery appends to b a Query message that SETs on a server with values
-// have the client's values want, and reports whether one was needed.
-func setQuery(b []byte, want, have *vars) ([]byte, bool) {
-	var sql bytes.Buffer
+// setTracked appends to sql a SET for each tracked setting whose value on
+// a server with values have differs from the client's want.
+func setTracked(sql *strings.Builder, want, have *vars) {
 	for i, w := range want {
 		if w == "" {
 			continue
@@ -105,34 +101,42 @@ func setQuery(b []byte, want, have *vars) ([]byte, bool) {
 		}
 		sql.WriteString("SET ")
 		sql.WriteString(trackedParams[i])
-		sql.WriteString("='")
-		sql.WriteString(strings.ReplaceAll(w, "'", "''"))
-		sql.WriteString("';")
+		sql.WriteString("=")
+		sql.WriteString(sqlLiteral(w))
+		sql.WriteString(";")
 	}
-	if sql.Len() == 0 {
-		return b, false
-	}
-	b, _ = (&pgproto3.Query{String: sql.String()}).Encode(b)
-	return b, true
 }
 
 // welcomeFor is the pool's ParameterStatus messages with the client's own
-// values in place of the server's for the tracked settings it asked for.
-func welcomeFor(params map[string]string, want *vars) []byte {
+// values in place of the server's for the tracked settings it asked for,
+// and for the extra settings the server reports (such as IntervalStyle).
+func welcomeFor(params map[string]string, want *vars, extra settings) []byte {
 	own := make(map[string]string, len(params)+len(trackedParams))
 	for k, v := range params {
 		own[k] = v
 	}
-	for i, w := range want {
-		if w == "" {
-			continue
-		}
+	put := func(name, value string) {
 		for k := range own { // the server's spelling of the name
-			if strings.EqualFold(k, trackedParams[i]) {
+			if strings.EqualFold(k, name) {
 				delete(own, k)
+				own[k] = value
+				return
 			}
 		}
-		own[trackedParams[i]] = w
+		own[name] = value
+	}
+	for i, w := range want {
+		if w != "" {
+			put(trackedParams[i], w)
+		}
+	}
+	for _, s := range extra {
+		for k := range own {
+			if strings.EqualFold(k, s.name) {
+				own[k] = s.value
+				break
+			}
+		}
 	}
 	return encodeWelcome(own)
 }

@@ -1,0 +1,449 @@
+package poolconf
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+)
+
+// ErrSyntax is wrapped by every error about the file's content (as opposed
+// to reading it).
+var ErrSyntax = errors.New("bad pgbouncer.ini")
+
+// knownKeys are the [pgbouncer] keys of PgBouncer 1.18.0 (its SHOW CONFIG)
+// plus max_prepared_statements (1.21+). Those with a Settings field are
+// stored there, the rest in Settings.Other.
+var knownKeys = []string{
+	"admin_users", "application_name_add_host", "auth_file", "auth_hba_file", "auth_query", "auth_type",
+	"auth_user", "autodb_idle_timeout", "client_idle_timeout", "client_login_timeout", "client_tls_ca_file",
+	"client_tls_cert_file", "client_tls_ciphers", "client_tls_dheparams", "client_tls_ecdhcurve",
+	"client_tls_key_file", "client_tls_protocols", "client_tls_sslmode", "conffile", "default_pool_size",
+	"disable_pqexec", "dns_max_ttl", "dns_nxdomain_ttl", "dns_zone_check_period", "idle_transaction_timeout",
+	"ignore_startup_parameters", "job_name", "listen_addr", "listen_backlog", "listen_port", "log_connections",
+	"log_disconnections", "log_pooler_errors", "log_stats", "logfile", "max_client_conn", "max_db_connections",
+	"max_packet_size", "max_prepared_statements", "max_user_connections", "min_pool_size", "pidfile", "pkt_buf",
+	"pool_mode", "query_timeout", "query_wait_timeout", "reserve_pool_size", "reserve_pool_timeout",
+	"resolv_conf", "sbuf_loopcnt", "server_check_delay", "server_check_query", "server_connect_timeout",
+	"server_fast_close", "server_idle_timeout", "server_lifetime", "server_login_retry", "server_reset_query",
+	"server_reset_query_always", "server_round_robin", "server_tls_ca_file", "server_tls_cert_file",
+	"server_tls_ciphers", "server_tls_key_file", "server_tls_protocols", "server_tls_sslmode", "so_reuseport",
+	"stats_period", "stats_users", "suspend_timeout", "syslog", "syslog_facility", "syslog_ident",
+	"tcp_defer_accept", "tcp_keepalive", "tcp_keepcnt", "tcp_keepidle", "tcp_keepintvl", "tcp_socket_buffer",
+	"tcp_user_timeout", "unix_socket_dir", "unix_socket_group", "unix_socket_mode", "user", "verbose",
+}
+
+// Load reads a pgbouncer.ini over Defaults(). %include lines read another
+// file in place (a relative path is taken from the working directory, as
+// PgBouncer does). Every error names the file and line.
+func Load(path string) (Settings, error) {
+	s := Defaults()
+	r := reader{s: &s}
+	if err := r.file(path, nil); err != nil {
+		return Settings{}, err
+	}
+	if err := s.Validate(); err != nil {
+		return Settings{}, fmt.Errorf("%s: %w: %w", path, ErrSyntax, err)
+	}
+	return s, nil
+}
+
+// Parse reads pgbouncer.ini text (named name in errors) over Defaults().
+// %include is followed as in Load.
+func Parse(name string, text []byte) (Settings, error) {
+	s := Defaults()
+	r := reader{s: &s}
+	if err := r.text(name, text, []string{name}); err != nil {
+		return Settings{}, err
+	}
+	if err := s.Validate(); err != nil {
+		return Settings{}, fmt.Errorf("%s: %w: %w", name, ErrSyntax, err)
+	}
+	return s, nil
+}
+
+type reader struct {
+	s       *Settings
+	section string
+}
+
+func (r *reader) file(path string, stack []string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if slices.Contains(stack, abs) {
+		return fmt.Errorf("%s: %w: %%include cycle: %s", path, ErrSyntax, strings.Join(append(stack, abs), " -> "))
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	r.s.Files = append(r.s.Files, path)
+	return r.text(path, text, append(stack, abs))
+}
+
+func (r *reader) text(name string, text []byte, stack []string) error {
+	sc := bufio.NewScanner(strings.NewReader(string(text)))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		l := strings.TrimSpace(sc.Text())
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%s:%d: %w: %s", name, line, ErrSyntax, fmt.Sprintf(format, args...))
+		}
+		switch {
+		case l == "" || l[0] == ';' || l[0] == '#':
+			continue
+		case strings.HasPrefix(l, "%include"):
+			inc := strings.TrimSpace(strings.TrimPrefix(l, "%include"))
+			if inc == "" {
+				return bad("%%include without a file name")
+			}
+			if err := r.file(inc, stack); err != nil {
+				return fmt.Errorf("%s:%d: %w", name, line, err)
+			}
+			continue
+		case l[0] == '[':
+			if !strings.HasSuffix(l, "]") {
+				return bad("section header %q has no closing ]", l)
+			}
+			r.section = strings.ToLower(strings.TrimSpace(l[1 : len(l)-1]))
+			switch r.section {
+			case "databases", "users", "pgbouncer", "peers":
+			default:
+				return bad("unknown section [%s]: want [databases], [users] or [pgbouncer]", r.section)
+			}
+			continue
+		}
+		key, value, ok := strings.Cut(l, "=")
+		if !ok {
+			return bad("%q is not key = value", l)
+		}
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		if key == "" {
+			return bad("empty key")
+		}
+		var err error
+		switch r.section {
+		case "":
+			err = errors.New("key outside a section")
+		case "pgbouncer":
+			err = r.s.set(strings.ToLower(key), value)
+		case "databases":
+			err = r.s.addDatabase(unquoteName(key), value)
+		case "users":
+			err = r.s.addUser(unquoteName(key), value)
+		case "peers":
+			err = errors.New("[peers] is PgBouncer 1.19+ and not supported")
+		}
+		if err != nil {
+			return bad("%s: %v", key, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	return nil
+}
+
+// unquoteName reads a [databases] or [users] name, which may be written
+// in double quotes.
+func unquoteName(k string) string {
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		return strings.ReplaceAll(k[1:len(k)-1], `""`, `"`)
+	}
+	return k
+}
+
+// set stores one [pgbouncer] key.
+func (s *Settings) set(key, v string) error {
+	if !slices.Contains(knownKeys, key) {
+		return errors.New("unknown setting (not a PgBouncer 1.18 [pgbouncer] key)")
+	}
+	var err error
+	num := func(dst *int) { *dst, err = parseInt(v) }
+	dur := func(dst *time.Duration) { *dst, err = parseSeconds(v) }
+	switch key {
+	case "listen_addr":
+		s.ListenAddr = v
+	case "listen_port":
+		num(&s.ListenPort)
+	case "auth_type":
+		s.AuthType = v
+	case "auth_file":
+		s.AuthFile = v
+	case "admin_users":
+		s.AdminUsers = list(v)
+	case "stats_users":
+		s.StatsUsers = list(v)
+	case "pool_mode":
+		s.PoolMode, err = parseMode(v)
+	case "default_pool_size":
+		num(&s.DefaultPoolSize)
+	case "min_pool_size":
+		num(&s.MinPoolSize)
+	case "reserve_pool_size":
+		num(&s.ReservePoolSize)
+	case "reserve_pool_timeout":
+		dur(&s.ReservePoolTimeout)
+	case "max_client_conn":
+		num(&s.MaxClientConn)
+	case "max_db_connections":
+		num(&s.MaxDBConnections)
+	case "max_user_connections":
+		num(&s.MaxUserConnections)
+	case "max_prepared_statements":
+		num(&s.MaxPreparedStatements)
+	case "server_reset_query":
+		s.ServerResetQuery = v
+	case "server_reset_query_always":
+		s.ServerResetQueryAlways, err = parseBool(v)
+	case "ignore_startup_parameters":
+		s.IgnoreStartupParameters = list(v)
+	case "query_timeout":
+		dur(&s.QueryTimeout)
+	case "query_wait_timeout":
+		dur(&s.QueryWaitTimeout)
+	case "client_idle_timeout":
+		dur(&s.ClientIdleTimeout)
+	case "client_login_timeout":
+		dur(&s.ClientLoginTimeout)
+	case "idle_transaction_timeout":
+		dur(&s.IdleTransactionTimeout)
+	case "server_connect_timeout":
+		dur(&s.ServerConnectTimeout)
+	case "server_idle_timeout":
+		dur(&s.ServerIdleTimeout)
+	case "server_lifetime":
+		dur(&s.ServerLifetime)
+	case "server_login_retry":
+		dur(&s.ServerLoginRetry)
+	case "autodb_idle_timeout":
+		dur(&s.AutodbIdleTimeout)
+	case "suspend_timeout":
+		dur(&s.SuspendTimeout)
+	case "stats_period":
+		dur(&s.StatsPeriod)
+	case "client_tls_sslmode":
+		s.ClientTLSSSLMode = v
+	case "client_tls_cert_file":
+		s.ClientTLSCertFile = v
+	case "client_tls_key_file":
+		s.ClientTLSKeyFile = v
+	case "client_tls_ca_file":
+		s.ClientTLSCAFile = v
+	default:
+		if s.Other == nil {
+			s.Other = map[string]string{}
+		}
+		s.Other[key] = v
+	}
+	return err
+}
+
+// addDatabase stores one [databases] entry: libpq-style key=value pairs.
+func (s *Settings) addDatabase(name, conn string) error {
+	if name == "" {
+		return errors.New("empty database name")
+	}
+	d := NewDatabase(name)
+	pairs, err := connPairs(conn)
+	if err != nil {
+		return err
+	}
+	for _, kv := range pairs {
+		k, v := kv[0], kv[1]
+		num := func(dst *int) {
+			if err == nil {
+				*dst, err = parseInt(v)
+			}
+		}
+		switch k {
+		case "host":
+			d.Host = v
+		case "port":
+			num(&d.Port)
+		case "dbname":
+			d.DBName = v
+		case "user":
+			d.User = v
+		case "password":
+			d.Password = v
+		case "auth_user":
+			d.AuthUser = v
+		case "pool_size":
+			num(&d.PoolSize)
+		case "min_pool_size":
+			num(&d.MinPoolSize)
+		case "reserve_pool":
+			num(&d.ReservePool)
+		case "max_db_connections":
+			num(&d.MaxDBConnections)
+		case "pool_mode":
+			if err == nil {
+				d.PoolMode, err = parseMode(v)
+			}
+		case "connect_query":
+			d.ConnectQuery = v
+		case "client_encoding":
+			d.ClientEncoding = v
+		case "datestyle":
+			d.DateStyle = v
+		case "timezone":
+			d.TimeZone = v
+		default:
+			return fmt.Errorf("unknown database option %q: want host, port, dbname, user, password, auth_user, pool_size, min_pool_size, reserve_pool, max_db_connections, pool_mode, connect_query, client_encoding, datestyle or timezone", k)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	if i := slices.IndexFunc(s.Databases, func(x Database) bool { return x.Name == name }); i >= 0 {
+		s.Databases[i] = d // a later entry wins, as in PgBouncer
+		return nil
+	}
+	s.Databases = append(s.Databases, d)
+	return nil
+}
+
+// addUser stores one [users] entry.
+func (s *Settings) addUser(name, conn string) error {
+	if name == "" {
+		return errors.New("empty user name")
+	}
+	u := NewUser(name)
+	pairs, err := connPairs(conn)
+	if err != nil {
+		return err
+	}
+	for _, kv := range pairs {
+		switch kv[0] {
+		case "pool_mode":
+			u.PoolMode, err = parseMode(kv[1])
+		case "max_user_connections":
+			u.MaxUserConnections, err = parseInt(kv[1])
+		default:
+			return fmt.Errorf("unknown user option %q: want pool_mode or max_user_connections", kv[0])
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", kv[0], err)
+		}
+	}
+	if i := slices.IndexFunc(s.Users, func(x User) bool { return x.Name == name }); i >= 0 {
+		s.Users[i] = u
+		return nil
+	}
+	s.Users = append(s.Users, u)
+	return nil
+}
+
+// connPairs splits a libpq-style "k=v k2='v 2'" string; in quotes, \' and
+// \\ escape.
+func connPairs(s string) ([][2]string, error) {
+	var out [][2]string
+	i := 0
+	for {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		if i == len(s) {
+			return out, nil
+		}
+		eq := strings.IndexByte(s[i:], '=')
+		if eq < 0 {
+			return nil, fmt.Errorf("%q is not key=value", s[i:])
+		}
+		key := strings.ToLower(strings.TrimSpace(s[i : i+eq]))
+		i += eq + 1
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		var v strings.Builder
+		if i < len(s) && s[i] == '\'' {
+			i++
+			closed := false
+			for i < len(s) {
+				c := s[i]
+				i++
+				if c == '\\' && i < len(s) {
+					v.WriteByte(s[i])
+					i++
+					continue
+				}
+				if c == '\'' {
+					closed = true
+					break
+				}
+				v.WriteByte(c)
+			}
+			if !closed {
+				return nil, fmt.Errorf("%s: unterminated quoted value", key)
+			}
+		} else {
+			for i < len(s) && s[i] != ' ' && s[i] != '\t' {
+				v.WriteByte(s[i])
+				i++
+			}
+		}
+		if key == "" {
+			return nil, errors.New("empty option name")
+		}
+		out = append(out, [2]string{key, v.String()})
+	}
+}
+
+func parseInt(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want a whole number", v)
+	}
+	return n, nil
+}
+
+// parseSeconds reads a duration in seconds (fractions allowed), as
+// PgBouncer 1.18 writes its timeouts.
+func parseSeconds(v string) (time.Duration, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || f > 1e9 {
+		return 0, fmt.Errorf("%q: want seconds, such as 15 or 0.5", v)
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "1", "on", "yes", "true":
+		return true, nil
+	case "0", "off", "no", "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q: want 0 or 1", v)
+}
+
+func parseMode(v string) (poolmode.Mode, error) {
+	m, err := poolmode.Parse(strings.ToLower(v))
+	if err != nil || !m.Pooled() {
+		return 0, fmt.Errorf("%q: want session, transaction or statement", v)
+	}
+	return m, nil
+}
+
+// list reads a comma-separated list (admin_users, ignore_startup_parameters).
+func list(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

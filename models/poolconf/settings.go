@@ -1,0 +1,276 @@
+package poolconf
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+)
+
+// Unset marks a per-database or per-user number that was not given: the
+// [pgbouncer] value applies.
+const Unset = -1
+
+// Settings is a pooler's configuration with PgBouncer's names (the Go name
+// of pool_mode is PoolMode, of default_pool_size DefaultPoolSize, ...).
+// See the package comment for units and the meaning of 0.
+type Settings struct {
+	ListenAddr string // listen_addr; "" listens on no TCP address in PgBouncer
+	ListenPort int    // listen_port
+
+	AuthType   string   // auth_type: trust, any, plain, md5, scram-sha-256, hba, cert, pam
+	AuthFile   string   // auth_file: "user" "secret" per line
+	AdminUsers []string // admin_users: may run every console command
+	StatsUsers []string // stats_users: may run the console's read-only SHOW commands
+
+	PoolMode               poolmode.Mode // pool_mode: Session, Transaction or Statement
+	DefaultPoolSize        int           // default_pool_size
+	MinPoolSize            int           // min_pool_size
+	ReservePoolSize        int           // reserve_pool_size
+	ReservePoolTimeout     time.Duration // reserve_pool_timeout
+	MaxClientConn          int           // max_client_conn
+	MaxDBConnections       int           // max_db_connections; 0 = unlimited
+	MaxUserConnections     int           // max_user_connections; 0 = unlimited
+	MaxPreparedStatements  int           // max_prepared_statements (PgBouncer 1.21+); 0 = not tracked
+	ServerResetQuery       string        // server_reset_query; "" = none
+	ServerResetQueryAlways bool          // server_reset_query_always
+
+	// IgnoreStartupParameters is ignore_startup_parameters: startup
+	// parameters dropped without an error.
+	IgnoreStartupParameters []string
+
+	QueryTimeout           time.Duration // query_timeout; 0 = disabled
+	QueryWaitTimeout       time.Duration // query_wait_timeout; 0 = disabled
+	ClientIdleTimeout      time.Duration // client_idle_timeout; 0 = disabled
+	ClientLoginTimeout     time.Duration // client_login_timeout; 0 = disabled
+	IdleTransactionTimeout time.Duration // idle_transaction_timeout; 0 = disabled
+	ServerConnectTimeout   time.Duration // server_connect_timeout
+	ServerIdleTimeout      time.Duration // server_idle_timeout; 0 = disabled
+	ServerLifetime         time.Duration // server_lifetime; 0 = disabled
+	ServerLoginRetry       time.Duration // server_login_retry
+	AutodbIdleTimeout      time.Duration // autodb_idle_timeout
+	SuspendTimeout         time.Duration // suspend_timeout
+	StatsPeriod            time.Duration // stats_period
+
+	ClientTLSSSLMode  string // client_tls_sslmode: disable, allow, prefer, require, verify-ca, verify-full
+	ClientTLSCertFile string // client_tls_cert_file
+	ClientTLSKeyFile  string // client_tls_key_file
+	ClientTLSCAFile   string // client_tls_ca_file
+
+	// Databases is the [databases] section in file order; the entry named
+	// "*" is the fallback for any other database name.
+	Databases []Database
+	// Users is the [users] section in file order.
+	Users []User
+	// Other holds the [pgbouncer] keys PgBouncer knows that have no field
+	// here (logfile, pidfile, tcp_keepalive, ...), as written.
+	Other map[string]string
+	// Files lists the files read, the main one first, then each %include.
+	Files []string
+}
+
+// Database is one [databases] entry: where a client database name leads.
+type Database struct {
+	Name     string // the name clients connect to; "*" is the fallback
+	Host     string // host; "" = the Unix socket directory (not served by poolsim) or localhost
+	Port     int    // port; 5432 when not given
+	DBName   string // dbname; "" = Name
+	User     string // user: a forced user for every server login; "" = the client's
+	Password string // password for User
+	AuthUser string // auth_user
+
+	PoolSize         int           // pool_size; Unset = default_pool_size
+	MinPoolSize      int           // min_pool_size; Unset = the global one
+	ReservePool      int           // reserve_pool; Unset = reserve_pool_size
+	MaxDBConnections int           // max_db_connections; Unset = the global one, 0 = unlimited
+	PoolMode         poolmode.Mode // pool_mode; poolmode.Direct = the global one
+	ConnectQuery     string        // connect_query
+	ClientEncoding   string        // client_encoding
+	DateStyle        string        // datestyle
+	TimeZone         string        // timezone
+}
+
+// User is one [users] entry.
+type User struct {
+	Name               string
+	PoolMode           poolmode.Mode // pool_mode; poolmode.Direct = the database's or global one
+	MaxUserConnections int           // max_user_connections; Unset = the global one, 0 = unlimited
+}
+
+// Defaults returns PgBouncer 1.18's defaults (SHOW CONFIG's default
+// column of PgBouncer 1.18.0), with one addition PgBouncer 1.18 lacks:
+// MaxPreparedStatements 0 (tracking off, the 1.18 behaviour).
+func Defaults() Settings {
+	return Settings{
+		ListenPort:             6432,
+		AuthType:               "md5",
+		PoolMode:               poolmode.Session,
+		DefaultPoolSize:        20,
+		ReservePoolTimeout:     5 * time.Second,
+		MaxClientConn:          100,
+		ServerResetQuery:       "DISCARD ALL",
+		QueryWaitTimeout:       120 * time.Second,
+		ClientLoginTimeout:     60 * time.Second,
+		ServerConnectTimeout:   15 * time.Second,
+		ServerIdleTimeout:      600 * time.Second,
+		ServerLifetime:         3600 * time.Second,
+		ServerLoginRetry:       15 * time.Second,
+		AutodbIdleTimeout:      3600 * time.Second,
+		SuspendTimeout:         10 * time.Second,
+		StatsPeriod:            60 * time.Second,
+		ClientTLSSSLMode:       "disable",
+		MaxPreparedStatements:  0,
+		ServerResetQueryAlways: false,
+	}
+}
+
+// NewDatabase returns a [databases] entry for name with nothing
+// overridden.
+func NewDatabase(name string) Database {
+	return Database{Name: name, Port: 5432, PoolSize: Unset, MinPoolSize: Unset, ReservePool: Unset,
+		MaxDBConnections: Unset, PoolMode: poolmode.Direct}
+}
+
+// NewUser returns a [users] entry for name with nothing overridden.
+func NewUser(name string) User {
+	return User{Name: name, PoolMode: poolmode.Direct, MaxUserConnections: Unset}
+}
+
+// Database returns the [databases] entry a client's database name leads
+// to: its own, else "*" with the client's name as dbname; false if
+// neither exists.
+func (s *Settings) Database(name string) (Database, bool) {
+	var star *Database
+	for i := range s.Databases {
+		switch s.Databases[i].Name {
+		case name:
+			return s.Databases[i], true
+		case "*":
+			star = &s.Databases[i]
+		}
+	}
+	if star == nil {
+		return Database{}, false
+	}
+	d := *star
+	d.Name = name
+	return d, true
+}
+
+// User returns the [users] entry of name, or one with nothing overridden.
+func (s *Settings) User(name string) User {
+	for _, u := range s.Users {
+		if u.Name == name {
+			return u
+		}
+	}
+	return NewUser(name)
+}
+
+// Pool is the effective settings of one pool (a database entry and a
+// user): the overrides applied over the [pgbouncer] values.
+type Pool struct {
+	Mode               poolmode.Mode
+	Size               int
+	MaxDBConnections   int // 0 = unlimited
+	MaxUserConnections int // 0 = unlimited
+}
+
+// PoolFor works out the pool of database d and user u: pool_mode from the
+// user, else the database, else [pgbouncer], as PgBouncer does.
+func (s *Settings) PoolFor(d Database, u User) Pool {
+	p := Pool{Mode: s.PoolMode, Size: s.DefaultPoolSize, MaxDBConnections: s.MaxDBConnections,
+		MaxUserConnections: s.MaxUserConnections}
+	if d.PoolMode != poolmode.Direct {
+		p.Mode = d.PoolMode
+	}
+	if u.PoolMode != poolmode.Direct {
+		p.Mode = u.PoolMode
+	}
+	if d.PoolSize != Unset {
+		p.Size = d.PoolSize
+	}
+	if d.MaxDBConnections != Unset {
+		p.MaxDBConnections = d.MaxDBConnections
+	}
+	if u.MaxUserConnections != Unset {
+		p.MaxUserConnections = u.MaxUserConnections
+	}
+	return p
+}
+
+// AuthTypes are the auth_type values PgBouncer 1.18 accepts.
+var AuthTypes = []string{"any", "trust", "plain", "md5", "scram-sha-256", "cert", "hba", "pam"}
+
+// SSLModes are the client_tls_sslmode values.
+var SSLModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
+
+// Validate checks every value and names the first bad one by its
+// pgbouncer.ini key.
+func (s *Settings) Validate() error {
+	switch s.PoolMode {
+	case poolmode.Session, poolmode.Transaction, poolmode.Statement:
+	default:
+		return fmt.Errorf("pool_mode: %v: want session, transaction or statement", s.PoolMode)
+	}
+	if !slices.Contains(AuthTypes, s.AuthType) {
+		return fmt.Errorf("auth_type: %q: want one of %s", s.AuthType, strings.Join(AuthTypes, ", "))
+	}
+	if !slices.Contains(SSLModes, s.ClientTLSSSLMode) {
+		return fmt.Errorf("client_tls_sslmode: %q: want one of %s", s.ClientTLSSSLMode, strings.Join(SSLModes, ", "))
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+		min int
+	}{
+		{"listen_port", s.ListenPort, 0}, {"default_pool_size", s.DefaultPoolSize, 0}, {"min_pool_size", s.MinPoolSize, 0},
+		{"reserve_pool_size", s.ReservePoolSize, 0}, {"max_client_conn", s.MaxClientConn, 1},
+		{"max_db_connections", s.MaxDBConnections, 0}, {"max_user_connections", s.MaxUserConnections, 0},
+		{"max_prepared_statements", s.MaxPreparedStatements, 0},
+	} {
+		if n.v < n.min {
+			return fmt.Errorf("%s: %d: want %d or more", n.key, n.v, n.min)
+		}
+	}
+	if s.ListenPort > 65535 {
+		return fmt.Errorf("listen_port: %d: want at most 65535", s.ListenPort)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"reserve_pool_timeout", s.ReservePoolTimeout}, {"query_timeout", s.QueryTimeout},
+		{"query_wait_timeout", s.QueryWaitTimeout}, {"client_idle_timeout", s.ClientIdleTimeout},
+		{"client_login_timeout", s.ClientLoginTimeout}, {"idle_transaction_timeout", s.IdleTransactionTimeout},
+		{"server_connect_timeout", s.ServerConnectTimeout}, {"server_idle_timeout", s.ServerIdleTimeout},
+		{"server_lifetime", s.ServerLifetime}, {"server_login_retry", s.ServerLoginRetry},
+		{"autodb_idle_timeout", s.AutodbIdleTimeout}, {"suspend_timeout", s.SuspendTimeout},
+		{"stats_period", s.StatsPeriod},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%s: %v: want 0 or more", d.key, d.v)
+		}
+	}
+	for _, d := range s.Databases {
+		if d.Port < 1 || d.Port > 65535 {
+			return fmt.Errorf("[databases] %s: port %d: want 1..65535", d.Name, d.Port)
+		}
+		for _, n := range []struct {
+			key string
+			v   int
+		}{{"pool_size", d.PoolSize}, {"min_pool_size", d.MinPoolSize}, {"reserve_pool", d.ReservePool}, {"max_db_connections", d.MaxDBConnections}} {
+			if n.v < Unset {
+				return fmt.Errorf("[databases] %s: %s %d: want 0 or more", d.Name, n.key, n.v)
+			}
+		}
+	}
+	for _, u := range s.Users {
+		if u.MaxUserConnections < Unset {
+			return fmt.Errorf("[users] %s: max_user_connections %d: want 0 or more", u.Name, u.MaxUserConnections)
+		}
+	}
+	return nil
+}
