@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -192,4 +193,76 @@ func TestAdviseUsageErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line containing %q", tt.args, code, errOut, tt.want)
 		}
 	}
+}
+
+// Twice the traffic the server can carry (web-app: 8 cores top out near
+// 1,300 transactions/s; 1,300 requests/s offer 2,600): no configuration
+// qualifies, whatever its percentiles, and the answer is never direct.
+func TestAdviseOverloadQualifiesNothing(t *testing.T) {
+	args := []string{"web-app", "--set", "workload.arrival_rate=1300/s", "--set", "workload.duration=10s",
+		"--pool-sizes", "8,32", "--replications", "3", "--slo-p99", "100ms"}
+	a := adviseJSON(t, args...)
+	if a.Answer != nil || !a.NoneMeets {
+		t.Fatalf("answer %+v: 2,600 tps offered to a server that carries about 1,300 must not qualify", a.Answer)
+	}
+	if a.Closest == nil || a.Closest.Mode == "direct" || len(a.Closest.Fails) == 0 || !strings.HasPrefix(a.Closest.Fails[0], "carries ") {
+		t.Fatalf("closest %+v: want a pooled configuration, short of the load", a.Closest)
+	}
+	if a.Offered != 2600 {
+		t.Errorf("offered %v tps, want 2600", a.Offered)
+	}
+	found := false
+	for _, h := range a.Help {
+		found = found || strings.Contains(h, "CPU is saturated") && strings.Contains(h, "a bigger pool only queues more work")
+	}
+	if !found {
+		t.Errorf("help %q: want the saturated CPU named, and that a bigger pool does not help", a.Help)
+	}
+	for _, e := range a.Evaluated {
+		if e.Meets {
+			t.Errorf("%s pool %d qualifies under a 2x overload", e.Mode, e.PoolSize)
+		}
+	}
+	code, out, _ := runCmd(append([]string{"advise"}, args...)...)
+	if code != 0 || !strings.HasPrefix(out, "Answer: no configuration qualifies") || !strings.Contains(out, "Closest: transaction mode") && !strings.Contains(out, "Closest: session mode") {
+		t.Errorf("exit %d, text:\n%s", code, out)
+	}
+}
+
+// The answer does not hang on the seed: ten seeds of the web-app example
+// give the same mode, and the pool sizes they give stay inside the
+// uncertainty each one reports.
+func TestAdviseStableAcrossSeeds(t *testing.T) {
+	seeds := 10
+	if testing.Short() {
+		seeds = 3
+	}
+	var mode string
+	lo, hi := 0, 1<<30
+	var pools []int
+	for s := 1; s <= seeds; s++ {
+		a := adviseJSON(t, "web-app", "--slo-p99", "100ms", "--pool-sizes", "6..12", "--seed", strconv.Itoa(s))
+		if a.Answer == nil {
+			t.Fatalf("seed %d: no answer", s)
+		}
+		if mode == "" {
+			mode = a.Answer.Mode
+		}
+		if a.Answer.Mode != mode {
+			t.Errorf("seed %d: %s, seed 1: %s", s, a.Answer.Mode, mode)
+		}
+		pools = append(pools, a.Answer.PoolSize)
+		high := a.PoolHigh
+		if high == 0 {
+			high = 1 << 30 // none tried is surely as good: open above
+		}
+		lo, hi = max(lo, a.PoolLow), min(hi, high)
+	}
+	// Every seed's pool lies within every seed's reported range.
+	for i, p := range pools {
+		if p < lo || p > hi {
+			t.Errorf("seed %d chose pool %d, outside the uncertainty all seeds report (%d to %d); pools %v", i+1, p, lo, hi, pools)
+		}
+	}
+	t.Logf("mode %s, pools %v, common uncertainty %d..%d", mode, pools, lo, hi)
 }
