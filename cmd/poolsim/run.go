@@ -116,8 +116,30 @@ func writeExplain(w io.Writer, rows []scenarios.Row) error {
 		for _, para := range system.Explain(x.Config, x.Metrics) {
 			fmt.Fprintf(w, "\n%s\n", wrap(para, 100))
 		}
+		if n := len(x.Reps); n > 1 {
+			fmt.Fprintf(w, "\n%s\n", wrap(replicationWords(&x), 100))
+		}
 	}
 	return nil
+}
+
+// replicationWords says that the figures above are means, and how sure
+// the main ones are.
+func replicationWords(x *scenarios.Row) string {
+	var parts []string
+	for _, k := range []struct{ name, label, unit string }{
+		{"wait_W", "W", "ms"}, {"wait_L", "L", ""}, {"wait_lambda", "λ", "/s"}, {"wait_prob", "P(wait)", ""},
+		{"tps_steady", "tps_steady", "/s"}, {"p99_ms", "p99", "ms"},
+	} {
+		f, _ := system.FieldByName(k.name)
+		mean, half := x.Stat(f)
+		if k.name == "wait_W" {
+			mean, half = mean*1000, half*1000
+		}
+		parts = append(parts, fmt.Sprintf("%s = %.4g ± %.2g%s", k.label, mean, half, k.unit))
+	}
+	return fmt.Sprintf("These figures are means over %d replications (independent seeds, the warm-up decided once); "+
+		"with their 95%% confidence intervals (Student t): %s.", len(x.Reps), strings.Join(parts, ", "))
 }
 
 // wrap breaks text into lines of at most width columns at spaces.

@@ -15,7 +15,7 @@ import (
 // applies, the formula's value beside the simulated one. Each string is
 // one paragraph of plain sentences.
 func Explain(c Config, m Metrics) []string {
-	var out []string
+	out := []string{steadyWords(c, m)}
 	if c.Pooler.Mode.Pooled() {
 		out = append(out, little("The pooler's wait queue (clients waiting for a server connection)",
 			"departures (assignments and query_wait_timeout disconnects)", m.WaitL, m.WaitLambda, m.WaitW))
@@ -36,6 +36,37 @@ func Explain(c Config, m Metrics) []string {
 	return out
 }
 
+// steadyWords says which throughput and percentiles to read for what: the
+// steady window against the whole run.
+func steadyWords(c Config, m Metrics) string {
+	w := c.Workload
+	if w.Open() {
+		how := fmt.Sprintf("set by workload.warmup (%v)", w.Warmup)
+		if w.WarmupAuto {
+			how = fmt.Sprintf("found by MSER-5 on the mean latency of %d pilot runs with their own seeds", Pilots)
+		}
+		s := fmt.Sprintf("Steady state: the first %s of the run (the warm-up, %s) is left out; every time average, "+
+			"percentile and rate below and in the row is measured from there to the end of arrivals (%s). "+
+			"Read tps_steady (%.6g/s, completions in that window) for the throughput the system sustains "+
+			"against the %.6g/s offered; tps (%.6g/s = ok/wall) also counts the warm-up and the %s it took "+
+			"to finish after arrivals stopped.",
+			fmtSec(m.WarmupMs/1000), how, fmtSec(m.SteadyMs/1000), m.TPSSteady, m.OfferedTPS, m.TPS, fmtSec(m.DrainMs/1000))
+		if m.WarmupAtLimit == 1 {
+			s += " MSER-5 cut as much as it may (half the arrival period): the run may be too short for a steady state; lengthen workload.duration."
+		}
+		return s
+	}
+	if m.SteadyMs == 0 {
+		return fmt.Sprintf("Steady state: the first client was done at the first completion, so there is no window in which "+
+			"every client runs; tps_steady is the whole run's (%.6g/s = ok/wall).", m.TPS)
+	}
+	return fmt.Sprintf("Steady state: tps (%.6g/s) is ok/wall, as the seed tables define it; it counts the ragged end, when "+
+		"clients finish one by one and fewer remain. tps_steady (%.6g/s) is the completion rate from the first "+
+		"completion (%s) until the first client finished (%s later), while every client still ran: read it for "+
+		"the throughput the configuration sustains, and p50/p99_steady (%.4g / %.4g ms) for its latency then.",
+		m.TPS, m.TPSSteady, fmtSec(m.WarmupMs/1000), fmtSec(m.SteadyMs/1000), m.P50SteadyMs, m.P99SteadyMs)
+}
+
 func little(name, what string, L, lambda, W float64) string {
 	if lambda == 0 {
 		return name + ": nobody passed through it."
@@ -54,7 +85,10 @@ func little(name, what string, L, lambda, W float64) string {
 func cpuLaw(c Config, m Metrics) string {
 	stmts := float64(m.OKTxns) * float64(c.Workload.StmtsPerTxn)
 	wall := m.WallMs / 1000
-	if wall <= 0 {
+	if c.Workload.Open() { // the window's rates, like the utilisation
+		stmts, wall = m.TPSSteady*float64(c.Workload.StmtsPerTxn), 1
+	}
+	if wall <= 0 || stmts == 0 {
 		return "The server's CPU: no transaction completed."
 	}
 	d := c.Workload.CPU.MeanValue().Seconds()
