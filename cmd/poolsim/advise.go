@@ -56,9 +56,10 @@ How it decides:
      paired 95%% CI of the difference over the shared replications decides).
      The answer's uncertainty is the range of pool sizes the CIs cannot tell
      apart from it.
-  4. Across modes: the lowest p99; modes whose paired p99 difference has a
-     CI that includes zero are tied, and the tie goes to the fewest server
-     connections (then direct, session, transaction, statement).
+  4. Across modes: the lowest best p99 (the best each mode reaches among its
+     qualifying pools); modes whose paired difference has a CI that includes
+     zero are tied, and the tie goes to the mode that keeps more session
+     features (direct, session, transaction, statement).
   5. When nothing qualifies it says so, names the binding constraint and the
      closest configuration, and what would make one qualify.
 

@@ -30,10 +30,11 @@
 //     than P99Slack (the paired 95 % interval of the difference decides).
 //     Its uncertainty is the range of pools between the smallest one the
 //     intervals cannot exclude and the smallest one they surely include.
-//  5. Across modes the lowest p99 wins; when the paired interval of two
-//     modes' p99 includes zero they are tied, and the one holding fewer
-//     server connections wins (then: direct, session, transaction,
-//     statement). The next is the runner-up.
+//  5. Across modes the lowest best p99 (the best each mode reaches among
+//     its qualifying pools) wins; when the paired interval of two modes'
+//     best p99 includes zero they are tied, and the mode that keeps more
+//     session features wins (direct, session, transaction, statement). The
+//     next is the runner-up.
 //  6. When nothing qualifies, the advice says so, names the binding
 //     constraint and the closest configuration, and what would make one
 //     qualify: more throughput of the kind that is short (cores, faster

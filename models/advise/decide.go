@@ -438,12 +438,7 @@ func Decide(r Request, evals []*Eval) *Advice {
 
 // choose is rule 4 for one mode.
 func (v *Verdict) choose() {
-	var bestE *Eval
-	for _, e := range v.Evals {
-		if e.Meets() && (bestE == nil || e.Metrics.P99Ms < bestE.Metrics.P99Ms) {
-			bestE = e
-		}
-	}
+	bestE := v.best()
 	if bestE == nil {
 		return
 	}
@@ -470,28 +465,27 @@ func (v *Verdict) choose() {
 	}
 }
 
-// rank is rule 5: the lowest p99 wins; modes the paired intervals cannot
-// tell apart from it are tied, and among those the fewest server
-// connections win, then the simpler mode.
+// rank is rule 5: modes are compared on the best p99 each reaches among
+// its qualifying pools (what the mode can do, not where its smallest
+// acceptable pool happens to fall); modes the paired intervals cannot tell
+// apart from the lowest are tied, and the tie goes to the mode that keeps
+// the most session features (direct, session, transaction, statement).
 func (a *Advice) rank(choices []*Verdict) {
 	if len(choices) == 0 {
 		return
 	}
-	sort.SliceStable(choices, func(i, j int) bool {
-		return choices[i].Choice.Metrics.P99Ms < choices[j].Choice.Metrics.P99Ms
-	})
-	lead := choices[0].Choice
+	sort.SliceStable(choices, func(i, j int) bool { return choices[i].BestP99 < choices[j].BestP99 })
+	lead := choices[0].best()
 	tied := []*Verdict{choices[0]}
 	for _, v := range choices[1:] {
-		m, h := paired(v.Choice, lead, fP99, 1)
+		m, h := paired(v.best(), lead, fP99, 1)
 		if !sim.Differs(m, h) {
 			tied = append(tied, v)
 		}
 	}
 	win := tied[0]
 	for _, v := range tied[1:] {
-		c, w := v.Choice.Metrics.ServerConns, win.Choice.Metrics.ServerConns
-		if c < w || (c == w && v.Mode < win.Mode) {
+		if v.Mode < win.Mode {
 			win = v
 		}
 	}
@@ -502,7 +496,7 @@ func (a *Advice) rank(choices []*Verdict) {
 		}
 	}
 	if len(a.Tied) > 0 {
-		a.TieNote = "the lowest p99 cannot be told apart at 95 %; the one holding the fewest server connections is preferred"
+		a.TieNote = fmt.Sprintf("the best p99 each mode reaches cannot be told apart at 95%%, so the mode that keeps more session features is preferred (%s)", win.Mode)
 	}
 	for _, v := range choices {
 		if v != win {
@@ -510,6 +504,17 @@ func (a *Advice) rank(choices []*Verdict) {
 			break
 		}
 	}
+}
+
+// best is the mode's qualifying configuration with the lowest p99.
+func (v *Verdict) best() *Eval {
+	var b *Eval
+	for _, e := range v.Evals {
+		if e.Meets() && (b == nil || e.Metrics.P99Ms < b.Metrics.P99Ms) {
+			b = e
+		}
+	}
+	return b
 }
 
 // closer orders points for "closest to qualifying": for an open workload

@@ -123,7 +123,7 @@ func sureWords(a *advise.Advice, v *advise.Verdict) []string {
 		}
 	}
 	for _, t := range a.Tied {
-		out = append(out, fmt.Sprintf("%s is statistically tied on p99 (%s ms): %s", t.Mode, ecell(t, "p99_ms", 2), a.TieNote))
+		out = append(out, fmt.Sprintf("%s is statistically tied with it on the best p99 each reaches: %s; %s would need %s server connections at pool %d", t.Mode, a.TieNote, t.Mode, ecell(t, "server_conns_peak", 0), t.PoolSize))
 	}
 	return out
 }
