@@ -114,16 +114,19 @@ func Heading(r Report) string {
 	}
 	switch {
 	case reps > 1 && det > 0:
-		s += fmt.Sprintf("; up to %d replications per row, mean ± 95%% CI; %d deterministic rows ran once", reps, det)
+		s += fmt.Sprintf("; up to %d replications per row, mean ± 95%% CI; %d deterministic rows ran once, exact", reps, det)
 	case reps > 1:
 		same := true
 		for i := range r.Rows {
 			same = same && len(r.Rows[i].Reps) == reps
 		}
-		if same {
+		switch {
+		case r.Study.Precision > 0 && same:
+			s += fmt.Sprintf("; %d replications per row to know tps and p99 within %g%%, mean ± 95%% CI", reps, r.Study.Precision*100)
+		case r.Study.Precision > 0:
+			s += fmt.Sprintf("; up to %d replications per row to know tps and p99 within %g%%, mean ± 95%% CI", reps, r.Study.Precision*100)
+		default:
 			s += fmt.Sprintf("; %d replications per row, mean ± 95%% CI", reps)
-		} else {
-			s += fmt.Sprintf("; up to %d replications per row (until within %g%%), mean ± 95%% CI", reps, r.Study.Precision*100)
 		}
 	case det == len(r.Rows) && len(r.Rows) > 0 && (r.Study.Replications > 1 || r.Study.Precision > 0):
 		s += "; deterministic: every draw is constant, so one run is exact"
