@@ -36,8 +36,19 @@ Examples:
   poolsim run erlang-c --replications 20 # mean ± 95%% CI of every figure
   poolsim run erlang-c --precision 1%%    # as many replications as tps and p99 need
 
-Steady state: an open workload's first workload.warmup (auto: found by
-MSER-5) is left out of every time average, percentile and rate, which are
+Columns: tps is ok_txns/wall; tps_steady the rate the configuration
+sustains (see Steady state); busy is server_busy, the mean server
+connections executing a statement over the pool size (JSON/CSV add
+server_linked, the mean held for a client: a session-mode server is linked
+while its client is connected, busy only while it runs a statement).
+wait_L, wait_lambda and wait_W are Little's law on the pooler's wait queue:
+wait_lambda counts departures from the queue - assignments and
+query_wait_timeout disconnects - per second, wait_W is their mean wait in
+seconds and wait_L the queue's time-averaged length from its own integral,
+so wait_L = wait_lambda x wait_W up to the waiters at the window's ends.
+
+Steady state: an open workload's first workload.warmup (auto: found by MSER-5 on
+5 pilot runs of its own) is left out of every time average, percentile and rate, which are
 measured up to the end of arrivals (warmup_ms and steady_ms say how much);
 ok_txns, tps and wall_ms stay the whole run's. A closed workload adds
 tps_steady: the completion rate from the first completion until the first

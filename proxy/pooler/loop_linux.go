@@ -264,14 +264,10 @@ func (l *loop) settle() {
 	}
 }
 
-// timeout is how long epoll_wait may sleep: until the earliest
-// query_wait_timeout deadline or the next janitor tick.
+// timeout is how long epoll_wait may sleep: until the next janitor tick
+// (query_wait_timeout is one of its checks).
 func (l *loop) timeout() int {
-	next := l.px.nextTick
-	if d := l.px.nextWaitDeadline(); !d.IsZero() && d.Before(next) {
-		next = d
-	}
-	ms := time.Until(next).Milliseconds() + 1
+	ms := time.Until(l.px.nextTick).Milliseconds() + 1
 	if ms < 0 {
 		return 0
 	}

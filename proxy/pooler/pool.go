@@ -222,10 +222,10 @@ func (p *pool) failWaiters(e func() *pgproto3.ErrorResponse) {
 	}
 }
 
-// expireWaiters fails the clients that have waited d or longer
+// expireWaiters fails the clients that have waited longer than d
 // (query_wait_timeout); the queue is in arrival order.
 func (p *pool) expireWaiters(now time.Time, d time.Duration) {
-	for len(p.waiters) > 0 && now.Sub(p.waiters[0].since) >= d {
+	for len(p.waiters) > 0 && now.Sub(p.waiters[0].since) > d {
 		w := p.waiters[0]
 		p.waiters = slices.Delete(p.waiters, 0, 1)
 		p.px.stats.waitTimeouts.Add(1)

@@ -306,42 +306,27 @@ func (p *Proxy) shutdown() {
 // PgBouncer's janitor does.
 const janitorPeriod = time.Second / 3
 
-// tick runs on the loop after each batch of events: query_wait_timeout at
-// once, server_idle_timeout and pending logins three times a second.
+// tick runs on the loop after each batch of events; three times a second
+// it runs the janitor's checks, as PgBouncer's janitor does: waiters past
+// query_wait_timeout (so a timeout fires at the first check after it, up
+// to a third of a second late, exactly as in PgBouncer and in the model's
+// pooler.timeout_check), server_idle_timeout and pending logins.
 func (p *Proxy) tick(now time.Time) {
+	if now.Before(p.nextTick) {
+		return
+	}
+	p.nextTick = now.Add(janitorPeriod)
 	if d := p.conf().QueryWaitTimeout; d > 0 {
 		for _, pl := range p.loopPools {
 			pl.expireWaiters(now, d)
 		}
 	}
-	if now.Before(p.nextTick) {
-		return
-	}
-	p.nextTick = now.Add(janitorPeriod)
 	for _, pl := range p.loopPools {
 		if d := p.conf().ServerIdleTimeout; d > 0 {
 			pl.closeIdle(now, d, "server idle timeout")
 		}
 		pl.launch() // waiters may need a login (e.g. after a failed one)
 	}
-}
-
-// nextWaitDeadline is when the longest wait reaches query_wait_timeout, or
-// zero. It runs on the loop.
-func (p *Proxy) nextWaitDeadline() time.Time {
-	d := p.conf().QueryWaitTimeout
-	if d <= 0 {
-		return time.Time{}
-	}
-	var next time.Time
-	for _, pl := range p.loopPools {
-		if len(pl.waiters) > 0 {
-			if t := pl.waiters[0].since.Add(d); next.IsZero() || t.Before(next) {
-				next = t
-			}
-		}
-	}
-	return next
 }
 
 // errNoSuchDatabase refuses a client whose database no [databases] entry

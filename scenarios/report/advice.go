@@ -181,7 +181,7 @@ func WriteAdviceText(w io.Writer, in AdviceInput) error {
 		}
 		if r := a.RunnerUp; r != nil {
 			d := (e.Metrics.TPSSteady/r.Metrics.TPSSteady - 1) * 100
-			p("  - against the runner-up: %+.1f%% steady throughput, p99 %s ms vs %s ms.", d, ecell(e, "p99_ms", 2), ecell(r, "p99_ms", 2))
+			p("  - against the runner-up at its own pool: %+.1f%% steady throughput, p99 %s ms vs %s ms.", d, ecell(e, "p99_ms", 2), ecell(r, "p99_ms", 2))
 		}
 		p("")
 		if r := a.RunnerUp; r != nil {
