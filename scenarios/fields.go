@@ -40,10 +40,22 @@ var fields = []field{
 	{"workload.duration", "open workload: how long arrivals go on (duration above 0)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Workload.Duration, n)
 	}},
-	{"workload.txns_per_session", "transactions per client session (1..1000000)", func(c *system.Config, n *yaml.Node) error {
+	{"workload.txns_per_session", "transactions per client session (1..1000000), each its own request; with requests_per_session use txns_per_request instead", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 1, 1_000_000)
 		c.Workload.TxnsPerSession = int(v)
 		return err
+	}},
+	{"workload.requests_per_session", "requests per client session (1..1000000): a session runs requests, a request runs transactions (txns_per_request), with app between its statements and transactions and think between requests", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 1, 1_000_000)
+		c.Workload.RequestsPerSession = int(v)
+		return err
+	}},
+	{"workload.txns_per_request", "transactions per request (needs requests_per_session): a whole number or an integer distribution such as {dist: uniform, min: 1, max: 3} (default 1)", func(c *system.Config, n *yaml.Node) error {
+		return intDistInto(&c.Workload.TxnsPerRequest, n, 1, 1_000_000)
+	}},
+	{"workload.app", "application time between the statements of a transaction and between the transactions of a request (needs requests_per_session): a duration or a distribution (default: workload.think)", func(c *system.Config, n *yaml.Node) error {
+		c.Workload.AppSet = true
+		return distInto(&c.Workload.App, n)
 	}},
 	{"workload.stmts_per_txn", "statements per transaction (1..100000)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 1, 100_000)
@@ -104,7 +116,7 @@ var fields = []field{
 		c.Workload.StmtTextSize = v
 		return err
 	}},
-	{"workload.think", "client time after each statement but the session's last: a duration or a distribution", func(c *system.Config, n *yaml.Node) error {
+	{"workload.think", "client time between requests (without requests_per_session: after each statement but the session's last, as app and think alike): a duration or a distribution", func(c *system.Config, n *yaml.Node) error {
 		return distInto(&c.Workload.Think, n)
 	}},
 	{"app_pool.mode", "application-side pool: none (each client holds one connection per session), queue (QueuePool/HikariCP: borrow per transaction) or null (NullPool: a new connection per transaction)", func(c *system.Config, n *yaml.Node) error {

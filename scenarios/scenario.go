@@ -289,6 +289,13 @@ func (s *Scenario) parseSection(name string, m *yaml.Node) error {
 			return invalid(s.Source, k.Line, "unknown key %q in %s: want one of %s", k.Value, name, strings.Join(keysUnder(name), ", "))
 		}
 	}
+	if l, t := seen["txns_per_session"]; t {
+		for _, k := range []string{"requests_per_session", "txns_per_request"} {
+			if _, r := seen[k]; r {
+				return invalid(s.Source, l, "workload has both txns_per_session and %s: a session of requests says how many transactions with txns_per_request", k)
+			}
+		}
+	}
 	if _, c := seen["clients"]; c {
 		if l, a := seen["arrival_rate"]; a {
 			return invalid(s.Source, l, "workload has both clients and arrival_rate: a closed workload has clients, an open one arrival_rate and duration")

@@ -79,8 +79,22 @@ type Workload struct {
 	StmtsPerTxn    int
 	Query          sim.Dist // server time per statement that is not CPU (I/O, sleep, locks): fixed
 	CPU            sim.Dist // server CPU time per statement, shared by Server.Cores (0 = none)
-	Think          sim.Dist // client time after each statement but the session's last
+	Think          sim.Dist // client time after each statement but the session's last (see Requests)
 	TimeWait       sim.Time // how long a closed connection lingers in TIME_WAIT on the client
+
+	// Requests: a session runs RequestsPerSession requests, a request runs
+	// TxnsPerRequest transactions (drawn per request), a transaction runs
+	// StmtsPerTxn statements. App is the client's time between the
+	// statements of a transaction and between the transactions of a
+	// request (application code); Think is then the time between requests
+	// (a web worker waiting for the next HTTP request). RequestsPerSession
+	// 0 leaves the request level out: each of TxnsPerSession transactions
+	// is its own request and Think follows every statement, as App and
+	// Think alike (RequestLevel reports which). AppSet says App was given.
+	RequestsPerSession int
+	TxnsPerRequest     sim.IntDist
+	App                sim.Dist
+	AppSet             bool
 
 	// The steady state of an open workload: its first Warmup of virtual
 	// time is left out of every time average, percentile and rate of the
@@ -104,6 +118,37 @@ type Workload struct {
 
 // Open reports whether the workload is open (Poisson arrivals).
 func (w Workload) Open() bool { return w.ArrivalRate > 0 }
+
+// RequestLevel reports whether the workload has requests of their own
+// (RequestsPerSession set).
+func (w Workload) RequestLevel() bool { return w.RequestsPerSession > 0 }
+
+// Requests is how many requests a session runs and how many transactions
+// each: without a request level, TxnsPerSession requests of one.
+func (w Workload) Requests() (perSession int, txns sim.IntDist) {
+	if w.RequestLevel() {
+		if w.TxnsPerRequest == (sim.IntDist{}) { // not given: one
+			return w.RequestsPerSession, sim.ConstInt(1)
+		}
+		return w.RequestsPerSession, w.TxnsPerRequest
+	}
+	return w.TxnsPerSession, sim.ConstInt(1)
+}
+
+// MeanTxnsPerSession is the mean number of transactions a session runs.
+func (w Workload) MeanTxnsPerSession() float64 {
+	n, t := w.Requests()
+	return float64(n) * t.MeanValue()
+}
+
+// AppPause is the pause between the statements of a transaction and
+// between the transactions of a request: App when given, else Think.
+func (w Workload) AppPause() sim.Dist {
+	if w.AppSet {
+		return w.App
+	}
+	return w.Think
+}
 
 // Budget is how a fleet's limits apply to its processes.
 type Budget uint8
@@ -226,6 +271,15 @@ func (c Config) Validate() error {
 	}
 	if w.TxnsPerSession < 1 {
 		bad("workload.txns_per_session must be at least 1, got %d", w.TxnsPerSession)
+	}
+	if w.RequestsPerSession < 0 {
+		bad("workload.requests_per_session must be at least 1, got %d", w.RequestsPerSession)
+	}
+	if _, t := w.Requests(); w.RequestLevel() && (t.Min < 1 || t.Max > 1_000_000) {
+		bad("workload.txns_per_request must draw from 1 to 1000000 transactions, got %v", t)
+	}
+	if !w.RequestLevel() && (w.AppSet || w.TxnsPerRequest != (sim.IntDist{})) {
+		bad("workload.app and workload.txns_per_request need workload.requests_per_session: a session runs requests of transactions")
 	}
 	if w.Statements < 0 || w.Statements > 1<<20 || w.Zipf < 0 || w.PrepareThreshold < 0 || w.StmtTextSize < 0 {
 		bad("workload prepared-statement settings out of range: statements 0..1048576 (0 means 1), zipf, prepare_threshold and stmt_text_size not negative")

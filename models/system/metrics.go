@@ -59,6 +59,18 @@ type Metrics struct {
 	// MSER-5 cut as much as it may: the run is too short for a steady
 	// state. session_mean_ms is the mean session duration of the clients
 	// that got in.
+	// Requests (workload.requests_per_session): completed requests (every
+	// transaction of them completed), requests with a failed transaction,
+	// ok_reqs / wall, and request latency from its first transaction's
+	// start to its last result (the app time between its transactions
+	// included). Without a request level every transaction is a request.
+	OKReqs     int64   `json:"ok_reqs"`
+	FailedReqs int64   `json:"failed_reqs"`
+	ReqTPS     float64 `json:"req_tps"`
+	ReqMeanMs  float64 `json:"req_mean_ms"`
+	ReqP50Ms   float64 `json:"req_p50_ms"`
+	ReqP99Ms   float64 `json:"req_p99_ms"`
+
 	TPSSteady     float64 `json:"tps_steady"`
 	P50SteadyMs   float64 `json:"p50_steady_ms"`
 	P99SteadyMs   float64 `json:"p99_steady_ms"`

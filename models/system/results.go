@@ -13,6 +13,7 @@ type results struct {
 	procConns             []int64     // client connections each pooler process took
 	appWaits              sim.Samples // one per app-pool acquisition
 	sessionLat            sim.Samples // session durations, one per finished session of a client that got in
+	reqLat                sim.Samples // request latency, one per request whose transactions all completed
 	firstAttempt, lastTxn sim.Time
 	attempted             bool
 	hopTotal              sim.Time
@@ -40,6 +41,12 @@ func (r *results) txnDone(now sim.Time, u *user) {
 
 func (r *results) appWait(w sim.Time) { r.appWaits.Add(w) }
 
+// reqDone records a completed request's latency.
+func (r *results) reqDone(lat sim.Time) {
+	r.m.OKReqs++
+	r.reqLat.Add(lat)
+}
+
 // timeWait records a connection closed by its client at now; it lingers
 // for linger.
 func (r *results) timeWait(now, linger sim.Time) {
@@ -61,7 +68,7 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 	mt.Events = int64(s.Handled())
 	for i := range m.users {
 		if u := &m.users[i]; !u.done {
-			mt.UnfinishedTxn += int64(m.cfg.Workload.TxnsPerSession - int(u.txn))
+			mt.UnfinishedTxn += int64(u.total - u.txn)
 		}
 	}
 	wall := r.lastTxn - r.firstAttempt
@@ -73,6 +80,11 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 		mt.TPS = float64(mt.OKTxns) / wall.Seconds()
 	}
 	from, to := m.steady(&mt, end)
+	if wall > 0 {
+		mt.ReqTPS = float64(mt.OKReqs) / wall.Seconds()
+	}
+	mt.ReqMeanMs = ms(r.reqLat.Mean())
+	mt.ReqP50Ms, mt.ReqP99Ms = ms(r.reqLat.Percentile(50)), ms(r.reqLat.Percentile(99))
 	mt.MeanMs = ms(r.lat.Mean())
 	mt.P50Ms = ms(r.lat.Percentile(50))
 	mt.P95Ms = ms(r.lat.Percentile(95))
@@ -148,7 +160,7 @@ func (m *model) steady(mt *Metrics, end sim.Time) (from, to *snapshot) {
 		if span > 0 {
 			mt.TPSSteady = float64(to.ok-from.ok) / span.Seconds()
 		}
-		mt.OfferedTPS = wl.ArrivalRate * float64(wl.TxnsPerSession)
+		mt.OfferedTPS = wl.ArrivalRate * wl.MeanTxnsPerSession()
 		if r.lastTxn > wl.Duration {
 			mt.DrainMs = ms(r.lastTxn - wl.Duration)
 		}

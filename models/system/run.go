@@ -32,7 +32,7 @@ type model struct {
 	arrive, connect, reuseport *sim.Rand
 	// Common random numbers: a client's draws are keyed by its session and
 	// its position in it, not by the order the model asks for them.
-	query, cpu, think, choice, parse sim.Streams
+	query, cpu, think, appGap, choice, parse, reqs sim.Streams
 	sessions                         uint64 // sessions started (open workload: the arrival number)
 	active                           int64  // sessions in the system
 
@@ -94,6 +94,8 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 		query:     sim.NewStreams(cfg.Seed, "query"),
 		cpu:       sim.NewStreams(cfg.Seed, "cpu"),
 		think:     sim.NewStreams(cfg.Seed, "think"),
+		appGap:    sim.NewStreams(cfg.Seed, "app"),
+		reqs:      sim.NewStreams(cfg.Seed, "requests"),
 		choice:    sim.NewStreams(cfg.Seed, "statements"),
 		parse:     sim.NewStreams(cfg.Seed, "parse"),
 		arrive:    sim.NewRand(cfg.Seed, "arrivals"),

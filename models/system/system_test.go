@@ -182,3 +182,55 @@ func TestValidate(t *testing.T) {
 		t.Error("Validate accepted both clients and arrival_rate")
 	}
 }
+
+// The request level on a constant-time case computed by hand: a session of
+// two requests, each of 3 transactions of 2 statements (1 ms each); 2 ms
+// of application time between the statements of a transaction and between
+// the transactions of a request; 10 ms of think between the requests.
+// A transaction takes 1 + 2 + 1 = 4 ms; a request 3 x 4 + 2 x 2 = 16 ms;
+// the session 16 + 10 + 16 = 42 ms.
+func TestRequestLevelByHand(t *testing.T) {
+	c := closed(poolmode.Transaction, 1, 1, 2, sim.Millisecond, 10*sim.Millisecond)
+	c.Pooler.Hop = 0
+	c.Workload.RequestsPerSession = 2
+	c.Workload.TxnsPerRequest = sim.ConstInt(3)
+	c.Workload.App, c.Workload.AppSet = sim.ConstDist(2*sim.Millisecond), true
+	m := Run(c).Metrics
+	if m.OKTxns != 6 || m.OKReqs != 2 || m.P50Ms != 4 || m.P99Ms != 4 || m.ReqP50Ms != 16 || m.ReqP99Ms != 16 || m.WallMs != 42 {
+		t.Errorf("ok %d txns %d requests, txn p50/p99 %v/%v ms, request p50/p99 %v/%v ms, wall %v ms; want 6, 2, 4/4, 16/16, 42",
+			m.OKTxns, m.OKReqs, m.P50Ms, m.P99Ms, m.ReqP50Ms, m.ReqP99Ms, m.WallMs)
+	}
+	if m.AttemptedTxns != 6 || m.DecThinkP50Ms != 2 {
+		t.Errorf("attempted %d, think inside a transaction %v ms; want 6 and 2 (the app time)", m.AttemptedTxns, m.DecThinkP50Ms)
+	}
+	// Without the request keys the same workload is 6 one-transaction
+	// requests with think (10 ms) after every statement but the last.
+	old := closed(poolmode.Transaction, 1, 6, 2, sim.Millisecond, 10*sim.Millisecond)
+	old.Pooler.Hop = 0
+	o := Run(old).Metrics
+	if o.OKReqs != 6 || o.ReqP50Ms != o.P50Ms || o.P50Ms != 12 || o.WallMs != 6*12+5*10 {
+		t.Errorf("no request level: %d requests, request p50 %v, txn p50 %v, wall %v; want 6, 12, 12, 122", o.OKReqs, o.ReqP50Ms, o.P50Ms, o.WallMs)
+	}
+}
+
+// Transactions per request drawn from a distribution: every session's
+// total is what its requests drew, and the accounts add up.
+func TestTxnsPerRequestDistribution(t *testing.T) {
+	c := closed(poolmode.Transaction, 50, 1, 2, sim.Millisecond, sim.Millisecond)
+	c.Workload.RequestsPerSession = 4
+	d, err := sim.UniformInt(1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Workload.TxnsPerRequest = d
+	c.Workload.Query = sim.ExpDist(sim.Millisecond)
+	m := Run(c).Metrics
+	if m.OKReqs != 200 || m.OKTxns < 200 || m.OKTxns > 600 || m.AttemptedTxns != m.OKTxns {
+		t.Errorf("%d requests, %d of %d transactions: want 200 requests of 1 to 3 transactions, all completed", m.OKReqs, m.OKTxns, m.AttemptedTxns)
+	}
+	mean := float64(m.OKTxns) / 200
+	if mean < 1.7 || mean > 2.3 {
+		t.Errorf("%.2f transactions per request on average, want about 2", mean)
+	}
+	checkConservation(t, m)
+}

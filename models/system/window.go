@@ -84,7 +84,7 @@ func (m *model) recorders() []*sim.Samples {
 	for i := range r.dec {
 		out = append(out, &r.dec[i])
 	}
-	return append(out, &m.waits, &r.appWaits, &r.sessionLat)
+	return append(out, &m.waits, &r.appWaits, &r.sessionLat, &r.reqLat)
 }
 
 // init schedules an open run's snapshots: at the warm-up's end and at the

@@ -5,11 +5,17 @@ import (
 	"github.com/poolsim/poolsim/sim"
 )
 
-// user is one client of the workload: a session of transactions of
-// statements.
+// user is one client of the workload: a session of requests of
+// transactions of statements.
 type user struct {
 	session   uint64   // which session it is: the client's index, or the arrival's number
-	txn, stmt int32    // position in the session
+	txn, stmt int32    // position in the session: transactions counted across requests
+	req       int32    // the request it runs (counted in the session)
+	reqLeft   int32    // transactions of the current request still to run, this one included
+	total     int32    // transactions of the whole session
+	reqStart  sim.Time // when the current request's first transaction began
+	reqFirst  bool     // the next transaction to begin is its request's first
+	reqFailed bool     // a transaction of the current request failed
 	conn      int32    // the connection it uses now, -1 when none
 	appWaitNo int64    // number of its current app-pool wait, 0 when not waiting
 	txnStart  sim.Time // when the current transaction began (connection requested or first statement sent)
@@ -21,7 +27,29 @@ type user struct {
 	done      bool     // session over
 }
 
-func newUser(session uint64) user { return user{session: session, conn: -1} }
+func newUser(session uint64) user { return user{session: session, conn: -1, reqFirst: true} }
+
+// txnsOf is how many transactions request req of client u's session runs
+// (drawn from the session's own stream at that request: common random
+// numbers).
+func (m *model) txnsOf(u int32, req int32) int32 {
+	_, d := m.cfg.Workload.Requests()
+	if !d.Random() {
+		return int32(d.Min)
+	}
+	r := m.reqs.At(m.users[u].session, uint64(req))
+	return int32(d.Sample(&r))
+}
+
+// txnBegins starts client u's transaction clock at now (and its request's,
+// for the request's first transaction).
+func (m *model) txnBegins(u int32, now sim.Time) {
+	us := &m.users[u]
+	us.txnStart, us.part = now, parts{}
+	if us.reqFirst {
+		us.reqStart, us.reqFirst = now, false
+	}
+}
 
 // parts splits one transaction's latency: each is a sum over its
 // statements, and together they add up to the latency exactly.
@@ -62,15 +90,24 @@ func (m *model) startSession(s *sim.Sim, u int32) {
 		r.attempted, r.firstAttempt = true, s.Now()
 	}
 	r.m.Sessions++
-	r.m.AttemptedTxns += int64(m.cfg.Workload.TxnsPerSession)
+	us := &m.users[u]
+	n, _ := m.cfg.Workload.Requests()
+	for q := range int32(n) {
+		t := m.txnsOf(u, q)
+		us.total += t
+		if q == 0 {
+			us.reqLeft = t
+		}
+	}
+	r.m.AttemptedTxns += int64(us.total)
 	m.active++
-	m.users[u].begun = s.Now()
+	us.begun = s.Now()
 	if m.cfg.AppPool.Mode == NoAppPool {
 		// The first transaction waits for the session's connection: its
 		// clock starts with the request to connect, so the connection
 		// set-up and its queue count in its latency.
-		us := &m.users[u]
-		us.txnStart, us.part, us.started = s.Now(), parts{}, true
+		m.txnBegins(u, s.Now())
+		us.started = true
 		m.openConn(s, u)
 		return
 	}
@@ -80,8 +117,7 @@ func (m *model) startSession(s *sim.Sim, u int32) {
 // beginTxn starts a transaction of a client that holds no connection:
 // it asks the application pool for one.
 func (m *model) beginTxn(s *sim.Sim, u int32) {
-	us := &m.users[u]
-	us.txnStart, us.part = s.Now(), parts{}
+	m.txnBegins(u, s.Now())
 	m.appAcquire(s, u)
 }
 
@@ -107,7 +143,7 @@ func (m *model) send(s *sim.Sim, u int32) {
 		if us.started {
 			us.started = false
 		} else {
-			us.txnStart, us.part = s.Now(), parts{}
+			m.txnBegins(u, s.Now())
 		}
 	}
 	c := us.conn
@@ -130,16 +166,27 @@ func (m *model) reply(s *sim.Sim, c int32) {
 	s.After(m.cfg.Pooler.Hop, evRecv, u, 0)
 }
 
-// recv is the client holding a statement's result.
+// recv is the client holding a statement's result. Between the statements
+// of a transaction and between the transactions of a request it pauses for
+// the application (Workload.AppPause); between requests it thinks.
 func (m *model) recv(s *sim.Sim, u int32) {
 	us := &m.users[u]
 	w := m.cfg.Workload
-	think := m.draw(w.Think, m.think, u) // drawn at the position of the statement answered
+	pause := w.AppPause()
+	stream := m.appGap
+	if !w.AppSet {
+		stream = m.think
+	}
+	last := int(us.stmt)+1 == w.StmtsPerTxn || us.txnFailed
+	if last && us.reqLeft == 1 { // the request's last transaction: think follows
+		pause, stream = w.Think, m.think
+	}
+	gap := m.draw(pause, stream, u) // drawn at the position of the statement answered
 	us.stmt++
-	last := int(us.stmt) == w.StmtsPerTxn || us.txnFailed
 	if last {
 		if us.txnFailed {
 			us.txnFailed = false
+			us.reqFailed = true
 			m.results.m.PreparedErrorTxns++
 		} else {
 			m.results.txnDone(s.Now(), us)
@@ -147,12 +194,13 @@ func (m *model) recv(s *sim.Sim, u int32) {
 		}
 		us.stmt = 0
 		us.txn++
+		m.txnOver(s, u)
 		c := us.conn
 		if m.cfg.AppPool.Mode != NoAppPool {
 			us.conn = -1
 			m.appRelease(s, c)
 		}
-		if int(us.txn) == w.TxnsPerSession {
+		if us.txn == us.total {
 			if m.cfg.AppPool.Mode == NoAppPool {
 				us.conn = -1
 				m.closeConn(s, c)
@@ -162,9 +210,29 @@ func (m *model) recv(s *sim.Sim, u int32) {
 		}
 	}
 	if !last {
-		us.part.think += think
+		us.part.think += gap
 	}
-	s.After(think, evSend, u, 0)
+	s.After(gap, evSend, u, 0)
+}
+
+// txnOver moves client u past a transaction (completed or failed): the
+// request ends with its last one, counted when none of them failed.
+func (m *model) txnOver(s *sim.Sim, u int32) {
+	us := &m.users[u]
+	us.reqLeft--
+	if us.reqLeft > 0 {
+		return
+	}
+	if us.reqFailed {
+		m.results.m.FailedReqs++
+	} else {
+		m.results.reqDone(s.Now() - us.reqStart)
+	}
+	us.req++
+	us.reqFailed, us.reqFirst = false, true
+	if n, _ := m.cfg.Workload.Requests(); int(us.req) < n {
+		us.reqLeft = m.txnsOf(u, us.req)
+	}
 }
 
 // failTxn ends client u's current transaction without success: its
@@ -176,19 +244,36 @@ func (m *model) failTxn(s *sim.Sim, u int32, counter *int64) {
 	us.conn = -1
 	w := m.cfg.Workload
 	if m.cfg.AppPool.Mode == NoAppPool {
-		*counter += int64(w.TxnsPerSession - int(us.txn))
+		*counter += int64(us.total - us.txn)
+		m.results.m.FailedReqs += int64(m.requestsLeft(u))
 		m.endSession(s, u)
 		return
 	}
 	*counter++
-	think := m.draw(w.Think, m.think, u)
+	us.reqFailed = true
+	pause, stream := w.AppPause(), m.appGap
+	if !w.AppSet {
+		stream = m.think
+	}
+	if us.reqLeft == 1 {
+		pause, stream = w.Think, m.think
+	}
+	gap := m.draw(pause, stream, u)
 	us.stmt = 0
 	us.txn++
-	if int(us.txn) == w.TxnsPerSession {
+	m.txnOver(s, u)
+	if us.txn == us.total {
 		m.endSession(s, u)
 		return
 	}
-	s.After(think, evSend, u, 0)
+	s.After(gap, evSend, u, 0)
+}
+
+// requestsLeft is how many of client u's requests have not ended, the
+// current one included.
+func (m *model) requestsLeft(u int32) int32 {
+	n, _ := m.cfg.Workload.Requests()
+	return int32(n) - m.users[u].req
 }
 
 func (m *model) endSession(s *sim.Sim, u int32) {

@@ -59,6 +59,7 @@ func usesAppPool(c *system.Config) bool  { return c.AppPool.Mode != system.NoApp
 func usesNullPool(c *system.Config) bool { return c.AppPool.Mode == system.NullPool }
 func usesCPU(c *system.Config) bool      { return c.Server.Cores > 0 }
 func isOpen(c *system.Config) bool       { return c.Workload.Open() }
+func hasRequests(c *system.Config) bool  { return c.Workload.RequestLevel() }
 func usesFleet(c *system.Config) bool {
 	p := c.Pooler
 	return p.Processes > 1 || p.CPUPerMsg > 0 || p.Wakeup > 0
@@ -80,6 +81,9 @@ var columns = []column{
 	metric("tps_steady", "tps_steady", 1, nil),
 	metric("p50_ms", "p50_ms", 2, nil),
 	metric("p99_ms", "p99_ms", 2, nil),
+	metric("req_tps", "req_tps", 1, hasRequests),
+	metric("req_p50_ms", "req_p50_ms", 2, hasRequests),
+	metric("req_p99_ms", "req_p99_ms", 2, hasRequests),
 	metric("wait_p99_ms", "wait_p99_ms", 2, nil),
 	metric("hop_ms/txn", "hop_ms_per_txn", 2, nil),
 	metric("busy", "server_busy", 2, nil),
