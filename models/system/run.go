@@ -33,8 +33,8 @@ type model struct {
 	// Common random numbers: a client's draws are keyed by its session and
 	// its position in it, not by the order the model asks for them.
 	query, cpu, think, appGap, choice, parse, reqs sim.Streams
-	sessions                         uint64 // sessions started (open workload: the arrival number)
-	active                           int64  // sessions in the system
+	sessions                                       uint64 // sessions started (open workload: the arrival number)
+	active                                         int64  // sessions in the system
 
 	users     []user
 	freeUsers []int32 // finished client slots for reuse (open workload)
