@@ -64,7 +64,7 @@ func distInto(dst *sim.Dist, n *yaml.Node) error {
 	vals, ks, need := m.vals, m.kind, m.only
 	kind, err := sim.ParseDistKind(ks)
 	if err != nil {
-		return err
+		return suggestOn(err, ks, []string{"const", "exp", "uniform", "lognormal", "empirical"})
 	}
 	dur := func(k string) (sim.Time, error) {
 		v, ok := vals[k]
@@ -216,7 +216,7 @@ func intDistInto(dst *sim.IntDist, n *yaml.Node, lo, hi int64) error {
 	vals, ks, only := m.vals, m.kind, m.only
 	kind, err := sim.ParseIntKind(ks)
 	if err != nil {
-		return err
+		return suggestOn(err, ks, []string{"const", "uniform", "empirical"})
 	}
 	num := func(k string) (int, error) {
 		v, ok := vals[k]
@@ -296,7 +296,12 @@ func readDistMap(n *yaml.Node, allowed map[string]bool, what, keys, kinds string
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i].Value
 		if !allowed[k] {
-			return nil, fmt.Errorf("line %d: unknown key %q in %s: want %s", n.Content[i].Line, k, what, keys)
+			var names []string
+			for name := range allowed {
+				names = append(names, name)
+			}
+			slices.Sort(names)
+			return nil, fmt.Errorf("line %d: unknown key %q in %s: want %s%s", n.Content[i].Line, k, what, keys, didYouMean(k, names))
 		}
 		if _, dup := m.vals[k]; dup {
 			return nil, fmt.Errorf("line %d: key %q repeated", n.Content[i].Line, k)

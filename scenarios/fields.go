@@ -13,6 +13,17 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+// suggestOn adds a did-you-mean to err (a word not among candidates).
+func suggestOn(err error, word string, candidates []string) error {
+	if err == nil {
+		return nil
+	}
+	if hint := didYouMean(word, candidates); hint != "" {
+		return fmt.Errorf("%w%s", err, hint)
+	}
+	return err
+}
+
 // field is one settable scenario value.
 type field struct {
 	key string // dotted path, e.g. "workload.clients"
@@ -125,7 +136,7 @@ var fields = []field{
 			return err
 		}
 		c.AppPool.Mode, err = system.ParseAppPoolMode(s)
-		return err
+		return suggestOn(err, s, []string{"none", "queue", "null"})
 	}},
 	{"app_pool.size", "connections the application pool keeps (1..100000; SQLAlchemy's default 5)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 1, 100_000)
@@ -146,7 +157,7 @@ var fields = []field{
 			return err
 		}
 		c.Pooler.Mode, err = poolmode.Parse(s)
-		return err
+		return suggestOn(err, s, []string{"direct", "session", "transaction", "statement"})
 	}},
 	{"pooler.hop", "one-way client<->pooler latency paid by every message each way (duration)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Pooler.Hop, n)

@@ -156,6 +156,9 @@ func Parse(data []byte, source string) (*Scenario, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
+		if l := tabLine(data); l > 0 {
+			return nil, invalid(source, l, "tab character at line %d: YAML indents with spaces", l)
+		}
 		return nil, invalid(source, 0, "not valid YAML: %v", err)
 	}
 	var extra yaml.Node
@@ -232,7 +235,7 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 				return err
 			}
 		default:
-			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, replications, precision, workload, app_pool, pooler, server, live, variants or sweep", k.Value)
+			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, replications, precision, workload, app_pool, pooler, server, live, variants or sweep%s", k.Value, didYouMean(k.Value, topKeys))
 		}
 	}
 	if sweep != nil {
@@ -240,6 +243,9 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 	}
 	return nil
 }
+
+// topKeys are the keys a scenario's top level accepts.
+var topKeys = []string{"name", "description", "seed", "replications", "precision", "workload", "app_pool", "pooler", "server", "live", "variants", "sweep"}
 
 func (s *Scenario) parseVariants(m *yaml.Node) error {
 	if m.Kind != yaml.MappingNode || len(m.Content) == 0 {
@@ -260,7 +266,7 @@ func (s *Scenario) parseVariants(m *yaml.Node) error {
 			key, val := v.Content[j], v.Content[j+1]
 			f, ok := lookup(key.Value)
 			if !ok {
-				return invalid(s.Source, key.Line, "variant %s: unknown key %q: want a dotted key such as workload.query", k.Value, key.Value)
+				return invalid(s.Source, key.Line, "variant %s: unknown key %q: want a dotted key such as workload.query%s", k.Value, key.Value, didYouMean(key.Value, allKeys()))
 			}
 			probe := s.Base
 			if err := f.set(&probe, val); err != nil {
@@ -286,7 +292,7 @@ func (s *Scenario) parseSection(name string, m *yaml.Node) error {
 		}
 		seen[k.Value] = k.Line
 		if _, ok := lookup(name + "." + k.Value); !ok {
-			return invalid(s.Source, k.Line, "unknown key %q in %s: want one of %s", k.Value, name, strings.Join(keysUnder(name), ", "))
+			return invalid(s.Source, k.Line, "unknown key %q in %s: want one of %s%s", k.Value, name, strings.Join(keysUnder(name), ", "), didYouMean(k.Value, keysUnder(name)))
 		}
 	}
 	if l, t := seen["txns_per_session"]; t {
@@ -317,7 +323,7 @@ func (s *Scenario) parseSweep(m *yaml.Node) error {
 		k, v := m.Content[i], m.Content[i+1]
 		set, ok := s.setter(k.Value)
 		if !ok {
-			return invalid(s.Source, k.Line, "sweep: unknown key %q: want a dotted key such as workload.clients or pooler.mode", k.Value)
+			return invalid(s.Source, k.Line, "sweep: unknown key %q: want a dotted key such as workload.clients or pooler.mode%s", k.Value, didYouMean(k.Value, allKeys()))
 		}
 		for _, a := range s.Sweep {
 			if a.Key == k.Value {
@@ -357,6 +363,9 @@ func (s *Scenario) Set(key, value string) error {
 		var all []string
 		for _, f := range fields {
 			all = append(all, f.key)
+		}
+		if hint := didYouMean(key, all); hint != "" {
+			return fmt.Errorf("%w: %s: unknown key `%s`%s (poolsim run --help lists every key)", ErrInvalid, where, key, hint)
 		}
 		return fmt.Errorf("%w: %s: unknown key %q: want one of %s", ErrInvalid, where, key, strings.Join(all, ", "))
 	}

@@ -233,3 +233,19 @@ func TestVariants(t *testing.T) {
 		}
 	}
 }
+
+func TestDidYouMean(t *testing.T) {
+	for _, c := range []struct{ word, want string }{
+		{"default_pool_sise", "; did you mean `default_pool_size`?"},
+		{"transation", "; did you mean `transaction`?"},
+		{"sesion", "; did you mean `session`?"},
+		{"lognromal", "; did you mean `lognormal`?"}, // a swap is one edit
+		{"zzzzzz", ""},
+		{"session", ""}, // an exact match needs no guess
+	} {
+		got := didYouMean(c.word, []string{"default_pool_size", "transaction", "session", "statement", "lognormal", "exp"})
+		if got != c.want {
+			t.Errorf("didYouMean(%q) = %q, want %q", c.word, got, c.want)
+		}
+	}
+}
