@@ -22,6 +22,9 @@ type Row struct {
 	// matters (system.Config.Stochastic): it ran once, whatever the study
 	// asked, because every replication would give the same figures.
 	Deterministic bool
+	// Incomplete is set on the points a canceled study did not finish;
+	// their figures are not to be read.
+	Incomplete bool
 }
 
 // Stat is metric f's mean over the row's replications and the half-width
@@ -62,11 +65,14 @@ func Run(points []Point, workers int) []Row {
 
 // RunStudy simulates every point's replications on up to workers
 // goroutines at once (0 = one per CPU), all replications of all points
-// sharing the workers, and returns the rows in the points' order. The rows
-// do not depend on workers: replication i of every point runs with
-// system.ReplicationSeed(seed, i), and the batches a precision goal adds
-// depend only on the results. It stops early with ctx's error when ctx is
-// done; progress, when not nil, is called from the caller's goroutine.
+// sharing the workers, and returns the rows in the points' order. Work is
+// handed out point by point (a point's pilot runs, then its replications),
+// so the first points finish first. The rows do not depend on workers:
+// replication i of every point runs with system.ReplicationSeed(seed, i),
+// and the batches a precision goal adds depend only on the results. When
+// ctx is done it stops within a moment and returns every row with ctx's
+// error: the points it finished as usual, the others marked Incomplete.
+// progress, when not nil, is called from the caller's goroutine.
 func RunStudy(ctx context.Context, points []Point, st Study, workers int, progress Progress) ([]Row, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -83,98 +89,110 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 		}
 		limit = max(limit, first)
 	}
+	ps := make([]pointState, len(points))
 	rows := make([]Row, len(points))
-	want := make([]int, len(points)) // replications each point needs so far
-	cfgs := make([]system.Config, len(points))
-	atLimit := make([]bool, len(points))
-	var pilots []job
+	total := 0
 	for i, p := range points {
 		rows[i] = Row{Params: p.Params, Config: p.Config}
-		cfgs[i] = p.Config
-		want[i] = first
+		st := &ps[i]
+		st.cfg, st.want = p.Config, first
 		if !p.Config.Stochastic() {
 			rows[i].Deterministic = true
-			want[i] = 1
+			st.want = 1
 		}
 		if w := p.Config.Workload; w.Open() && w.WarmupAuto {
-			for k := range system.Pilots {
-				pilots = append(pilots, job{point: i, rep: k})
+			st.pilots = make([]system.Pilot, system.Pilots)
+		}
+		rows[i].Reps = make(system.Replicated, st.want)
+		total += len(st.pilots) + st.want
+	}
+	done := 0
+	// next is the first job ready to run, point by point: a pilot not yet
+	// started, or (once a point's warm-up is decided) a replication.
+	cursor := 0 // points before it have nothing left to hand out
+	next := func() (job, bool) {
+		for i := cursor; i < len(ps); i++ {
+			p := &ps[i]
+			switch {
+			case p.pilotsSent < len(p.pilots):
+				p.pilotsSent++
+				return job{point: i, rep: p.pilotsSent - 1, pilot: true}, true
+			case p.pilotsDone < len(p.pilots):
+				continue // its warm-up is not decided yet
+			case p.sent < p.want:
+				p.sent++
+				return job{point: i, rep: p.sent - 1}, true
+			}
+			if i == cursor && p.got == p.sent {
+				cursor++ // nothing in flight, nothing left (unless a batch is added, which moves cursor back)
 			}
 		}
+		return job{}, false
 	}
-	done, total := 0, len(pilots)
-	for _, n := range want {
-		total += n
+	do := func(j job) error {
+		p := &ps[j.point]
+		if j.pilot {
+			pl, err := system.RunPilot(ctx, points[j.point].Config, j.rep)
+			p.pilots[j.rep] = pl
+			return err
+		}
+		c := p.cfg
+		c.Seed = system.ReplicationSeed(c.Seed, j.rep)
+		r, err := system.RunContext(ctx, c)
+		m := r.Metrics
+		if p.atLimit {
+			m.WarmupAtLimit = 1
+		}
+		rows[j.point].Reps[j.rep] = m
+		return err
 	}
-	tick := func() {
+	ok := func(j job) {
+		p := &ps[j.point]
 		done++
+		if j.pilot {
+			p.pilotsDone++
+			if p.pilotsDone == len(p.pilots) {
+				cut, lim := system.WarmupFrom(p.cfg, p.pilots)
+				p.cfg.Workload.WarmupAuto, p.cfg.Workload.Warmup = false, cut
+				p.atLimit = lim
+			}
+		} else {
+			p.got++
+			// A batch done: with a precision goal, another if the point
+			// is not yet known well enough.
+			if p.got == p.want && st.Precision > 0 && !rows[j.point].Deterministic && p.want < limit && !precise(rows[j.point].Reps, st.Precision) {
+				more := min(limit, int(math.Ceil(float64(p.want)*1.5)))
+				total += more - p.want
+				p.want = more
+				rows[j.point].Reps = append(rows[j.point].Reps, make(system.Replicated, more-len(rows[j.point].Reps))...)
+				cursor = min(cursor, j.point)
+			}
+		}
 		if progress != nil {
 			progress(done, total)
 		}
 	}
-	// Automatic warm-ups first: each configuration's pilots, then one cut
-	// for all its replications.
-	if len(pilots) > 0 {
-		runs := make([][]system.Pilot, len(points))
-		for _, j := range pilots {
-			if runs[j.point] == nil {
-				runs[j.point] = make([]system.Pilot, system.Pilots)
-			}
-		}
-		err := runJobs(ctx, pilots, workers, func(j job) {
-			runs[j.point][j.rep] = system.RunPilot(points[j.point].Config, j.rep)
-		}, tick)
-		if err != nil {
-			return nil, err
-		}
-		for i, ps := range runs {
-			if ps != nil {
-				cut, lim := system.WarmupFrom(cfgs[i], ps)
-				cfgs[i].Workload.WarmupAuto, cfgs[i].Workload.Warmup = false, cut
-				atLimit[i] = lim
-			}
-		}
-	}
-	for {
-		var jobs []job
-		for i := range rows {
-			for r := len(rows[i].Reps); r < want[i]; r++ {
-				jobs = append(jobs, job{point: i, rep: r})
-			}
-			rows[i].Reps = append(rows[i].Reps, make(system.Replicated, want[i]-len(rows[i].Reps))...)
-		}
-		if len(jobs) == 0 {
-			break
-		}
-		err := runJobs(ctx, jobs, workers, func(j job) {
-			c := cfgs[j.point]
-			c.Seed = system.ReplicationSeed(c.Seed, j.rep)
-			m := system.Run(c).Metrics
-			if atLimit[j.point] {
-				m.WarmupAtLimit = 1
-			}
-			rows[j.point].Reps[j.rep] = m
-		}, tick)
-		if err != nil {
-			return nil, err
-		}
-		if st.Precision <= 0 {
-			break
-		}
-		for i := range rows {
-			if rows[i].Deterministic || want[i] >= limit || precise(rows[i].Reps, st.Precision) {
-				continue
-			}
-			next := min(limit, int(math.Ceil(float64(want[i])*1.5)))
-			total += next - want[i]
-			want[i] = next
-		}
-	}
+	err := runJobs(ctx, workers, next, do, ok)
 	for i := range rows {
+		p := &ps[i]
+		rows[i].Incomplete = p.pilotsDone < len(p.pilots) || p.got < p.want
+		if rows[i].Incomplete {
+			rows[i].Reps = nil
+			continue
+		}
 		rows[i].Metrics = rows[i].Reps.Mean()
 		rows[i].Compat = system.CompatFor(rows[i].Config)
 	}
-	return rows, nil
+	return rows, err
+}
+
+// pointState is one point's progress through a study.
+type pointState struct {
+	cfg                    system.Config  // with its warm-up decided once the pilots are done
+	pilots                 []system.Pilot // an automatic warm-up's pilot runs (nil without)
+	pilotsSent, pilotsDone int
+	want, sent, got        int // replications needed so far, handed out, finished
+	atLimit                bool
 }
 
 // PrecisionFields are the metrics a precision goal applies to.
@@ -194,47 +212,62 @@ func precise(reps system.Replicated, rel float64) bool {
 	return true
 }
 
-type job struct{ point, rep int }
+type job struct {
+	point, rep int
+	pilot      bool
+}
 
-// runJobs runs do for every job on the workers (each job writes only its
-// own slot); tick is called on this goroutine after each. When ctx is done
-// it stops handing out jobs, waits for those running and returns ctx's
-// error.
-func runJobs(ctx context.Context, jobs []job, workers int, do func(job), tick func()) error {
-	workers = min(workers, len(jobs))
-	next := make(chan job)
-	finished := make(chan struct{}, workers)
+// runJobs runs the jobs next hands out on the workers (each job writes
+// only its own slot) and calls ok on this goroutine after each job that
+// succeeded; next and ok run on this goroutine too, so they may share
+// state without locks. It ends when next has nothing left and every job
+// handed out is done. When ctx is done it stops handing out jobs, waits
+// for those running and returns ctx's error.
+func runJobs(ctx context.Context, workers int, next func() (job, bool), do func(job) error, ok func(job)) error {
+	jobs := make(chan job)
+	type result struct {
+		j   job
+		err error
+	}
+	finished := make(chan result, workers)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := range next {
-				do(j)
-				finished <- struct{}{}
+			for j := range jobs {
+				finished <- result{j, do(j)}
 			}
 		}()
 	}
 	var err error
 	stop := ctx.Done()
-	sent, got := 0, 0
-	for got < sent || (sent < len(jobs) && err == nil) {
+	running := 0
+	pending, have := next()
+	for running > 0 || (have && err == nil) {
 		var send chan job
-		var j job
-		if sent < len(jobs) && err == nil {
-			send, j = next, jobs[sent]
+		if have && err == nil && running < workers {
+			send = jobs
 		}
 		select {
-		case send <- j:
-			sent++
-		case <-finished:
-			got++
-			tick()
+		case send <- pending:
+			running++
+			pending, have = next()
+		case r := <-finished:
+			running--
+			if r.err == nil {
+				ok(r.j)
+			} else if err == nil {
+				err = r.err
+			}
+			if !have {
+				pending, have = next() // a finished job may have made more ready
+			}
 		case <-stop:
 			err, stop = ctx.Err(), nil
 		}
 	}
-	close(next)
+	close(jobs)
 	wg.Wait()
 	return err
 }

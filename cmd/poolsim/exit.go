@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -9,9 +10,10 @@ import (
 
 // Exit statuses, documented in every command's help.
 const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
+	exitOK          = 0
+	exitFail        = 1
+	exitUsage       = 2
+	exitInterrupted = 130 // 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 )
 
 // usageError marks an error caused by the command line or the scenario
@@ -42,6 +44,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted
 	default:
 		return exitFail
 	}

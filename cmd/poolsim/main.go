@@ -28,6 +28,10 @@ func register(c command) { commands = append(commands, c) }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C ends the process at once
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -42,7 +46,9 @@ Commands:
 %s
 Run 'poolsim <command> --help' for a command's flags and examples.
 
-Exit status: 0 success, 1 failure, 2 usage error (bad flags, bad scenario).
+Exit status: 0 success, 1 failure, 2 usage error (bad flags, bad scenario),
+130 interrupted (SIGINT or SIGTERM: what was finished is written, marked
+incomplete).
 `
 
 func usageText() string {

@@ -98,13 +98,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return usage(err)
 	}
-	rows, err := sf.run(ctx, points, st, stderr, "run "+sc.Name)
-	if err != nil {
-		return err
-	}
-	r := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows}
+	rows, runErr := sf.run(ctx, points, st, stderr, "run "+sc.Name)
+	rows, missing := finished(rows)
+	r := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows, Missing: missing}
 	if err := report.Write(stdout, *format, r); err != nil {
 		return err
+	}
+	if runErr != nil {
+		return runErr
 	}
 	if *explain {
 		return writeExplain(stdout, rows)

@@ -77,13 +77,26 @@ func (f *studyFlags) study(fs *pflag.FlagSet, sc *scenarios.Scenario) (scenarios
 	return st, nil
 }
 
-// run simulates the points of a study with progress on stderr.
+// run simulates the points of a study with progress on stderr. When ctx
+// is done it returns the rows with the error: the unfinished ones are
+// marked Incomplete.
 func (f *studyFlags) run(ctx context.Context, points []scenarios.Point, st scenarios.Study, stderr io.Writer, what string) ([]scenarios.Row, error) {
 	p := newProgress(stderr, what, f.quiet)
 	rows, err := scenarios.RunStudy(ctx, points, st, f.workers, p.update)
 	p.finish()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return rows, fmt.Errorf("%s: interrupted: %w", what, err)
 	}
 	return rows, nil
+}
+
+// finished is the rows a study completed, and how many it did not.
+func finished(rows []scenarios.Row) ([]scenarios.Row, int) {
+	var out []scenarios.Row
+	for _, r := range rows {
+		if !r.Incomplete {
+			out = append(out, r)
+		}
+	}
+	return out, len(rows) - len(out)
 }

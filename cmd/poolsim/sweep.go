@@ -151,17 +151,30 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			sel[k] = points[i]
 		}
 	}
-	rows, err := sf.run(ctx, sel, st, stderr, "sweep "+sc.Name)
-	if err != nil {
-		return err
+	rows, runErr := sf.run(ctx, sel, st, stderr, "sweep "+sc.Name)
+	if runErr != nil { // interrupted: the finished points, marked incomplete
+		var keep []int
+		for k := range rows {
+			if !rows[k].Incomplete {
+				keep = append(keep, index[k])
+			}
+		}
+		index = keep
 	}
-	rep := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows}
+	rows, missing := finished(rows)
+	rep := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows, Missing: missing}
 	if sn > 0 {
 		meta := report.ShardMeta{Scenario: sc.Name, Seed: sc.Base.Seed, Index: si, Count: sn, Points: total, Sweep: report.Fingerprint(sc, st, points)}
-		return report.WriteShard(stdout, *format, meta, index, rep)
+		if err := report.WriteShard(stdout, *format, meta, index, rep); err != nil {
+			return err
+		}
+		return runErr
 	}
 	if err := report.Write(stdout, *format, rep); err != nil {
 		return err
+	}
+	if runErr != nil {
+		return runErr
 	}
 	if *plotPath != "" {
 		logKeys := map[string]bool{}

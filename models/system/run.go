@@ -1,6 +1,8 @@
 package system
 
 import (
+	"context"
+
 	"github.com/poolsim/poolsim/models/compat"
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/sim"
@@ -55,6 +57,8 @@ type model struct {
 	window     window
 	end        sim.Time              // time of the last state change
 	trace      map[uint64][]sim.Time // session -> query times drawn, when traced
+	done       <-chan struct{}       // closed when the caller gives up
+	canceled   bool                  // the run stopped early because done was closed
 }
 
 // Run simulates cfg and returns its measurements. cfg must be valid
@@ -64,13 +68,26 @@ type model struct {
 // (AutoWarmup); a caller running many replications of one configuration
 // resolves the warm-up once (Resolved) and runs the replications with it.
 func Run(cfg Config) Result {
-	cfg, atLimit := Resolved(cfg)
-	m, s := simulate(cfg)
+	r, _ := RunContext(context.Background(), cfg)
+	return r
+}
+
+// RunContext is Run that stops within a few thousand events of ctx being
+// done, and then returns ctx's error and no result.
+func RunContext(ctx context.Context, cfg Config) (Result, error) {
+	cfg, atLimit, err := Resolved(ctx, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	m, s := simulateWith(cfg, options{done: ctx.Done()})
+	if m.canceled {
+		return Result{}, ctx.Err()
+	}
 	r := m.result(s)
 	if atLimit {
 		r.Metrics.WarmupAtLimit = 1
 	}
-	return r
+	return r, nil
 }
 
 // simulate runs cfg to the end and returns the model and engine.
@@ -78,8 +95,9 @@ func simulate(cfg Config) (*model, *sim.Sim) { return simulateWith(cfg, options{
 
 // options are a run's internal variants.
 type options struct {
-	pilot bool // take a snapshot at every point of the warm-up grid
-	trace bool // record every client's query times (tests)
+	pilot bool            // take a snapshot at every point of the warm-up grid
+	trace bool            // record every client's query times (tests)
+	done  <-chan struct{} // stop when it is closed (a context's Done)
 }
 
 // simulateWith runs cfg with options.
@@ -115,6 +133,7 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 	var s sim.Sim
 	w := cfg.Workload
 	m.window.init(m, &s, o.pilot)
+	m.done = o.done
 	if o.trace {
 		m.trace = map[uint64][]sim.Time{}
 	}
@@ -143,6 +162,15 @@ func (m *model) draw(d sim.Dist, f sim.Streams, u int32) sim.Time {
 }
 
 func (m *model) Handle(s *sim.Sim, e sim.Event) {
+	if m.done != nil && s.Handled()&(1<<14-1) == 0 {
+		select {
+		case <-m.done:
+			m.canceled = true
+			s.Stop()
+			return
+		default:
+		}
+	}
 	switch e.Kind {
 	case evArrive:
 		m.end = s.Now()

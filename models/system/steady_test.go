@@ -1,6 +1,7 @@
 package system
 
 import (
+	"context"
 	"testing"
 
 	"github.com/poolsim/poolsim/models/poolmode"
@@ -11,7 +12,7 @@ import (
 // replicate runs reps replications of c as a study does: the warm-up
 // resolved once on the pilots, then replication i with ReplicationSeed.
 func replicate(c Config, reps int) Replicated {
-	rc, atLimit := Resolved(c)
+	rc, atLimit, _ := Resolved(context.Background(), c)
 	out := make(Replicated, reps)
 	for i := range out {
 		x := rc

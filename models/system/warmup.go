@@ -1,6 +1,8 @@
 package system
 
 import (
+	"context"
+
 	"github.com/poolsim/poolsim/sim"
 )
 
@@ -37,11 +39,15 @@ type Pilot struct {
 	Count []float64
 }
 
-// RunPilot runs pilot i of c (an open workload) without a warm-up.
-func RunPilot(c Config, i int) Pilot {
+// RunPilot runs pilot i of c (an open workload) without a warm-up; it
+// stops early with ctx's error when ctx is done.
+func RunPilot(ctx context.Context, c Config, i int) (Pilot, error) {
 	c.Seed = PilotSeed(c.Seed, i)
 	c.Workload.WarmupAuto, c.Workload.Warmup = false, 0
-	m, _ := simulateWith(c, options{pilot: true})
+	m, _ := simulateWith(c, options{pilot: true, done: ctx.Done()})
+	if m.canceled {
+		return Pilot{}, ctx.Err()
+	}
 	p := Pilot{Sum: make([]float64, PilotGrid), Count: make([]float64, PilotGrid)}
 	lat := m.results.lat.Series()
 	sn := m.window.snaps
@@ -51,7 +57,7 @@ func RunPilot(c Config, i int) Pilot {
 			p.Count[k-1]++
 		}
 	}
-	return p
+	return p, nil
 }
 
 // WarmupFrom decides c's warm-up from its pilots: MSER-5 on their mean
@@ -82,22 +88,27 @@ func WarmupFrom(c Config, pilots []Pilot) (cut sim.Time, atLimit bool) {
 }
 
 // AutoWarmup runs c's pilots one after the other and decides its warm-up.
-func AutoWarmup(c Config) (sim.Time, bool) {
+func AutoWarmup(ctx context.Context, c Config) (sim.Time, bool, error) {
 	ps := make([]Pilot, Pilots)
 	for i := range ps {
-		ps[i] = RunPilot(c, i)
+		p, err := RunPilot(ctx, c, i)
+		if err != nil {
+			return 0, false, err
+		}
+		ps[i] = p
 	}
-	return WarmupFrom(c, ps)
+	cut, atLimit := WarmupFrom(c, ps)
+	return cut, atLimit, nil
 }
 
 // Resolved is c with an automatic warm-up replaced by the one its pilots
 // give (a closed workload, or an explicit warm-up, is returned as it is),
 // and whether MSER-5 hit its limit.
-func Resolved(c Config) (Config, bool) {
+func Resolved(ctx context.Context, c Config) (Config, bool, error) {
 	if !c.Workload.Open() || !c.Workload.WarmupAuto {
-		return c, false
+		return c, false, nil
 	}
-	cut, atLimit := AutoWarmup(c)
+	cut, atLimit, err := AutoWarmup(ctx, c)
 	c.Workload.WarmupAuto, c.Workload.Warmup = false, cut
-	return c, atLimit
+	return c, atLimit, err
 }

@@ -73,7 +73,14 @@ func WriteCSV(w io.Writer, r Report) error {
 		}
 	}
 	cw.Flush()
-	return cw.Error()
+	if err := cw.Error(); err != nil {
+		return err
+	}
+	if r.Missing > 0 { // a CSV reader that stops here learns the file is partial
+		_, err := fmt.Fprintf(w, "# %s\n", r.incompleteWords())
+		return err
+	}
+	return nil
 }
 
 // RowFromCSV reads a CSV record back into a row's params and metrics (the

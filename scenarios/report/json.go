@@ -85,10 +85,14 @@ type jsonRow struct {
 // "metrics", "compat"}]}.
 func WriteJSON(w io.Writer, r Report) error {
 	out := struct {
-		Scenario string    `json:"scenario"`
-		Seed     uint64    `json:"seed"`
-		Rows     []jsonRow `json:"rows"`
+		Scenario   string    `json:"scenario"`
+		Seed       uint64    `json:"seed"`
+		Incomplete string    `json:"incomplete,omitempty"`
+		Rows       []jsonRow `json:"rows"`
 	}{Scenario: r.Scenario, Seed: r.Seed, Rows: make([]jsonRow, len(r.Rows))}
+	if r.Missing > 0 {
+		out.Incomplete = r.incompleteWords()
+	}
 	for i := range r.Rows {
 		x := &r.Rows[i]
 		out.Rows[i] = jsonRow{Params: Params(x.Params), Replications: len(x.Reps), Deterministic: x.Deterministic, Metrics: Metrics{x}, Compat: x.Compat}

@@ -30,6 +30,14 @@ type Report struct {
 	Seed        uint64
 	Study       scenarios.Study // what was asked; each row says what it ran
 	Rows        []scenarios.Row
+	// Missing counts the points an interrupted run did not finish (not in
+	// Rows); the output is then marked incomplete.
+	Missing int
+}
+
+// incompleteWords marks an interrupted run's output.
+func (r Report) incompleteWords() string {
+	return fmt.Sprintf("INCOMPLETE: interrupted; %d of %d points finished", len(r.Rows), len(r.Rows)+r.Missing)
 }
 
 // Write writes r in format (table, json or csv).

@@ -142,6 +142,9 @@ func Heading(r Report) string {
 // matrix of each mode.
 func WriteTable(w io.Writer, r Report) error {
 	fmt.Fprintln(w, Heading(r))
+	if r.Missing > 0 {
+		fmt.Fprintln(w, r.incompleteWords())
+	}
 	if r.Description != "" {
 		fmt.Fprintf(w, "%s\n", r.Description)
 	}
@@ -203,6 +206,9 @@ func WriteTable(w io.Writer, r Report) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	if len(modes) == 0 {
+		return nil
+	}
 	return writeCompat(w, modes)
 }
 

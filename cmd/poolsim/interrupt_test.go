@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// poolsimProcess starts this test binary as the poolsim command with args,
+// stdout to a file, stderr to a buffer.
+func poolsimProcess(t *testing.T, stdout string, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	f, err := os.Create(stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "POOLSIM_TEST_MAIN=1")
+	errBuf := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = f, errBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, errBuf
+}
+
+// SIGINT to a long sweep whose output goes to a file: it stops within a
+// second, the file holds the finished points marked incomplete, and the
+// status is 130.
+func TestSweepInterruptWritesFinishedPoints(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "sweep.csv")
+	cmd, stderr := poolsimProcess(t, out, "sweep", "web-app", "--vary", "pooler.default_pool_size=1..60",
+		"--replications", "5", "--format", "csv", "--workers", "1")
+	// Wait for progress on stderr: the sweep is under way and has finished
+	// some points (the first line comes after two seconds).
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(stderr.String(), "runs") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no progress on stderr after 2 minutes: %q", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sent := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	took := time.Since(sent)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("exit %v, want status %d; stderr %q", err, exitInterrupted, stderr.String())
+	}
+	if took > time.Second {
+		t.Errorf("stopped %v after SIGINT, want within 1 s", took)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, tail, _ := strings.Cut(string(data), "\n# ")
+	if !strings.HasPrefix(tail, "INCOMPLETE: interrupted; ") {
+		t.Fatalf("output not marked incomplete: %q", tail)
+	}
+	recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	if err != nil || len(recs) < 2 || len(recs) > 60 {
+		t.Fatalf("%d CSV records (%v): want the header and some of the 60 points", len(recs), err)
+	}
+	// The finished points are the first ones, complete: pool sizes 1, 2, ...
+	for i, r := range recs[1:] {
+		if r[0] != strconv.Itoa(i+1) {
+			t.Errorf("record %d: pool size %q, want %d", i+1, r[0], i+1)
+		}
+	}
+	if !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr does not say it was interrupted: %q", stderr.String())
+	}
+	if bytes.Contains(data, []byte("runs  ")) {
+		t.Error("progress went to stdout")
+	}
+}
