@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/poolsim/poolsim/models/poolmode"
 )
 
 // Version is what SHOW VERSION and the console's server_version report.
@@ -45,7 +47,7 @@ func (p *Proxy) admin(c *client, user, db string) {
 		b, _ = (&pgproto3.ParameterStatus{Name: kv[0], Value: kv[1]}).Encode(b)
 	}
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: []byte{byte(c.secret >> 24), byte(c.secret >> 16), byte(c.secret >> 8), byte(c.secret)}}).Encode(b)
-	b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
+	b, _ = (&pgproto3.ReadyForQuery{TxStatus: byte(poolmode.Idle)}).Encode(b)
 	if _, err := c.w.Write(b); err != nil || c.w.Flush() != nil {
 		return
 	}
@@ -72,9 +74,9 @@ func (p *Proxy) admin(c *client, user, db string) {
 			return
 		}
 		switch typ {
-		case 'X':
+		case msgTerminate:
 			return
-		case 'Q':
+		case msgQuery:
 			var q pgproto3.Query
 			if q.Decode(body) != nil {
 				return
@@ -121,13 +123,13 @@ func (p *Proxy) adminQuery(w interface{ Write([]byte) (int, error) }, query stri
 		b, _ := (&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000",
 			Message: "Console usage", Detail: "SHOW HELP|POOLS|STATS|CLIENTS|SERVERS|DATABASES|LISTS|CONFIG|VERSION"}).Encode(nil)
 		b, _ = (&pgproto3.CommandComplete{CommandTag: []byte("SHOW")}).Encode(b)
-		b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
+		b, _ = (&pgproto3.ReadyForQuery{TxStatus: byte(poolmode.Idle)}).Encode(b)
 		_, _ = w.Write(b)
 		return
 	default:
 		b, _ := (&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "08P01",
 			Message: "invalid command"}).Encode(nil)
-		b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
+		b, _ = (&pgproto3.ReadyForQuery{TxStatus: byte(poolmode.Idle)}).Encode(b)
 		_, _ = w.Write(b)
 		return
 	}
@@ -159,7 +161,7 @@ func encodeTable(cols []string, rows [][]string) []byte {
 		b, _ = (&pgproto3.DataRow{Values: vals}).Encode(b)
 	}
 	b, _ = (&pgproto3.CommandComplete{CommandTag: []byte("SHOW")}).Encode(b)
-	b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
+	b, _ = (&pgproto3.ReadyForQuery{TxStatus: byte(poolmode.Idle)}).Encode(b)
 	return b
 }
 

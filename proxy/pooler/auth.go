@@ -306,7 +306,7 @@ func readAuthMessage(r *bufio.Reader, scratch *[]byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if typ != 'p' || n > 64<<10 {
+	if typ != msgPassword || n > 64<<10 {
 		return nil, fmt.Errorf("%w: expected a password message, got %q", errProtocol, typ)
 	}
 	b, err := body(r, n, scratch)

@@ -152,7 +152,7 @@ func (c *client) step() int {
 	n := ln + 1
 	now := l.now
 	c.requestTime = now
-	if typ == 'X' {
+	if typ == msgTerminate {
 		c.finish(false)
 		return -1
 	}
@@ -160,11 +160,11 @@ func (c *client) step() int {
 	// With prepared statements tracked, Parse, Bind, Describe and Close are
 	// taken whole to be rewritten; a Close of a named statement is answered
 	// here and needs no server.
-	rewrite := c.pool.psOn && (typ == 'P' || typ == 'B' || typ == 'D' || typ == 'C')
+	rewrite := c.pool.psOn && (typ == msgParse || typ == msgBind || typ == msgDescribe || typ == msgClose)
 	if rewrite && !whole {
 		return n
 	}
-	if rewrite && typ == 'C' {
+	if rewrite && typ == msgClose {
 		if name, ok := namedStmtClose(sk.buf[sk.r+5 : sk.r+n]); ok {
 			sk.r += n
 			c.psClose(name, n)
@@ -230,12 +230,12 @@ func (c *client) request(now time.Time) {
 // count records the effect of a message sent to the server.
 func (c *client) count(typ byte, now time.Time) {
 	switch typ {
-	case 'Q', 'F':
+	case msgQuery, msgFunctionCall:
 		c.request(now)
-	case 'S':
+	case msgSync:
 		c.request(now)
 		c.pendingExt = false
-	case 'P', 'B', 'E', 'D', 'C':
+	case msgParse, msgBind, msgExecute, msgDescribe, msgClose:
 		c.pendingExt = true
 	}
 }

@@ -48,7 +48,7 @@ func (p *Proxy) handle(conn net.Conn) {
 		connectTime: time.Now(),
 		remote:      conn.RemoteAddr(),
 		local:       conn.LocalAddr(),
-		txStatus:    'I',
+		txStatus:    poolmode.Idle,
 	}
 	startup, ok := p.startup(c)
 	if !ok {
@@ -128,7 +128,7 @@ func (p *Proxy) handle(conn net.Conn) {
 	c.extra = extra
 	b = append(b, welcomeFor(params, &c.want, c.extra)...)
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: binary.BigEndian.AppendUint32(nil, c.secret)}).Encode(b)
-	b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
+	b, _ = (&pgproto3.ReadyForQuery{TxStatus: byte(poolmode.Idle)}).Encode(b)
 	_, _ = c.w.Write(b)
 	if err := c.w.Flush(); err != nil {
 		p.dropClient(c)
@@ -170,7 +170,7 @@ func (p *Proxy) startup(c *client) (map[string]string, bool) {
 			if len(buf) != 4 || c.r.Buffered() > 0 {
 				return nil, false // no bytes may follow before our answer
 			}
-			if _, err := c.conn.Write([]byte{'N'}); err != nil {
+			if _, err := c.conn.Write([]byte{encryptionDeclined}); err != nil {
 				return nil, false
 			}
 		case code == codeCancelRequest:

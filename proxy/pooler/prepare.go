@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"container/list"
 	"encoding/binary"
+	"slices"
 	"strconv"
 	"sync"
 )
@@ -77,7 +78,7 @@ func (r *psRegistry) get(key []byte) *psEntry {
 	}
 	r.next++
 	e := &psEntry{id: r.next, name: stmtNamePrefix + strconv.FormatUint(r.next, 10), key: string(key), refs: 1}
-	e.parse = appendMsg(nil, 'P', []byte(e.name), []byte{0}, key)
+	e.parse = appendMsg(nil, msgParse, []byte(e.name), []byte{0}, key)
 	r.byKey[e.key] = e
 	return e
 }
@@ -209,8 +210,8 @@ func (ps *psServer) register(reg *psRegistry, e *psEntry, max int, out []byte) [
 	for len(ps.cache) > max {
 		old := ps.lru.Front().Value.(*psEntry)
 		ps.remove(old)
-		out = appendMsg(out, 'C', []byte{'S'}, []byte(old.name), []byte{0})
-		ps.push(psReq{typ: 'C', act: raSkip, stmt: old})
+		out = appendMsg(out, msgClose, []byte{targetStatement}, []byte(old.name), []byte{0})
+		ps.push(psReq{typ: msgClose, act: raSkip, stmt: old})
 	}
 	return out
 }
@@ -218,17 +219,17 @@ func (ps *psServer) register(reg *psRegistry, e *psEntry, max int, out []byte) [
 // pop removes the oldest pending request if its type is one of types and
 // reports whether its response is to be skipped. A request to fake is
 // never popped here: fakes are answered by takeFakes.
-func (ps *psServer) pop(reg *psRegistry, types string) (popped, skip bool) {
+func (ps *psServer) pop(reg *psRegistry, types ...byte) (popped, skip bool) {
 	if ps.pending() == 0 {
 		return false, false
 	}
 	r := ps.queue[ps.head]
-	if r.act == raFake || bytes.IndexByte([]byte(types), r.typ) < 0 {
+	if r.act == raFake || !slices.Contains(types, r.typ) {
 		return false, false
 	}
 	ps.queue[ps.head] = psReq{}
 	ps.head++
-	if r.typ == 'C' && r.stmt != nil { // an eviction done: drop the cache's reference
+	if r.typ == msgClose && r.stmt != nil { // an eviction done: drop the cache's reference
 		reg.unref(r.stmt)
 	}
 	return true, r.act == raSkip
@@ -238,22 +239,22 @@ func (ps *psServer) pop(reg *psRegistry, types string) (popped, skip bool) {
 // a type in types: the server skipped them (error, COPY). A Parse that
 // registered a statement unregisters it; an eviction Close that did not
 // happen puts its statement back.
-func (ps *psServer) clearUntil(reg *psRegistry, types string) {
+func (ps *psServer) clearUntil(reg *psRegistry, types ...byte) {
 	for ps.pending() > 0 {
 		r := ps.queue[ps.head]
 		ps.queue[ps.head] = psReq{}
 		ps.head++
 		switch {
-		case r.typ == 'P' && r.stmt != nil:
+		case r.typ == msgParse && r.stmt != nil:
 			if ps.remove(r.stmt) {
 				reg.unref(r.stmt)
 			}
-		case r.typ == 'C' && r.stmt != nil:
+		case r.typ == msgClose && r.stmt != nil:
 			if !ps.add(r.stmt) {
 				reg.unref(r.stmt)
 			}
 		}
-		if bytes.IndexByte([]byte(types), r.typ) >= 0 {
+		if slices.Contains(types, r.typ) {
 			return
 		}
 	}
@@ -268,14 +269,14 @@ func (ps *psServer) clearCopy() {
 	for end < len(ps.queue) {
 		t := ps.queue[end].typ
 		end++
-		if t == 'c' || t == 'f' {
+		if t == msgCopyDone || t == msgCopyFail {
 			break
 		}
 	}
 	k := ps.head
 	for i := ps.head; i < end; i++ {
 		switch ps.queue[i].typ {
-		case 'S', 'c', 'f':
+		case msgSync, msgCopyDone, msgCopyFail:
 		default:
 			ps.queue[k] = ps.queue[i]
 			k++
@@ -300,10 +301,10 @@ func (ps *psServer) takeFakes(w []byte) []byte {
 // fakeResponse is the response type the proxy sends for a request it
 // answers itself: ParseComplete or CloseComplete.
 func fakeResponse(req byte) byte {
-	if req == 'P' {
-		return '1'
+	if req == msgParse {
+		return msgParseComplete
 	}
-	return '3'
+	return msgCloseComplete
 }
 
 // forget releases every statement of the server's cache (DEALLOCATE ALL,
@@ -325,7 +326,7 @@ func (ps *psServer) release(reg *psRegistry) {
 	}
 	ps.forget(reg)
 	for _, r := range ps.queue[ps.head:] {
-		if r.typ == 'C' && r.stmt != nil {
+		if r.typ == msgClose && r.stmt != nil {
 			reg.unref(r.stmt)
 		}
 	}
@@ -376,7 +377,7 @@ func validParseTail(b []byte) bool {
 // namedStmtClose reports whether a Close message body closes a named
 // statement (the only Close the proxy answers itself) and its name.
 func namedStmtClose(body []byte) (name []byte, ok bool) {
-	if len(body) < 2 || body[0] != 'S' {
+	if len(body) < 2 || body[0] != targetStatement {
 		return nil, false
 	}
 	name, rest, ok := cstring(body[1:])
@@ -397,10 +398,10 @@ func (c *client) psRequest(s *server, raw, out []byte) (_ []byte, fatal string) 
 	typ, body := raw[0], raw[5:]
 	ps := &s.ps
 	switch typ {
-	case 'P':
+	case msgParse:
 		name, tail, ok := cstring(body)
 		if ok && len(name) == 0 { // unnamed: passes through, as it is
-			ps.push(psReq{typ: 'P'})
+			ps.push(psReq{typ: msgParse})
 			return append(out, raw...), ""
 		}
 		if !ok || !validParseTail(tail) {
@@ -416,14 +417,14 @@ func (c *client) psRequest(s *server, raw, out []byte) (_ []byte, fatal string) 
 		}
 		c.stmts[string(name)] = e
 		if ps.has(e) {
-			c.fake(ps, 'P')
+			c.fake(ps, msgParse)
 			return out, ""
 		}
 		out = append(out, e.parse...)
 		c.st.serverParses++
-		ps.push(psReq{typ: 'P'})
+		ps.push(psReq{typ: msgParse})
 		return ps.register(reg, e, c.pool.psMax, out), ""
-	case 'B':
+	case msgBind:
 		portal, rest, ok := cstring(body)
 		if !ok {
 			return out, errBadPacket
@@ -433,7 +434,7 @@ func (c *client) psRequest(s *server, raw, out []byte) (_ []byte, fatal string) 
 			return out, errBadPacket
 		}
 		if len(name) == 0 {
-			ps.push(psReq{typ: 'B'})
+			ps.push(psReq{typ: msgBind})
 			return append(out, raw...), ""
 		}
 		c.st.binds++ // counted before the lookup, as PgBouncer does
@@ -442,9 +443,9 @@ func (c *client) psRequest(s *server, raw, out []byte) (_ []byte, fatal string) 
 			return out, errStmtNotExist
 		}
 		out = c.ensure(ps, e, out)
-		ps.push(psReq{typ: 'B'})
-		return appendMsg(out, 'B', portal, []byte{0}, []byte(e.name), []byte{0}, rest), ""
-	case 'D':
+		ps.push(psReq{typ: msgBind})
+		return appendMsg(out, msgBind, portal, []byte{0}, []byte(e.name), []byte{0}, rest), ""
+	case msgDescribe:
 		if len(body) < 2 {
 			return out, errBadPacket
 		}
@@ -452,8 +453,8 @@ func (c *client) psRequest(s *server, raw, out []byte) (_ []byte, fatal string) 
 		if !ok || len(rest) != 0 {
 			return out, errBadPacket
 		}
-		if body[0] != 'S' || len(name) == 0 {
-			ps.push(psReq{typ: 'D'})
+		if body[0] != targetStatement || len(name) == 0 {
+			ps.push(psReq{typ: msgDescribe})
 			return append(out, raw...), ""
 		}
 		e := c.stmts[string(name)]
@@ -461,10 +462,10 @@ func (c *client) psRequest(s *server, raw, out []byte) (_ []byte, fatal string) 
 			return out, errStmtNotExist
 		}
 		out = c.ensure(ps, e, out)
-		ps.push(psReq{typ: 'D'})
-		return appendMsg(out, 'D', []byte{'S'}, []byte(e.name), []byte{0}), ""
-	case 'C': // a Close of a portal or of the unnamed statement
-		ps.push(psReq{typ: 'C'})
+		ps.push(psReq{typ: msgDescribe})
+		return appendMsg(out, msgDescribe, []byte{targetStatement}, []byte(e.name), []byte{0}), ""
+	case msgClose: // a Close of a portal or of the unnamed statement
+		ps.push(psReq{typ: msgClose})
 		return append(out, raw...), ""
 	}
 	return append(out, raw...), ""
@@ -479,7 +480,7 @@ func (c *client) ensure(ps *psServer, e *psEntry, out []byte) []byte {
 	}
 	out = append(out, e.parse...)
 	c.st.serverParses++
-	ps.push(psReq{typ: 'P', act: raSkip})
+	ps.push(psReq{typ: msgParse, act: raSkip})
 	return ps.register(&c.px.ps, e, c.pool.psMax, out)
 }
 
@@ -499,7 +500,7 @@ func (c *client) fake(ps *psServer, req byte) {
 // FunctionCall, CopyDone, CopyFail).
 func (c *client) psTrack(s *server, typ byte) {
 	switch typ {
-	case 'Q', 'S', 'E', 'F', 'c', 'f':
+	case msgQuery, msgSync, msgExecute, msgFunctionCall, msgCopyDone, msgCopyFail:
 		s.ps.push(psReq{typ: typ})
 	}
 }
@@ -513,10 +514,10 @@ func (c *client) psClose(name []byte, n int) {
 	}
 	c.st.received += int64(n)
 	if s := c.server; s != nil {
-		c.fake(&s.ps, 'C')
+		c.fake(&s.ps, msgClose)
 		return
 	}
-	c.fake(nil, 'C')
+	c.fake(nil, msgClose)
 }
 
 // psResponse notes one server message (not ReadyForQuery; msg is the
@@ -527,17 +528,17 @@ func (c *client) psResponse(s *server, typ byte, msg []byte) (skip bool) {
 	ps := &s.ps
 	n := len(msg)
 	switch typ {
-	case '1': // ParseComplete
-		_, skip = ps.pop(reg, "P")
-	case '2': // BindComplete
-		_, skip = ps.pop(reg, "B")
-	case '3': // CloseComplete
-		_, skip = ps.pop(reg, "C")
-	case 'n', 'T': // NoData, RowDescription
-		_, skip = ps.pop(reg, "D")
-	case 'I', 's': // EmptyQueryResponse, PortalSuspended
-		_, skip = ps.pop(reg, "E")
-	case 'C': // CommandComplete
+	case msgParseComplete:
+		_, skip = ps.pop(reg, msgParse)
+	case msgBindComplete:
+		_, skip = ps.pop(reg, msgBind)
+	case msgCloseComplete:
+		_, skip = ps.pop(reg, msgClose)
+	case msgNoData, msgRowDescription:
+		_, skip = ps.pop(reg, msgDescribe)
+	case msgEmptyQueryResponse, msgPortalSuspended:
+		_, skip = ps.pop(reg, msgExecute)
+	case msgCommandComplete:
 		if ps.copying {
 			ps.copying = false
 			ps.clearCopy()
@@ -549,14 +550,14 @@ func (c *client) psResponse(s *server, typ byte, msg []byte) (skip bool) {
 				c.forgetStmts()
 			}
 		}
-		ps.pop(reg, "E")
-	case 'E': // ErrorResponse: the server skips to the next Sync
+		ps.pop(reg, msgExecute)
+	case msgErrorResponse: // the server skips to the next Sync
 		if ps.copying {
 			ps.copying = false
 			ps.clearCopy()
 		}
 		ps.failed = true
-	case 'G', 'W': // CopyInResponse, CopyBothResponse
+	case msgCopyInResponse, msgCopyBothResponse:
 		ps.copying = true
 	}
 	return skip
@@ -565,8 +566,8 @@ func (c *client) psResponse(s *server, typ byte, msg []byte) (skip bool) {
 // psReady notes a ReadyForQuery.
 func (c *client) psReady(s *server) {
 	ps := &s.ps
-	if popped, _ := ps.pop(&c.px.ps, "SQF"); !popped && ps.failed {
-		ps.clearUntil(&c.px.ps, "S")
+	if popped, _ := ps.pop(&c.px.ps, msgSync, msgQuery, msgFunctionCall); !popped && ps.failed {
+		ps.clearUntil(&c.px.ps, msgSync)
 	}
 	ps.failed = false
 }

@@ -623,7 +623,7 @@ func TestPsQueue(t *testing.T) {
 			next++
 		}
 		for range 2 {
-			if popped, skip := ps.pop(&reg, "S"); !popped || skip != (want%2 == 1) {
+			if popped, skip := ps.pop(&reg, msgSync); !popped || skip != (want%2 == 1) {
 				t.Fatalf("pop %d: popped %v skip %v", want, popped, skip)
 			}
 			want++

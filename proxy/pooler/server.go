@@ -175,11 +175,11 @@ func (s *server) step() int {
 		s.setReply(c, typ, msg)
 		return 0
 	}
-	if typ == 'S' && whole { // the client changed a setting
+	if typ == msgParameterStatus && whole { // the client changed a setting
 		s.have.noteParameterStatus(s.pool.px, sk.buf[sk.r+5:sk.r+n])
 		c.want.noteParameterStatus(s.pool.px, sk.buf[sk.r+5:sk.r+n])
 	}
-	if typ == 'Z' {
+	if typ == msgReadyForQuery {
 		if n != 6 {
 			s.lost(fmt.Errorf("%w: ReadyForQuery of length %d", errProtocol, n))
 			return -1
@@ -194,7 +194,7 @@ func (s *server) step() int {
 		return 0
 	}
 	psOn := s.pool.psOn
-	if psOn && typ == 'C' && !whole && n <= 64 {
+	if psOn && typ == msgCommandComplete && !whole && n <= 64 {
 		return n // the tag is read for DISCARD ALL and DEALLOCATE ALL
 	}
 	take := min(n, avail)
@@ -220,12 +220,12 @@ func (s *server) step() int {
 // FATAL and both connections close.
 func (s *server) setReply(c *client, typ byte, msg []byte) {
 	switch typ {
-	case 'S':
+	case msgParameterStatus:
 		s.have.noteParameterStatus(s.pool.px, msg[5:])
 		c.want.noteParameterStatus(s.pool.px, msg[5:])
-	case 'E':
+	case msgErrorResponse:
 		s.setError = append(s.setError[:0], msg...)
-	case 'Z':
+	case msgReadyForQuery:
 		s.setting = false
 		if s.setError == nil {
 			return
@@ -256,9 +256,9 @@ func (s *server) lost(err error) {
 func (s *server) unlinked(typ byte, body []byte) error {
 	if s.resetting {
 		switch typ {
-		case 'E':
+		case msgErrorResponse:
 			s.resetFailed = true
-		case 'Z':
+		case msgReadyForQuery:
 			s.resetting = false
 			if s.resetFailed || len(body) != 1 || poolmode.TxStatus(body[0]) != poolmode.Idle {
 				s.resetFailed = false
@@ -271,12 +271,12 @@ func (s *server) unlinked(typ byte, body []byte) error {
 		return nil
 	}
 	switch typ {
-	case 'S': // ParameterStatus (server_reset_query resets settings)
+	case msgParameterStatus: // server_reset_query resets settings
 		s.have.noteParameterStatus(s.pool.px, body)
 		return nil
-	case 'N', 'A': // NoticeResponse, NotificationResponse
+	case msgNoticeResponse, msgNotification:
 		return nil
-	case 'E':
+	case msgErrorResponse:
 		var e pgproto3.ErrorResponse
 		_ = e.Decode(body)
 		return fmt.Errorf("idle server sent error: %s", e.Message)
@@ -286,7 +286,7 @@ func (s *server) unlinked(typ byte, body []byte) error {
 }
 
 // reset runs server_reset_query on an unlinked server; the server is
-// released when ReadyForQuery 'I' comes back.
+// released when ReadyForQuery with status Idle comes back.
 func (s *server) reset(query string) {
 	b, _ := (&pgproto3.Query{String: query}).Encode(nil)
 	s.state = stateTested

@@ -35,6 +35,54 @@ const (
 	protocol32        = 3<<16 | 2
 )
 
+// Frontend message types: the first byte of a message a client sends after
+// the start-up packet (PostgreSQL's protocol, "Message Formats").
+const (
+	msgBind         byte = 'B'
+	msgClose        byte = 'C'
+	msgCopyData     byte = 'd'
+	msgCopyDone     byte = 'c'
+	msgCopyFail     byte = 'f'
+	msgDescribe     byte = 'D'
+	msgExecute      byte = 'E'
+	msgFunctionCall byte = 'F'
+	msgFlush        byte = 'H'
+	msgParse        byte = 'P'
+	msgPassword     byte = 'p' // PasswordMessage, SASLInitialResponse, SASLResponse
+	msgQuery        byte = 'Q'
+	msgSync         byte = 'S'
+	msgTerminate    byte = 'X'
+)
+
+// Backend message types: the first byte of a message a server sends.
+const (
+	msgParseComplete      byte = '1'
+	msgBindComplete       byte = '2'
+	msgCloseComplete      byte = '3'
+	msgNotification       byte = 'A'
+	msgCommandComplete    byte = 'C'
+	msgErrorResponse      byte = 'E'
+	msgCopyInResponse     byte = 'G'
+	msgCopyBothResponse   byte = 'W'
+	msgEmptyQueryResponse byte = 'I'
+	msgNoticeResponse     byte = 'N'
+	msgNoData             byte = 'n'
+	msgParameterStatus    byte = 'S'
+	msgPortalSuspended    byte = 's'
+	msgRowDescription     byte = 'T'
+	msgReadyForQuery      byte = 'Z'
+)
+
+// Other protocol bytes.
+const (
+	// targetStatement is the first body byte of a Describe or Close of a
+	// prepared statement ('P' would be a portal).
+	targetStatement byte = 'S'
+	// encryptionDeclined is the one-byte answer to an SSLRequest or
+	// GSSENCRequest that the proxy declines.
+	encryptionDeclined byte = 'N'
+)
+
 var errProtocol = errors.New("protocol violation")
 
 // header peeks at the next message's type and total length (type byte
@@ -49,24 +97,6 @@ func header(r *bufio.Reader) (typ byte, n int, err error) {
 		return 0, 0, fmt.Errorf("%w: message %q with length %d", errProtocol, h[0], l)
 	}
 	return h[0], l + 1, nil
-}
-
-// forward copies the next n bytes (one whole message) from r to w without
-// decoding them.
-func forward(w *bufio.Writer, r *bufio.Reader, n int) error {
-	if n <= r.Size() {
-		b, err := r.Peek(n)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-		_, err = r.Discard(n)
-		return err
-	}
-	_, err := io.CopyN(w, r, int64(n))
-	return err
 }
 
 // body reads the next whole message of n bytes and returns its body. The
@@ -93,29 +123,15 @@ func body(r *bufio.Reader, n int, scratch *[]byte) ([]byte, error) {
 	return b[5:], nil
 }
 
-// wholeMessageBuffered reports whether r holds at least one complete
-// message, so the reader will not block on it. Writers flush when it is
-// false: the peer may be waiting for what was written.
-func wholeMessageBuffered(r *bufio.Reader) bool {
-	n := r.Buffered()
-	if n < 5 {
-		return false
-	}
-	h, _ := r.Peek(5)
-	l := int(int32(binary.BigEndian.Uint32(h[1:])))
-	return l >= 4 && n >= l+1
-}
-
 // frontendTypes are the message types a client may send after login.
 var frontendTypes = func() (t [256]bool) {
-	for _, c := range []byte("BCDEFHPQSXcdfp") {
+	for _, c := range []byte{msgBind, msgClose, msgDescribe, msgExecute, msgFunctionCall, msgFlush, msgParse, msgQuery, msgSync, msgTerminate, msgCopyDone, msgCopyData, msgCopyFail, msgPassword} {
 		t[c] = true
 	}
 	return t
 }()
 
-// encode appends msg to w, ignoring the encode error of messages that cannot
-// fail to encode.
+// send encodes msg and writes it to w; the caller flushes.
 func send(w *bufio.Writer, msg pgproto3.BackendMessage) error {
 	b, err := msg.Encode(nil)
 	if err != nil {
