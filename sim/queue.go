@@ -12,13 +12,8 @@ type Event struct {
 	Arg  int64  // anything else, e.g. a generation number for lazy cancellation
 }
 
-// before orders events by (At, seq).
-func (e *Event) before(o *Event) bool {
-	return e.At < o.At || (e.At == o.At && e.seq < o.seq)
-}
-
-// eventHeap is a typed 4-ary min-heap of events (the Go runtime's timer
-// heap shape): no interface boxing, no allocation per push once grown.
+// eventHeap is a typed 4-ary min-heap of events ordered by (At, seq): time
+// first, then scheduling order (the Go runtime's timer heap shape): no interface boxing, no allocation per push once grown.
 // Both sifts move a hole rather than swapping, and keep the key being
 // compared in locals, which is most of their cost.
 type eventHeap []Event

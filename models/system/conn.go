@@ -18,7 +18,6 @@ type conn struct {
 	requested sim.Time // when it asked to open, or to be given a server
 	cpuDemand sim.Time // the running statement's CPU time
 	cpuStart  sim.Time // when its CPU phase began
-	cpuLeft   float64  // CPU work left, in nanoseconds
 	fixed     sim.Time // the running statement's non-CPU time
 }
 
