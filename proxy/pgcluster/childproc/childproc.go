@@ -101,12 +101,7 @@ func (s Spec) command(ctx context.Context) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	var cmd *exec.Cmd
-	if ctx != nil {
-		cmd = exec.CommandContext(ctx, s.Path, s.Args...)
-	} else {
-		cmd = exec.Command(s.Path, s.Args...)
-	}
+	cmd := exec.CommandContext(ctx, s.Path, s.Args...)
 	cmd.Dir = s.Dir
 	cmd.Env = s.Env
 	if cmd.Env == nil {
@@ -154,7 +149,7 @@ type Process struct {
 // Start starts a long-lived child. Its waiting goroutine ends when the child
 // exits; call Stop to make sure it does.
 func Start(s Spec) (*Process, error) {
-	cmd, err := s.command(nil)
+	cmd, err := s.command(context.Background()) // a server lives until Stop, not a context
 	if err != nil {
 		return nil, err
 	}
