@@ -77,8 +77,9 @@ const settle = 200 * time.Millisecond
 // ErrUnsupported marks a scenario the live validator cannot run.
 var ErrUnsupported = errors.New("validate: unsupported scenario")
 
-// v is one run's state.
-type v struct {
+// lab is one validation run's live lab: the server under test, the
+// PostgreSQL cluster behind it and what was learned of their versions.
+type lab struct {
 	o           Options
 	logf        func(string, ...any)
 	srv         server
@@ -130,9 +131,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	prepared := preparedScenario(points[0].Config)
-	vv := &v{o: o, logf: o.Logf}
-	if vv.logf == nil {
-		vv.logf = func(string, ...any) {}
+	l := &lab{o: o, logf: o.Logf}
+	if l.logf == nil {
+		l.logf = func(string, ...any) {}
 	}
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Source: sc.Source, Seed: sc.Base.Seed, Target: o.Target, Command: o.Command}
 
@@ -140,20 +141,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		c, err := pgcluster.Start(ctx, pgcluster.Options{
 			MaxConnections:               maxConn,
 			SuperuserReservedConnections: pgcluster.ReserveNone,
-			Logf:                         vv.logf,
+			Logf:                         l.logf,
 		})
 		if err != nil {
 			return nil, err
 		}
 		defer c.Stop()
-		vv.cluster = c
-		vv.watchDSN = c.SuperuserDSN("postgres")
-		vv.backendGone = func(ctx context.Context, pid uint32) error { return c.WaitBackendsExit(ctx, pid) }
+		l.cluster = c
+		l.watchDSN = c.SuperuserDSN("postgres")
+		l.backendGone = func(ctx context.Context, pid uint32) error { return c.WaitBackendsExit(ctx, pid) }
 		dsn := c.UserDSN()
 		if prepared {
 			dsn = genericPlans(dsn)
 		}
-		if vv.srv, err = parseServer(dsn); err != nil {
+		if l.srv, err = parseServer(dsn); err != nil {
 			return nil, err
 		}
 	} else {
@@ -161,13 +162,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if prepared {
 			dsn = genericPlans(dsn)
 		}
-		if vv.srv, err = parseServer(dsn); err != nil {
+		if l.srv, err = parseServer(dsn); err != nil {
 			return nil, err
 		}
-		vv.watchDSN = o.DSN
-		vv.backendGone = func(ctx context.Context, _ uint32) error { return probe.Sleep(ctx, 50*time.Millisecond) }
+		l.watchDSN = o.DSN
+		l.backendGone = func(ctx context.Context, _ uint32) error { return probe.Sleep(ctx, 50*time.Millisecond) }
 	}
-	if err := vv.versions(ctx, rep, maxConn); err != nil {
+	if err := l.versions(ctx, rep, maxConn); err != nil {
 		return nil, err
 	}
 
@@ -175,7 +176,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Quick {
 		samples = 60
 	}
-	stmt, err := statement(ctx, vv.srv.dsn, sc.Base, vv.backendGone)
+	stmt, err := statement(ctx, l.srv.dsn, sc.Base, l.backendGone)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +184,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	models := scenarios.Run(points, 0)
 	for i, p := range points {
-		row, err := vv.row(ctx, p, models[i].Metrics, stmt, samples)
+		row, err := l.row(ctx, p, models[i].Metrics, stmt, samples)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +199,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				continue
 			}
 			seen[m] = true
-			pr, err := vv.probe(ctx, m, p.Config.Pooler.MaxPreparedStatements)
+			pr, err := l.probe(ctx, m, p.Config.Pooler.MaxPreparedStatements)
 			if err != nil {
 				return nil, err
 			}
@@ -213,16 +214,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 // quiesce waits until no other client backend is connected, so that every
 // max_connections slot is free for the next row.
-func (vv *v) quiesce(ctx context.Context) error {
+func (l *lab) quiesce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	conn, err := pgconn.Connect(ctx, vv.watchDSN)
+	conn, err := pgconn.Connect(ctx, l.watchDSN)
 	if err != nil {
 		return fmt.Errorf("validate: wait for idle server: %w", err)
 	}
 	pid := conn.PID()
 	q := "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
-	if vv.cluster == nil {
+	if l.cluster == nil {
 		q += " AND usename = current_user"
 	}
 	for {
@@ -240,25 +241,25 @@ func (vv *v) quiesce(ctx context.Context) error {
 		}
 	}
 	_ = conn.Close(ctx)
-	return vv.backendGone(ctx, pid)
+	return l.backendGone(ctx, pid)
 }
 
 // row runs one point.
-func (vv *v) row(ctx context.Context, p scenarios.Point, model system.Metrics, stmt load.Statement, samples int) (Row, error) {
+func (l *lab) row(ctx context.Context, p scenarios.Point, model system.Metrics, stmt load.Statement, samples int) (Row, error) {
 	c := p.Config
 	mode := c.Pooler.Mode
 	row := Row{Params: p.Params, Mode: mode, Clients: c.Workload.Clients, Model: model, Prepared: preparedScenario(c),
 		maxPrepared: c.Pooler.MaxPreparedStatements, threshold: c.Workload.PrepareThreshold,
 		cores: c.Server.Cores, poolSize: c.Pooler.DefaultPoolSize}
-	if vv.o.Target == TargetDirect && mode.Pooled() {
+	if l.o.Target == TargetDirect && mode.Pooled() {
 		row.Skipped = "--target direct runs no pooler; this row needs one"
 		return row, nil
 	}
-	vv.logf("validate: row %s", row.Title())
+	l.logf("validate: row %s", row.Title())
 	loadStart := loadAvg()
 	var runs []attempt
-	for range vv.repeats() {
-		a, err := vv.once(ctx, c, stmt, samples)
+	for range l.repeats() {
+		a, err := l.once(ctx, c, stmt, samples)
 		if err != nil {
 			return row, err
 		}
@@ -279,7 +280,7 @@ func (vv *v) row(ctx context.Context, p scenarios.Point, model system.Metrics, s
 	row.calStmt = float64(row.Cal.QueryMean+2*row.Cal.Hop) / 1e6
 	row.calThinkMs = float64(row.Cal.ThinkMean) / 1e6
 	judge(&row)
-	vv.logf("validate: row %s: %s", row.Title(), row.verdict())
+	l.logf("validate: row %s: %s", row.Title(), row.verdict())
 	return row, nil
 }
 
@@ -290,11 +291,11 @@ type attempt struct {
 }
 
 // repeats is how many times each row runs.
-func (vv *v) repeats() int {
-	if vv.o.Repeats > 0 {
-		return vv.o.Repeats
+func (l *lab) repeats() int {
+	if l.o.Repeats > 0 {
+		return l.o.Repeats
 	}
-	if vv.o.Quick {
+	if l.o.Quick {
 		return 1
 	}
 	return 5
@@ -302,30 +303,30 @@ func (vv *v) repeats() int {
 
 // once starts the row's target, measures the hop through it, runs the load,
 // collects the metrics and stops the target.
-func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, samples int) (attempt, error) {
+func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, samples int) (attempt, error) {
 	var a attempt
 	mode := c.Pooler.Mode
-	if err := vv.quiesce(ctx); err != nil {
+	if err := l.quiesce(ctx); err != nil {
 		return a, err
 	}
 	var err error
 	prepared := preparedScenario(c)
 	if prepared {
-		a.cal, err = calibratePrepared(ctx, vv.srv.dsn, c, stmt, samples, vv.backendGone)
+		a.cal, err = calibratePrepared(ctx, l.srv.dsn, c, stmt, samples, l.backendGone)
 	} else {
-		a.cal, err = calibrate(ctx, vv.srv.dsn, c, stmt, samples, vv.backendGone)
+		a.cal, err = calibrate(ctx, l.srv.dsn, c, stmt, samples, l.backendGone)
 	}
 	if err != nil {
 		return a, err
 	}
 	if prepared {
-		vv.logf("validate: calibrated: connect %v, prepared execution %v (trivial %v), unnamed %v, parse %v, think %v", a.cal.Connect, a.cal.QueryMean, a.cal.RTT, a.cal.Unnamed, a.cal.Parse, a.cal.ThinkMean)
+		l.logf("validate: calibrated: connect %v, prepared execution %v (trivial %v), unnamed %v, parse %v, think %v", a.cal.Connect, a.cal.QueryMean, a.cal.RTT, a.cal.Unnamed, a.cal.Parse, a.cal.ThinkMean)
 	}
-	t, err := startTarget(ctx, vv.o.Target, vv.srv, poolSettings{
+	t, err := startTarget(ctx, l.o.Target, l.srv, poolSettings{
 		mode: mode, poolSize: c.Pooler.DefaultPoolSize, maxClientConn: c.Pooler.MaxClientConn,
 		maxDBConnections: c.Pooler.MaxDBConnections, queryWaitTimeout: c.Pooler.QueryWaitTimeout.Duration(),
-		maxPrepared: c.Pooler.MaxPreparedStatements, bouncerVersion: vv.bouncerVersion,
-	}, vv.logf)
+		maxPrepared: c.Pooler.MaxPreparedStatements, bouncerVersion: l.bouncerVersion,
+	}, l.logf)
 	if err != nil {
 		return a, err
 	}
@@ -340,24 +341,24 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 	defer stop()
 
 	if mode.Pooled() {
-		if a.cal.Hop, a.cal.HopRTT, err = measureHop(ctx, t.dsn, vv.srv.dsn, samples, vv.backendGone); err != nil {
+		if a.cal.Hop, a.cal.HopRTT, err = measureHop(ctx, t.dsn, l.srv.dsn, samples, l.backendGone); err != nil {
 			return a, err
 		}
 	}
 	var waitBefore int64
 	if t.bouncer != nil {
-		if waitBefore, _, err = bouncerStats(ctx, t.bouncer, vv.srv.database); err != nil {
+		if waitBefore, _, err = bouncerStats(ctx, t.bouncer, l.srv.database); err != nil {
 			return a, err
 		}
 	}
 	tracked := prepared && t.px != nil && preparedTracked(mode, c.Pooler.MaxPreparedStatements)
-	admin := vv.srv
+	admin := l.srv
 	admin.database = "pgbouncer"
 	adminDSN := ""
 	var sp0, b0, cp0 int64
 	if tracked {
 		adminDSN = admin.dsnAt("127.0.0.1", t.px.Addr().(*net.TCPAddr).Port)
-		if sp0, b0, cp0, err = proxyStats(ctx, adminDSN, vv.srv.database); err != nil {
+		if sp0, b0, cp0, err = proxyStats(ctx, adminDSN, l.srv.database); err != nil {
 			return a, err
 		}
 	}
@@ -382,7 +383,7 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 	if prepared {
 		var sp, b, cp int64
 		if tracked {
-			if sp, b, cp, err = settledStats(ctx, adminDSN, vv.srv.database); err != nil {
+			if sp, b, cp, err = settledStats(ctx, adminDSN, l.srv.database); err != nil {
 				return a, err
 			}
 		}
@@ -404,7 +405,7 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 		if err := probe.Sleep(ctx, 1100*time.Millisecond); err != nil {
 			return a, err
 		}
-		waitAfter, _, err := bouncerStats(ctx, t.bouncer, vv.srv.database)
+		waitAfter, _, err := bouncerStats(ctx, t.bouncer, l.srv.database)
 		if err != nil {
 			return a, err
 		}
@@ -421,12 +422,12 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 		// The statement's cost moves with the machine's other work (load
 		// average, CPU steal on a shared host): measure it again right
 		// after the run and give the model the mean of both.
-		after, err := calibratePrepared(ctx, vv.srv.dsn, c, stmt, samples, vv.backendGone)
+		after, err := calibratePrepared(ctx, l.srv.dsn, c, stmt, samples, l.backendGone)
 		if err != nil {
 			return a, err
 		}
 		a.cal = bracket(a.cal, after)
-		vv.logf("validate: calibrated after the run: prepared execution %v (trivial %v), unnamed %v, parse %v; used: %v, %v, %v, %v", after.QueryMean, after.RTT, after.Unnamed, after.Parse, a.cal.QueryMean, a.cal.RTT, a.cal.Unnamed, a.cal.Parse)
+		l.logf("validate: calibrated after the run: prepared execution %v (trivial %v), unnamed %v, parse %v; used: %v, %v, %v, %v", after.QueryMean, after.RTT, after.Unnamed, after.Parse, a.cal.QueryMean, a.cal.RTT, a.cal.Unnamed, a.cal.Parse)
 	}
 	a.x = x
 	return a, nil
@@ -468,20 +469,20 @@ func measured(r *load.Result) Measured {
 
 // probe runs the feature probes of one mode through the target, with a
 // pool of two servers.
-func (vv *v) probe(ctx context.Context, mode poolmode.Mode, maxPrepared int) (ProbeRow, error) {
-	vv.logf("validate: probing %s", mode)
+func (l *lab) probe(ctx context.Context, mode poolmode.Mode, maxPrepared int) (ProbeRow, error) {
+	l.logf("validate: probing %s", mode)
 	pr := ProbeRow{Mode: mode, MaxPrepared: maxPrepared}
-	if err := vv.quiesce(ctx); err != nil {
+	if err := l.quiesce(ctx); err != nil {
 		return pr, err
 	}
-	t, err := startTarget(ctx, vv.o.Target, vv.srv, poolSettings{mode: mode, poolSize: 2, maxClientConn: 100,
-		queryWaitTimeout: 30 * time.Second, maxPrepared: maxPrepared, bouncerVersion: vv.bouncerVersion}, vv.logf)
+	t, err := startTarget(ctx, l.o.Target, l.srv, poolSettings{mode: mode, poolSize: 2, maxClientConn: 100,
+		queryWaitTimeout: 30 * time.Second, maxPrepared: maxPrepared, bouncerVersion: l.bouncerVersion}, l.logf)
 	if err != nil {
 		return pr, err
 	}
 	pr.Effective, pr.Note = t.prepared, t.preparedNote
 	pr.Expected = compat.For(mode, t.prepared)
-	res, err := probe.Run(ctx, probe.Spec{DSN: t.dsn, NotifyDSN: vv.srv.dsn, Mode: mode})
+	res, err := probe.Run(ctx, probe.Spec{DSN: t.dsn, NotifyDSN: l.srv.dsn, Mode: mode})
 	serr := t.stop()
 	if ctx.Err() != nil {
 		return pr, ctx.Err()
@@ -497,15 +498,15 @@ func (vv *v) probe(ctx context.Context, mode poolmode.Mode, maxPrepared int) (Pr
 }
 
 // versions fills the report's versions.
-func (vv *v) versions(ctx context.Context, rep *Report, maxConn int) error {
+func (l *lab) versions(ctx context.Context, rep *Report, maxConn int) error {
 	vs := Versions{Go: runtime.Version(), CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH,
 		Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), LoadStart: loadAvg()}
-	if vv.cluster != nil {
-		vs.PostgreSQL = vv.cluster.Version()
+	if l.cluster != nil {
+		vs.PostgreSQL = l.cluster.Version()
 	} else {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		conn, err := pgconn.Connect(cctx, vv.srv.dsn)
+		conn, err := pgconn.Connect(cctx, l.srv.dsn)
 		if err != nil {
 			return fmt.Errorf("validate: %w", err)
 		}
@@ -519,7 +520,7 @@ func (vv *v) versions(ctx context.Context, rep *Report, maxConn int) error {
 		_ = conn.Close(cctx)
 	}
 	vs.PgBouncer = bouncerVersion(ctx)
-	vv.bouncerVersion = vs.PgBouncer
+	l.bouncerVersion = vs.PgBouncer
 	vs.Commit = gitCommit(ctx)
 	rep.Versions = vs
 	return nil
