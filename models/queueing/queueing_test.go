@@ -17,9 +17,14 @@ func TestErlang(t *testing.T) {
 	close(t, "B(5,3)", ErlangB(5, 3), 0.1100543478, 1e-9)
 	close(t, "B(100,80)", ErlangB(100, 80), 0.003992028605, 1e-9)
 	p, wq, ok := ErlangC(4, 0.35, 10)
+	if !ok {
+		t.Error("ErlangC refused a stable queue (A = 3.5 < c = 4)")
+	}
 	close(t, "PDQ bank P(wait)", p, 0.737861094, 1e-8)
 	close(t, "PDQ bank Wq", wq, 14.75722188, 1e-8)
-	p, wq, _ = ErlangC(10, 80, 0.1)
+	if p, wq, ok = ErlangC(10, 80, 0.1); !ok {
+		t.Error("ErlangC refused a stable queue (A = 8 < c = 10)")
+	}
 	close(t, "pool P(wait)", p, 0.4091801508, 1e-9)
 	close(t, "pool Wq", wq, 0.02045900754, 1e-9)
 	if _, _, ok = ErlangC(2, 3, 1); ok {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,9 +21,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func sh(t *testing.T, script string) *childproc.Process {
 	t.Helper()
-	if runtime.GOOS == "windows" {
-		t.Skip("unix only")
-	}
 	acct := childproc.Account{} // current user: no switch needed for sh
 	p, err := childproc.Start(childproc.Spec{Path: "/bin/sh", Args: []string{"-c", script}, Dir: "/", Account: acct})
 	if err != nil {
