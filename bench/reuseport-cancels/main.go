@@ -598,7 +598,7 @@ func (r report) markdown() string {
 	w("# Lost query cancels with two PgBouncer processes on one port (so_reuseport, no peering)\n\n")
 	w("Issue 7: a cancel request arrives on a new connection, which the kernel hashes to either\n")
 	w("process; the process that does not hold the client does not know its key and drops it\n")
-	w("(PgBouncer 1.18 has no peering; `../shared/reference/pgbouncer.md` §1 \"Cancel routing\").\n\n")
+	w("(PgBouncer 1.18 has no peering; `docs/pgbouncer-rules.md` §1 \"Cancel routing\").\n\n")
 	w("## Result\n\n")
 	w("| | value |\n|---|---|\n")
 	w("| trials (one cancel each) | %d |\n", len(r.trials))

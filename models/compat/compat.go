@@ -1,7 +1,8 @@
 // Package compat is the session-feature compatibility matrix of each pool
 // mode: which features an application may rely on and which the mode
-// breaks. It follows PgBouncer's feature table (shared/reference/pgbouncer.md
-// §4): statement pooling is transaction pooling that also refuses
+// breaks. It follows PgBouncer's feature table
+// (https://www.pgbouncer.org/features.html, copied in docs/pgbouncer-rules.md
+// §2): statement pooling is transaction pooling that also refuses
 // transaction blocks, and protocol-level prepared statements survive
 // transaction pooling only when max_prepared_statements is above 0.
 package compat

@@ -1,6 +1,6 @@
 // Package queueing holds the closed-form queueing results poolsim checks
-// itself against and teaches with (shared/reference/queueing-and-des.md
-// §2): Erlang B and C, M/M/c with a deterministic patience (M/M/c+D),
+// itself against and teaches with (docs/queueing-oracles.md, with the
+// published source of each): Erlang B and C, M/M/c with a deterministic patience (M/M/c+D),
 // Pollaczek–Khinchine for M/G/1, and single-class MVA with its asymptotic
 // bounds. Rates are per second and times in seconds; functions are pure.
 package queueing

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Vectors from shared/reference/queueing-and-des.md §2.
+// Vectors from docs/queueing-oracles.md.
 func close(t *testing.T, what string, got, want, tol float64) {
 	t.Helper()
 	if math.Abs(got-want) > tol*math.Max(1, math.Abs(want)) {

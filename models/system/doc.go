@@ -3,7 +3,8 @@
 // asks about: throughput, transaction latency, the wait for a server
 // connection, refusals and timeouts.
 //
-// What it models (shared/PRODUCT.md, "Semantics"):
+// What it models (the README's "Semantics in one paragraph"; the PgBouncer
+// behaviour behind it, with its sources, is docs/pgbouncer-rules.md):
 //
 //   - workload: a closed workload of Clients sessions that all try to
 //     connect at t=0 in index order, or an open workload of Poisson session

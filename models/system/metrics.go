@@ -9,8 +9,8 @@ import (
 	"github.com/poolsim/poolsim/sim"
 )
 
-// Metrics is one run's measurements. The JSON names are fixed (PRODUCT.md,
-// "Metrics"); times ending _ms are milliseconds.
+// Metrics is one run's measurements. The JSON names are fixed (the README
+// describes them); times ending _ms are milliseconds.
 type Metrics struct {
 	OKTxns       int64   `json:"ok_txns"`
 	ConnRefused  int64   `json:"conn_refused"`

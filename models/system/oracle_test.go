@@ -8,8 +8,8 @@ import (
 	"github.com/poolsim/poolsim/sim"
 )
 
-// The oracle values below come from shared/reference/queueing-and-des.md
-// §2 (computed there with mpmath at 30 digits).
+// The oracle values below come from docs/queueing-oracles.md (computed
+// from the formulas at 30 digits).
 
 // openPool is an open workload on a transaction pooler with no hop: each
 // Poisson arrival runs one one-statement transaction, so the wait for a

@@ -6,7 +6,7 @@
 // where λ is the throughput at N = 1, σ the contention (serialisation,
 // queueing) coefficient and κ the coherency (crosstalk) coefficient that
 // makes throughput fall past a peak. With κ = 0 it is Amdahl's law. See
-// shared/reference/queueing-and-des.md §2.7.
+// docs/queueing-oracles.md §6.
 //
 // Fit estimates σ, κ and λ from measured (concurrency, throughput) points
 // by nonlinear least squares, the same estimator as codahale/usl and R's
