@@ -1,7 +1,7 @@
 package main
 
 import (
-	"os/exec"
+	"context"
 	"strings"
 	"testing"
 
@@ -35,13 +35,12 @@ func TestValidateUsage(t *testing.T) {
 // max_prepared_statements (before 1.21) is refused for the cache rows,
 // before anything starts.
 func TestValidatePreparedOldPgBouncer(t *testing.T) {
-	path, err := pgbouncer.Find()
+	v, err := pgbouncer.InstalledVersion(context.Background())
 	if err != nil {
 		t.Skipf("pgbouncer: %v", err)
 	}
-	out, err := exec.Command(path, "--version").Output()
-	if err != nil || !strings.Contains(string(out), "PgBouncer 1.1") && !strings.Contains(string(out), "PgBouncer 1.20") {
-		t.Skipf("pgbouncer %q has max_prepared_statements", strings.TrimSpace(string(out)))
+	if pgbouncer.VersionAtLeast(v, 1, 21) {
+		t.Skipf("pgbouncer %s has max_prepared_statements", v)
 	}
 	code, _, errOut := runCmd("validate", "prepared-statements-live", "--target", "pgbouncer")
 	if code != exitUsage || !strings.Contains(errOut, "needs PgBouncer 1.21 or later") {

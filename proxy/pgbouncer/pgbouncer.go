@@ -1,7 +1,6 @@
 package pgbouncer
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -265,15 +264,20 @@ func version(ctx context.Context, path string) (string, error) {
 	return string(m[1]), nil
 }
 
-// versionAtLeast compares dotted versions numerically.
-func versionAtLeast(v string, major, minor int) bool {
-	parts := strings.Split(v, ".")
-	ma, _ := strconv.Atoi(parts[0])
-	mi := 0
-	if len(parts) > 1 {
-		mi, _ = strconv.Atoi(parts[1])
+// InstalledVersion is the version number of the pgbouncer that Find finds,
+// e.g. "1.18.0". It wraps ErrNoPgBouncer when there is none.
+func InstalledVersion(ctx context.Context) (string, error) {
+	path, err := Find()
+	if err != nil {
+		return "", err
 	}
-	return ma > major || ma == major && mi >= minor
+	return version(ctx, path)
+}
+
+// VersionAtLeast reports whether PgBouncer version v (e.g. "1.18.0") is
+// major.minor or later; a v without a number ("unknown") is not.
+func VersionAtLeast(v string, major, minor int) bool {
+	return childproc.VersionAtLeast(v, major, minor)
 }
 
 // Start writes the configuration, starts pgbouncer and waits until it
@@ -319,7 +323,7 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 	for attempt := 1; ; attempt++ {
 		port := cfg.ListenPort
 		if port == 0 {
-			if port, err = freePort(); err != nil {
+			if port, err = childproc.FreePort(); err != nil {
 				return nil, fmt.Errorf("pgbouncer: start: free port: %w", err)
 			}
 		}
@@ -342,20 +346,11 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 			logf("pgbouncer: port %d was taken, retrying", port)
 			continue
 		}
-		return nil, fmt.Errorf("%w\n%s", err, tail(log, 20))
+		return nil, fmt.Errorf("%w\n%s", err, childproc.LastLines(log, 20))
 	}
 	logf("pgbouncer: PgBouncer %s on 127.0.0.1:%d -> %s (%s)", p.version, p.port, cfg.databaseLine(), p.dir)
 	ok = true
 	return p, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitReady waits until the port accepts connections. When shared is set
@@ -364,43 +359,26 @@ func freePort() (int, error) {
 func (p *PgBouncer) waitReady(ctx context.Context, shared bool) error {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port))
 	var d net.Dialer
-	for {
+	err := p.proc.WaitReady(ctx, "pgbouncer on port "+strconv.Itoa(p.port), 20*time.Millisecond, func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
 		conn, err := d.DialContext(cctx, "tcp", addr)
-		cancel()
-		if err == nil {
-			conn.Close()
-			if !shared {
-				return nil
-			}
-			if log, _ := os.ReadFile(p.LogPath()); bytes.Contains(log, []byte("listening on "+addr)) {
-				return nil
-			}
-			err = errors.New(`no "listening on ` + addr + `" in the log yet`)
+		if err != nil {
+			return err
 		}
-		t := time.NewTimer(20 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("pgbouncer: wait for port %d: %w (last error: %w)", p.port, ctx.Err(), err)
-		case <-p.proc.Done():
-			t.Stop()
-			return fmt.Errorf("pgbouncer: wait for port %d: pgbouncer exited: %v", p.port, p.proc.Err())
-		case <-t.C:
+		conn.Close()
+		if !shared {
+			return nil
 		}
+		if log, _ := os.ReadFile(p.LogPath()); bytes.Contains(log, []byte("listening on "+addr)) {
+			return nil
+		}
+		return errors.New(`no "listening on ` + addr + `" in the log yet`)
+	})
+	if err != nil {
+		return fmt.Errorf("pgbouncer: %w", err)
 	}
-}
-
-func tail(b []byte, n int) string {
-	var lines []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
+	return nil
 }
 
 // Port is the TCP port on 127.0.0.1.
@@ -481,7 +459,7 @@ func StartINI(ctx context.Context, path string, port int, adminUser string, user
 	if err := p.run(ctx, acct, path, false); err != nil {
 		_ = p.Stop()
 		log, _ := os.ReadFile(p.LogPath())
-		return nil, fmt.Errorf("%w\n%s", err, tail(log, 20))
+		return nil, fmt.Errorf("%w\n%s", err, childproc.LastLines(log, 20))
 	}
 	return p, nil
 }
@@ -509,7 +487,7 @@ func newInstance(ctx context.Context, bin, tempDir string, logf func(string, ...
 		return nil, childproc.Account{}, fmt.Errorf("pgbouncer: start: %w", err)
 	}
 	p := &PgBouncer{path: bin, dir: dir, version: ver, logf: logf, stopSig: syscall.SIGTERM}
-	if versionAtLeast(ver, 1, 23) { // SIGTERM became a safe shutdown in 1.23
+	if VersionAtLeast(ver, 1, 23) { // SIGTERM became a safe shutdown in 1.23
 		p.stopSig = syscall.SIGQUIT
 	}
 	if err := acct.Chown(dir); err != nil {

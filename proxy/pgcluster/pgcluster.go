@@ -1,12 +1,10 @@
 package pgcluster
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -114,7 +112,13 @@ func FindBinDir() (string, error) {
 	}
 	for _, g := range searchGlobs {
 		dirs, _ := filepath.Glob(g)
-		sort.Slice(dirs, func(i, j int) bool { return versionLess(dirs[j], dirs[i]) })
+		// Newest first: 16 before 15 before 9.6.
+		sort.Slice(dirs, func(i, j int) bool {
+			if c := childproc.CompareVersions(dirs[i], dirs[j]); c != 0 {
+				return c > 0
+			}
+			return dirs[i] > dirs[j]
+		})
 		for _, d := range dirs {
 			if hasServer(d) {
 				return d, nil
@@ -132,24 +136,6 @@ func hasServer(dir string) bool {
 		}
 	}
 	return true
-}
-
-var digitsRE = regexp.MustCompile(`\d+`)
-
-// versionLess orders paths by the numbers in them (so 9.6 < 15 < 16).
-func versionLess(a, b string) bool {
-	na, nb := digitsRE.FindAllString(a, -1), digitsRE.FindAllString(b, -1)
-	for i := 0; i < len(na) && i < len(nb); i++ {
-		x, _ := strconv.Atoi(na[i])
-		y, _ := strconv.Atoi(nb[i])
-		if x != y {
-			return x < y
-		}
-	}
-	if len(na) != len(nb) {
-		return len(na) < len(nb)
-	}
-	return a < b
 }
 
 var confKeyRE = regexp.MustCompile(`^[a-z_][a-z0-9_.]*$`)
@@ -249,7 +235,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		if acct.Switch && errors.Is(err, os.ErrPermission) {
 			hint = fmt.Sprintf(" (every folder above %s must be searchable by the %s account)", dir, acct.Name)
 		}
-		return nil, fmt.Errorf("pgcluster: initdb: %w%s\n%s", err, hint, tail(out, 20))
+		return nil, fmt.Errorf("pgcluster: initdb: %w%s\n%s", err, hint, childproc.LastLines(out, 20))
 	}
 	logf("pgcluster: initdb %s in %v", c.DataDir(), time.Since(t0).Round(time.Millisecond))
 
@@ -353,20 +339,10 @@ func (c *Cluster) writeConf(opts Options) error {
 	return nil
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func (c *Cluster) startPostmaster(ctx context.Context, acct childproc.Account) error {
-	const attempts = 3 // a free port can be taken between freePort and bind
+	const attempts = 3 // a free port can be taken between FreePort and bind
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port, err := childproc.FreePort()
 		if err != nil {
 			return fmt.Errorf("pgcluster: start postgres: free port: %w", err)
 		}
@@ -397,33 +373,29 @@ func (c *Cluster) startPostmaster(ctx context.Context, acct childproc.Account) e
 			c.logf("pgcluster: port %d was taken, retrying", port)
 			continue
 		}
-		return fmt.Errorf("%w\n%s", err, tail(log, 20))
+		return fmt.Errorf("%w\n%s", err, childproc.LastLines(log, 20))
 	}
 }
 
 // waitReady polls until the postmaster accepts a superuser connection.
 func (c *Cluster) waitReady(ctx context.Context) error {
-	for {
+	var pid uint32
+	err := c.proc.WaitReady(ctx, fmt.Sprintf("postgres on port %d", c.port), 50*time.Millisecond, func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		conn, err := pgconn.Connect(cctx, c.SuperuserDSN("postgres"))
-		cancel()
-		if err == nil {
-			c.version = conn.ParameterStatus("server_version")
-			pid := conn.PID()
-			_ = conn.Close(ctx)
-			return c.WaitBackendsExit(ctx, pid)
+		if err != nil {
+			return err
 		}
-		t := time.NewTimer(50 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("pgcluster: wait for postgres on port %d: %w (last error: %w)", c.port, ctx.Err(), err)
-		case <-c.proc.Done():
-			t.Stop()
-			return fmt.Errorf("pgcluster: wait for postgres on port %d: postmaster exited: %v", c.port, c.proc.Err())
-		case <-t.C:
-		}
+		c.version = conn.ParameterStatus("server_version")
+		pid = conn.PID()
+		_ = conn.Close(ctx)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgcluster: %w", err)
 	}
+	return c.WaitBackendsExit(ctx, pid)
 }
 
 // setup creates the poolsim role and database.
@@ -478,19 +450,6 @@ func (c *Cluster) WaitBackendsExit(ctx context.Context, pids ...uint32) error {
 		}
 	}
 	return nil
-}
-
-// tail returns the last n lines of b.
-func tail(b []byte, n int) string {
-	var lines []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
 }
 
 // Port is the TCP port on 127.0.0.1.

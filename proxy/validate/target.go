@@ -143,7 +143,7 @@ func startBouncer(ctx context.Context, srv server, ps poolSettings, logf func(st
 	}
 	extra := map[string]string{"stats_period": "1"} // SHOW STATS totals are refreshed every stats_period
 	prepared, note := ps.maxPrepared, ""
-	if bouncerAtLeast(ps.bouncerVersion, 1, 21) {
+	if pgbouncer.VersionAtLeast(ps.bouncerVersion, 1, 21) {
 		// Written even when 0: PgBouncer 1.24+ defaults to 200.
 		extra["max_prepared_statements"] = strconv.Itoa(ps.maxPrepared)
 	} else {
@@ -218,19 +218,4 @@ func closeConn(c *pgconn.PgConn) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = c.Close(ctx)
-}
-
-// bouncerAtLeast reports whether version v (e.g. "1.18.0") is major.minor
-// or later.
-func bouncerAtLeast(v string, major, minor int) bool {
-	parts := strings.Split(v, ".")
-	ma, err := strconv.Atoi(parts[0])
-	if err != nil {
-		return false
-	}
-	mi := 0
-	if len(parts) > 1 {
-		mi, _ = strconv.Atoi(parts[1])
-	}
-	return ma > major || ma == major && mi >= minor
 }

@@ -120,7 +120,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				return nil, fmt.Errorf("%w: live.statement %s: prepared statements (workload.statements, workload.parse, workload.prepare_threshold) run live as sleep or cpu statements", ErrUnsupported, k)
 			}
 			if o.Target == TargetPgBouncer && preparedTracked(c.Pooler.Mode, c.Pooler.MaxPreparedStatements) {
-				if v := bouncerVersion(ctx); !bouncerAtLeast(v, 1, 21) {
+				if v := bouncerVersion(ctx); !pgbouncer.VersionAtLeast(v, 1, 21) {
 					return nil, fmt.Errorf("%w: pooler.max_prepared_statements %d in %s mode needs PgBouncer 1.21 or later; the installed pgbouncer is %s, which does not track protocol-level prepared statements (run --target proxy, or only the variants with max_prepared_statements 0)", ErrUnsupported, c.Pooler.MaxPreparedStatements, c.Pooler.Mode, v)
 				}
 			}
@@ -540,19 +540,17 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
+// bouncerVersion is the installed pgbouncer's version for reports:
+// "not installed" or "unknown (...)" when it cannot be had.
 func bouncerVersion(ctx context.Context) string {
-	path, err := pgbouncer.Find()
-	if err != nil {
+	v, err := pgbouncer.InstalledVersion(ctx)
+	switch {
+	case errors.Is(err, pgbouncer.ErrNoPgBouncer):
 		return "not installed"
+	case err != nil:
+		return "unknown (" + err.Error() + ")"
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
-	if err != nil {
-		return "unknown (" + filepath.Base(path) + " --version failed)"
-	}
-	line, _, _ := strings.Cut(string(out), "\n")
-	return strings.TrimSpace(strings.TrimPrefix(line, "PgBouncer "))
+	return v
 }
 
 func gitCommit(ctx context.Context) string {

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/poolsim/poolsim/proxy/pgbouncer"
 	"github.com/poolsim/poolsim/proxy/pgcluster"
 	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
 	"github.com/poolsim/poolsim/scenarios"
@@ -261,7 +262,7 @@ func TestValidatePrepared(t *testing.T) {
 // max_prepared_statements.
 func TestPreparedPgBouncer118(t *testing.T) {
 	v := bouncerVersion(context.Background())
-	if bouncerAtLeast(v, 1, 21) || v == "not installed" {
+	if pgbouncer.VersionAtLeast(v, 1, 21) || v == "not installed" {
 		t.Skipf("pgbouncer %s", v)
 	}
 	sc, err := scenarios.Parse([]byte(preparedSmall), "prepared-small.yaml")

@@ -24,5 +24,12 @@
 // period), so after Stop returns the goroutine has ended. Output goes straight
 // to *os.File descriptors, so no copying goroutines exist.
 //
+// It also holds what the two launchers share around a child (launch.go):
+// [FreePort] for a loopback port, [Process.WaitReady] to poll a started
+// server until it answers (or exits, or the context ends), [LastLines] for
+// the end of a log shown when a server will not start, and
+// [CompareVersions] and [VersionAtLeast] for the installed binaries'
+// version numbers.
+//
 // Durations are time.Duration; there are no other units.
 package childproc
