@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -164,10 +165,12 @@ func TestLargeMessages(t *testing.T) {
 	}
 }
 
-// TestSlowReader reads a 50 MB result slowly, so the proxy's writes to the
-// client fill the socket and the server is not read until the client
-// drains it. Meanwhile another client is served at once: one slow client
-// does not hold up the proxy.
+// TestSlowReader stops reading a 50 MB result part-way, so the proxy's
+// writes to that client fill the socket and its server is no longer read
+// (stalled). While it is stalled another client is served: one slow
+// client does not hold up the proxy. No clock is read: the test waits for
+// the stall itself, and a proxy that blocked would fail by the context's
+// deadline.
 func TestSlowReader(t *testing.T) {
 	tp := startProxy(t, func(c *Config) { c.PoolSize = 2 })
 	ctx := testCtx(t, 60*time.Second)
@@ -183,53 +186,103 @@ func TestSlowReader(t *testing.T) {
 	defer fast.Close(ctx)
 
 	const nrows, width = 50000, 1000
+	readCtx, stopReading := context.WithCancel(ctx)
+	resume := make(chan struct{})
 	done := make(chan error, 1)
-	go func() {
-		rows, err := slow.Query(ctx, "select i, repeat('z', $1) from generate_series(1, $2) i", width, nrows)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer rows.Close()
-		k := 0
-		for rows.Next() {
-			var i int
-			var s string
-			if err := rows.Scan(&i, &s); err != nil {
-				done <- err
-				return
-			}
-			k++
-			if i != k || len(s) != width {
-				done <- fmt.Errorf("row %d: i=%d, %d bytes", k, i, len(s))
-				return
-			}
-			if k%2000 == 0 {
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-		if err := rows.Err(); err != nil {
-			done <- err
-			return
-		}
-		if k != nrows {
-			done <- fmt.Errorf("%d rows, want %d", k, nrows)
-			return
-		}
-		done <- nil
+	go func() { // owner: this test; it waits for done before slow closes
+		done <- readRows(readCtx, slow, nrows, width, resume)
 	}()
-	time.Sleep(100 * time.Millisecond) // the slow client is stalled by now
-	for range 20 {
-		start := time.Now()
-		var one int
-		if err := fast.QueryRow(ctx, "select 1").Scan(&one); err != nil {
-			t.Fatal(err)
+	resumed, finished := false, false
+	defer func() { // on every path: the reader ends before slow is closed
+		stopReading()
+		if !resumed {
+			close(resume)
 		}
-		if d := time.Since(start); d > time.Second {
-			t.Fatalf("select 1 took %v while another client read slowly", d)
+		if !finished {
+			<-done
+		}
+	}()
+
+	if !waitFor(ctx, tp.serverStalled) {
+		t.Fatal("the slow client's server never stalled: the test did not fill the client's socket")
+	}
+	for i := range 20 {
+		var one int
+		if err := fast.QueryRow(ctx, "select 1").Scan(&one); err != nil || one != 1 {
+			t.Fatalf("select 1 (#%d) while another client's server is stalled: %d, %v", i, one, err)
 		}
 	}
-	if err := <-done; err != nil {
+	if !tp.serverStalled() {
+		t.Fatal("the slow client's server was not stalled any more after the fast queries: nothing was shown")
+	}
+	close(resume)
+	resumed = true
+	err = <-done
+	finished = true
+	if err != nil {
 		t.Fatalf("slow reader: %v", err)
 	}
+}
+
+// readRows reads generate_series(1, nrows) rows of width bytes from conn,
+// checking each; after the first row it stops reading until resume is
+// closed.
+func readRows(ctx context.Context, conn *pgx.Conn, nrows, width int, resume <-chan struct{}) error {
+	rows, err := conn.Query(ctx, "select i, repeat('z', $1) from generate_series(1, $2) i", width, nrows)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	k := 0
+	for rows.Next() {
+		var i int
+		var s string
+		if err := rows.Scan(&i, &s); err != nil {
+			return err
+		}
+		k++
+		if i != k || len(s) != width {
+			return fmt.Errorf("row %d: i=%d, %d bytes", k, i, len(s))
+		}
+		if k == 1 {
+			select {
+			case <-resume:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if k != nrows {
+		return fmt.Errorf("%d rows, want %d", k, nrows)
+	}
+	return nil
+}
+
+// serverStalled reports whether any server of the proxy is stalled: its
+// client's output is full, so the proxy has stopped reading it.
+func (tp *testProxy) serverStalled() bool {
+	stalled := false
+	tp.loop.call(func() {
+		for _, pl := range tp.loopPools {
+			for _, s := range pl.allServers() {
+				stalled = stalled || s.stalled
+			}
+		}
+	})
+	return stalled
+}
+
+// waitFor polls cond until it holds (true) or ctx ends (false).
+func waitFor(ctx context.Context, cond func() bool) bool {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return true
 }
