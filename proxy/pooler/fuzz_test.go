@@ -140,7 +140,7 @@ func FuzzClient(f *testing.F) {
 			t.Fatalf("the proxy did not close a client that had sent everything: %v", err)
 		}
 
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(30 * time.Second) // a guard: the proxy tidies up in milliseconds
 		for {
 			clients, linked := proxyLoad(p)
 			if clients == 0 && linked == 0 {
@@ -213,6 +213,16 @@ func proxyLoad(p *Proxy) (clients, busy int) {
 		}
 	})
 	return clients, busy
+}
+
+// waiting counts the clients waiting for a server in all of p's pools.
+func waiting(p *Proxy) (n int) {
+	p.loop.call(func() {
+		for _, pl := range p.poolList() {
+			n += len(pl.waiters)
+		}
+	})
+	return n
 }
 
 // psConsistent checks the prepared-statement bookkeeping of an idle proxy:

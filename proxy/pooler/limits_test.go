@@ -164,10 +164,7 @@ func TestServerIdleTimeout(t *testing.T) {
 	if fake.open.Load() != 1 {
 		t.Fatalf("open server connections = %d, want 1", fake.open.Load())
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for fake.open.Load() != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(ctx, func() bool { return fake.open.Load() == 0 })
 	if n := fake.open.Load(); n != 0 {
 		t.Errorf("after server_idle_timeout: %d server connections open, want 0", n)
 	}
@@ -246,10 +243,7 @@ func TestMaxDBConnections(t *testing.T) {
 		t.Errorf("the proxy counts %d server connections of database fake, want at most max_db_connections 1", n)
 	}
 	// The fake notices closed connections a moment later.
-	deadline := time.Now().Add(2 * time.Second)
-	for fake.open.Load() > 1 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(ctx, func() bool { return fake.open.Load() <= 1 })
 	if n := fake.open.Load(); n > 1 {
 		t.Errorf("%d server connections open, want at most max_db_connections 1", n)
 	}
@@ -264,7 +258,7 @@ func TestGracefulShutdown(t *testing.T) {
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Upstream = fake.dsn()
 	cfg.Mode = poolmode.Transaction
-	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.ShutdownTimeout = 30 * time.Second // longer than the test could need
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +272,7 @@ func TestGracefulShutdown(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(sctx, ln) }()
 	dsn := "postgres://fake@" + p.Addr().String() + "/fake?sslmode=disable"
-	ctx := testCtx(t, 10*time.Second)
+	ctx := testCtx(t, 60*time.Second)
 	idle, err := pgconn.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -293,12 +287,22 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop()
-	time.Sleep(100 * time.Millisecond)
-	if _, err := net.Dial("tcp", p.Addr().String()); err == nil {
-		t.Errorf("the proxy still accepts connections after shutdown began")
+	// Shutdown closes the listener, then the idle clients; wait for each
+	// (the busy client, checked below, must outlive both).
+	if !waitFor(ctx, func() bool {
+		c, err := net.Dial("tcp", p.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}) {
+		t.Fatalf("the proxy still accepts connections after shutdown began")
 	}
-	if _, err := idle.Exec(ctx, "select 1").ReadAll(); err == nil {
-		t.Errorf("idle client still served after shutdown began")
+	if !waitFor(ctx, func() bool {
+		_, err := idle.Exec(ctx, "select 1").ReadAll()
+		return err != nil
+	}) {
+		t.Fatalf("idle client still served after shutdown began")
 	}
 	select {
 	case err := <-served:
@@ -316,7 +320,7 @@ func TestGracefulShutdown(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Serve: %v", err)
 		}
-	case <-time.After(3 * time.Second):
+	case <-ctx.Done():
 		t.Fatal("Serve did not return after the last transaction ended")
 	}
 }
@@ -427,7 +431,9 @@ func TestWaitingClientSendsMore(t *testing.T) {
 		if err := fe.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(30 * time.Millisecond)
+		if !waitFor(ctx, func() bool { return waiting(tp.Proxy) == 1 }) {
+			t.Fatalf("write %d: the client never waited for a server", i)
+		}
 	}
 	if _, err := holder.Exec(ctx, "COMMIT").ReadAll(); err != nil {
 		t.Fatal(err)
@@ -467,14 +473,12 @@ func TestWaitingClientLeaves(t *testing.T) {
 	if err := fe.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(30 * time.Millisecond)
+	if !waitFor(ctx, func() bool { return waiting(tp.Proxy) == 1 }) {
+		t.Fatal("the client never waited for a server")
+	}
 	conn.Close()
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, _ := proxyLoad(tp.Proxy); c == 1 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !waitFor(ctx, func() bool { c, _ := proxyLoad(tp.Proxy); return c == 1 }) {
+		t.Fatal("the proxy still counts the client that left")
 	}
 	if _, err := holder.Exec(ctx, "COMMIT").ReadAll(); err != nil {
 		t.Fatal(err)

@@ -231,16 +231,12 @@ func TestClientKilledMidTransaction(t *testing.T) {
 			var locks, inTx int
 			q := "select (select count(*) from pg_locks where locktype = 'advisory'), " +
 				"(select count(*) from pg_stat_activity where state like 'idle in transaction%')"
-			deadline := time.Now().Add(5 * time.Second)
-			for {
+			waitFor(ctx, func() bool {
 				if err := next.QueryRow(ctx, q).Scan(&locks, &inTx); err != nil {
 					t.Fatal(err)
 				}
-				if locks == 0 && inTx == 0 || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return locks == 0 && inTx == 0
+			})
 			if locks != 0 || inTx != 0 {
 				t.Errorf("after a client died mid-transaction: %d advisory locks, %d idle-in-transaction backends; want 0, 0", locks, inTx)
 			}
