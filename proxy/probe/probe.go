@@ -9,9 +9,12 @@
 // statement. With idle servers reused last in, first out, B takes the server
 // P has just released, so in transaction and statement pooling P's second
 // transaction runs on another server: the feature breaks exactly when it is
-// tied to the server's session. Each transaction also reads
-// pg_backend_pid(), so the report can say whether the server changed; a
-// pooled probe whose server did not change is inconclusive and is retried.
+// tied to the server's session. With a direct connection to PostgreSQL
+// (Spec.NotifyDSN) B holds its server until P is done (it waits for an
+// advisory lock a watcher holds), else for Spec.Busy. Each transaction also
+// reads pg_backend_pid(), so the report can say whether the server changed;
+// a pooled probe whose server did not change is inconclusive and is
+// retried.
 // Transaction blocks are probed as BEGIN, two statements and COMMIT sent
 // as separate messages while B is busy.
 //
@@ -43,13 +46,16 @@ type Spec struct {
 	// Mode is the target's pool mode (Direct for PostgreSQL itself); it
 	// decides whether a probe whose server did not change is retried.
 	Mode poolmode.Mode
-	// NotifyDSN is where the LISTEN probe sends its NOTIFY from: straight to
-	// PostgreSQL, so the notifier needs no server of the pool (in session
-	// mode both are taken); "" means DSN.
+	// NotifyDSN is a connection straight to PostgreSQL: the LISTEN probe
+	// sends its NOTIFY from it, so the notifier needs no server of the pool
+	// (in session mode both are taken), and B's hold on a server is timed
+	// by an advisory lock taken there instead of by Busy. "" means DSN for
+	// the NOTIFY, and Busy for B.
 	NotifyDSN string
 	// Timeout bounds each connection and statement; 0 means 10 s.
 	Timeout time.Duration
-	// Busy is how long B's statement keeps a server; 0 means 250 ms.
+	// Busy is how long B's statement keeps a server when there is no
+	// NotifyDSN; 0 means 250 ms.
 	Busy time.Duration
 }
 
@@ -188,44 +194,77 @@ func (p *prober) warm(ctx context.Context) error {
 	return nil
 }
 
-// busy runs B's long statement; wait blocks until it has ended.
+// busy makes B hold a server until wait is called; wait blocks until B's
+// statement has ended.
+//
+// With a direct connection (NotifyDSN) B's statement waits for an advisory
+// lock that a watcher holds, so B keeps its server exactly until wait
+// releases the lock, and busy returns once B is seen waiting: nothing
+// depends on how fast the machine is. Without one, B sleeps for Busy and
+// busy gives it a moment to start.
 func (p *prober) busy(ctx context.Context, b *pgconn.PgConn) (wait func()) {
-	// A pooler puts P's server back a moment after P has its result: let it,
-	// so that B takes that server.
+	// A pooler puts P's server back before P has its result (on
+	// ReadyForQuery); a moment more, so that B takes that server.
 	_ = Sleep(ctx, 5*time.Millisecond)
-	sql := "SELECT pg_sleep(" + strconv.FormatFloat(p.spec.Busy.Seconds(), 'f', -1, 64) + ") -- poolsim probe busy " + p.tag + "_" + strconv.FormatInt(p.n.Add(1), 10)
+	tag := "-- poolsim probe busy " + p.tag + "_" + strconv.FormatInt(p.n.Add(1), 10)
+	if p.spec.NotifyDSN != "" {
+		if wait, ok := p.busyLocked(ctx, b, tag); ok {
+			return wait
+		}
+	}
+	sql := "SELECT pg_sleep(" + strconv.FormatFloat(p.spec.Busy.Seconds(), 'f', -1, 64) + ") " + tag
 	done := make(chan struct{})
 	go func() { // owner: busy's caller, through wait
 		defer close(done)
 		_, _, _ = p.exec(ctx, b, sql)
 	}()
-	// B must hold its server before P's second transaction: watch for its
-	// statement in pg_stat_activity (straight to PostgreSQL), or give it a
-	// moment when there is no direct connection.
-	if !p.running(ctx, sql) {
-		t := time.NewTimer(min(40*time.Millisecond, p.spec.Busy/4))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
+	t := time.NewTimer(min(40*time.Millisecond, p.spec.Busy/4))
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
 	}
 	return func() { <-done }
 }
 
-// running waits until sql is active on a server, up to half the busy time;
-// it reports false when it cannot tell (no NotifyDSN, or not seen).
-func (p *prober) running(ctx context.Context, sql string) bool {
-	if p.spec.NotifyDSN == "" {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.spec.Busy/2)
-	defer cancel()
+// busyLockClass is the first key of the advisory locks busy uses (the
+// two-key form, which never meets the AdvisoryLocks probe's one-key locks).
+const busyLockClass = 0x706f6f6c // "pool"
+
+// busyLocked is busy with a lock: a watcher connection straight to
+// PostgreSQL takes an advisory lock, B's statement waits for it (and
+// releases it at once when it gets it), and the returned wait releases it.
+// ok is false when the watcher cannot be had.
+func (p *prober) busyLocked(ctx context.Context, b *pgconn.PgConn, tag string) (wait func(), ok bool) {
 	w, err := p.connectTo(ctx, p.spec.NotifyDSN, nil)
 	if err != nil {
-		return false
+		return nil, false
 	}
-	defer closeConn(w)
+	key := strconv.Itoa(busyLockClass) + ", " + strconv.FormatInt(p.n.Add(1), 10)
+	if _, _, err := p.exec(ctx, w, "SELECT pg_advisory_lock("+key+")"); err != nil {
+		closeConn(w)
+		return nil, false
+	}
+	sql := "SELECT pg_advisory_lock(" + key + "), pg_advisory_unlock(" + key + ") " + tag
+	done := make(chan struct{})
+	go func() { // owner: busyLocked's caller, through wait
+		defer close(done)
+		_, _, _ = p.exec(ctx, b, sql)
+	}()
+	p.running(ctx, w, sql)
+	return func() {
+		_, _, _ = p.exec(ctx, w, "SELECT pg_advisory_unlock("+key+")")
+		<-done
+		closeConn(w)
+	}, true
+}
+
+// running waits, on w (straight to PostgreSQL), until sql is active on a
+// server (waiting for its lock counts), up to the timeout; it reports
+// whether it saw it.
+func (p *prober) running(ctx context.Context, w *pgconn.PgConn, sql string) bool {
+	ctx, cancel := context.WithTimeout(ctx, p.spec.Timeout)
+	defer cancel()
 	q := "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query = '" + strings.ReplaceAll(sql, "'", "''") + "'"
 	for {
 		rs, err := w.Exec(ctx, q).ReadAll()
@@ -323,7 +362,14 @@ func (p *prober) probe(ctx context.Context, f compat.Feature) (Outcome, error) {
 			}
 			// Poll for it while B still holds the server P listened on, so
 			// that P cannot be handed that server (and its notification).
-			until := time.Now().Add(p.spec.Busy / 3)
+			// B sleeping holds it for Busy; B waiting for the watcher's
+			// lock holds it until use returns, so the window can allow for
+			// a busy machine.
+			window := p.spec.Busy / 3
+			if p.spec.NotifyDSN != "" {
+				window = max(window, time.Second)
+			}
+			until := time.Now().Add(window)
 			for {
 				if _, _, err := p.exec(ctx, c, "SELECT 1"); err != nil {
 					return pid, false, pgMessage(err), nil
