@@ -22,7 +22,7 @@
 //
 // Guarantees:
 //   - Every blocking step is bounded: by ctx and by Options.StartTimeout
-//     (default 60 s) for Start, by fixed timeouts (10 s, then SIGKILL) for Stop.
+//     (default 3 min) for Start, by fixed timeouts (10 s, then SIGKILL) for Stop.
 //   - The postmaster cannot outlive the Go process: it leads its own process
 //     group, Stop sends SIGQUIT (what `pg_ctl stop -m immediate` sends), then
 //     SIGKILL to the whole group after 10 s; and on Linux the kernel sends it

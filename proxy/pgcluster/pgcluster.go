@@ -50,6 +50,9 @@ const (
 	AuthPassword = "password"
 )
 
+// DefaultStartTimeout bounds Start when Options.StartTimeout is 0.
+const DefaultStartTimeout = 3 * time.Minute
+
 // Options configures a cluster. The zero value is a stock cluster with
 // max_connections 100 and trust authentication.
 type Options struct {
@@ -74,7 +77,9 @@ type Options struct {
 	// TempDir is the parent of the cluster's folder; "" = os.TempDir(). It
 	// must be reachable by the postgres account when running as root.
 	TempDir string
-	// StartTimeout bounds initdb + start-up + role creation; 0 = 60 s.
+	// StartTimeout bounds initdb + start-up + role creation; 0 = 3 min, a
+	// guard against a hang (initdb alone took 58 s on a 2-core machine
+	// running the proxy's tests beside two CPU burners).
 	StartTimeout time.Duration
 	// Logf, when set, receives one line per step.
 	Logf func(format string, args ...any)
@@ -172,7 +177,7 @@ func (o Options) validate() (maxConn, reserved int, err error) {
 		}
 	}
 	if o.StartTimeout < 0 {
-		return 0, 0, fmt.Errorf("pgcluster: start: StartTimeout %v: expected >= 0 (0 = 60s)", o.StartTimeout)
+		return 0, 0, fmt.Errorf("pgcluster: start: StartTimeout %v: expected >= 0 (0 = 3m)", o.StartTimeout)
 	}
 	return maxConn, reserved, nil
 }
@@ -185,7 +190,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	timeout := opts.StartTimeout
 	if timeout == 0 {
-		timeout = 60 * time.Second
+		timeout = DefaultStartTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

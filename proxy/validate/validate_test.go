@@ -66,7 +66,7 @@ func TestValidateLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a guard: Run starts its own cluster
 	defer cancel()
 	rep, err := Run(ctx, Options{Scenario: sc, Target: TargetProxy, Quick: true, Command: "test"})
 	if err != nil {
@@ -131,7 +131,7 @@ func TestValidateDSNDirect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a guard: Run starts its own cluster
 	defer cancel()
 	rep, err := Run(ctx, Options{Scenario: sc, DSN: c.UserDSN(), Target: TargetDirect, Quick: true})
 	if err != nil {
@@ -193,7 +193,7 @@ func TestValidatePrepared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a guard: Run starts its own cluster
 	defer cancel()
 	rep, err := Run(ctx, Options{Scenario: sc, Target: TargetProxy, Quick: true, Command: "test"})
 	if err != nil {

@@ -39,7 +39,6 @@ import (
 	"os/signal"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/poolsim/poolsim/proxy/pgcluster"
 )
@@ -48,9 +47,8 @@ import (
 func InCI() bool { return os.Getenv("CI") == "true" }
 
 // startTimeout bounds one cluster start in tests: a guard against a hang,
-// not a time limit (initdb and the first start took 37 s on a 2-core
-// machine running the proxy's tests beside two CPU burners).
-const startTimeout = 3 * time.Minute
+// not a time limit.
+const startTimeout = pgcluster.DefaultStartTimeout
 
 // Start starts a cluster for t and stops it in t.Cleanup. Without
 // PostgreSQL it skips t, or fails it when CI=true; any other start error
