@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 
 	"github.com/spf13/pflag"
 
@@ -63,7 +62,7 @@ func (f *studyFlags) study(fs *pflag.FlagSet, sc *scenarios.Scenario) (scenarios
 		st.Precision = p
 	}
 	if fs.Changed("max-replications") {
-		if f.maxReps < 2 || f.maxReps > scenarios.MaxReplications || math.IsNaN(float64(f.maxReps)) {
+		if f.maxReps < 2 || f.maxReps > scenarios.MaxReplications {
 			return st, usagef("--max-replications %d: want 2 to %d", f.maxReps, scenarios.MaxReplications)
 		}
 		if st.Precision == 0 {
