@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/poolsim/poolsim/proxy/pgbouncer"
 	"github.com/poolsim/poolsim/proxy/pgcluster"
+	"github.com/poolsim/poolsim/proxy/pgcluster/childproc"
 	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
 )
 
@@ -100,12 +100,11 @@ func (pp *proxyProcess) exit(t *testing.T, d time.Duration) int {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := childproc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // iniFixture is one pgbouncer.ini serving two databases of a throwaway
