@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -169,6 +170,9 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		for i, c := range cfgs {
 			pts[i] = scenarios.Point{Config: c}
 		}
+		if err := sf.checkCost(sc, pts, st); err != nil {
+			return nil, err
+		}
 		rows, err := sf.run(ctx, pts, st, stderr, "advise "+sc.Name)
 		if err != nil {
 			return nil, err
@@ -180,7 +184,8 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return out, nil
 	})
 	if err != nil {
-		if ctx.Err() != nil {
+		var ue usageError
+		if ctx.Err() != nil || errors.As(err, &ue) {
 			return err
 		}
 		return usage(err)

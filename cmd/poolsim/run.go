@@ -98,6 +98,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return usage(err)
 	}
+	if err := sf.checkCost(sc, points, st); err != nil {
+		return err
+	}
 	rows, runErr := sf.run(ctx, points, st, stderr, "run "+sc.Name)
 	rows, missing := finished(rows)
 	r := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows, Missing: missing}

@@ -151,6 +151,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			sel[k] = points[i]
 		}
 	}
+	if err := sf.checkCost(sc, sel, st); err != nil {
+		return err
+	}
 	rows, runErr := sf.run(ctx, sel, st, stderr, "sweep "+sc.Name)
 	if runErr != nil { // interrupted: the finished points, marked incomplete
 		var keep []int
