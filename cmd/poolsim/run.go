@@ -135,6 +135,10 @@ func writeExplain(w io.Writer, rows []scenarios.Row) error {
 			fmt.Fprintf(w, "\n%s\n", wrap(replicationWords(&x), 100))
 		}
 	}
+	fmt.Fprintf(w, "\nAssumptions (the defaults in effect that change numbers, and what the model leaves out):\n")
+	for _, a := range report.Assumptions(rows) {
+		fmt.Fprintf(w, "  - %s\n", strings.ReplaceAll(wrap(a+".", 96), "\n", "\n    "))
+	}
 	return nil
 }
 

@@ -85,11 +85,15 @@ type jsonRow struct {
 // "metrics", "compat"}]}.
 func WriteJSON(w io.Writer, r Report) error {
 	out := struct {
-		Scenario   string    `json:"scenario"`
-		Seed       uint64    `json:"seed"`
-		Incomplete string    `json:"incomplete,omitempty"`
-		Rows       []jsonRow `json:"rows"`
-	}{Scenario: r.Scenario, Seed: r.Seed, Rows: make([]jsonRow, len(r.Rows))}
+		Scenario    string    `json:"scenario"`
+		Seed        uint64    `json:"seed"`
+		Incomplete  string    `json:"incomplete,omitempty"`
+		Assumptions []string  `json:"assumptions"`
+		Rows        []jsonRow `json:"rows"`
+	}{Scenario: r.Scenario, Seed: r.Seed, Assumptions: Assumptions(r.Rows), Rows: make([]jsonRow, len(r.Rows))}
+	if out.Assumptions == nil {
+		out.Assumptions = []string{}
+	}
 	if r.Missing > 0 {
 		out.Incomplete = r.incompleteWords()
 	}

@@ -35,6 +35,22 @@ type Report struct {
 	Missing int
 }
 
+// Assumptions are what the rows rest on (system.Assumptions), each
+// sentence once, in the order the rows first give them.
+func Assumptions(rows []scenarios.Row) []string {
+	var out []string
+	seen := map[string]bool{}
+	for i := range rows {
+		for _, a := range system.Assumptions(rows[i].Config) {
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
 // incompleteWords marks an interrupted run's output.
 func (r Report) incompleteWords() string {
 	return fmt.Sprintf("INCOMPLETE: interrupted; %d of %d points finished", len(r.Rows), len(r.Rows)+r.Missing)
