@@ -1,8 +1,13 @@
 package pooler
 
 import (
+	"bufio"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,9 +39,66 @@ var (
 		"remote_pid", "tls", "application_name", "prepared_statements", "id"}
 )
 
-// admin serves the console on the virtual database "pgbouncer": simple
-// query protocol only, one SHOW command per query.
-func (p *Proxy) admin(c *client, user, db string) {
+// consoleRole is what a console user may do: admin_users run every
+// command, stats_users SHOW commands only, anyone else may not log in.
+type consoleRole uint8
+
+const (
+	roleNone consoleRole = iota
+	roleStats
+	roleAdmin
+)
+
+// adminCommands are PgBouncer 1.18's console commands that need admin
+// access (SHOW FDS too).
+var adminCommands = map[string]bool{"DISABLE": true, "ENABLE": true, "KILL": true, "PAUSE": true, "RECONNECT": true,
+	"RELOAD": true, "RESUME": true, "SET": true, "SHUTDOWN": true, "SUSPEND": true, "WAIT_CLOSE": true}
+
+// consoleUser is the user of one console connection.
+type consoleUser struct {
+	name string
+	role consoleRole
+}
+
+// consoleRole looks a user up in admin_users and stats_users.
+func (p *Proxy) consoleRole(user string) consoleRole {
+	if slices.Contains(p.conf().AdminUsers, user) {
+		return roleAdmin
+	}
+	if slices.Contains(p.conf().StatsUsers, user) {
+		return roleStats
+	}
+	return roleNone
+}
+
+// requireAdmin is the one access check of console commands: a command
+// that changes anything, or shows more than statistics (PgBouncer 1.18:
+// every command but SHOW, and SHOW FDS), calls it first. It answers a
+// stats user with PgBouncer's ERROR "admin access needed" and reports
+// false; for an admin user it writes nothing and reports true.
+func requireAdmin(w io.Writer, u consoleUser) bool {
+	if u.role == roleAdmin {
+		return true
+	}
+	writeConsoleError(w, "admin access needed")
+	return false
+}
+
+// writeConsoleError writes a non-fatal console error (ERROR 08P01) and
+// ReadyForQuery, as PgBouncer's admin_error does.
+func writeConsoleError(w io.Writer, msg string) {
+	b, _ := (&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "08P01",
+		Message: msg}).Encode(nil)
+	b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
+	_, _ = w.Write(b)
+}
+
+// admin serves the console on the virtual database "pgbouncer" to a user
+// of admin_users or stats_users: simple query protocol only, one command
+// per query. Every message must fit in pkt_buf, as in PgBouncer; a longer
+// one ends the connection with "incomplete pkt" before anything is
+// allocated for it.
+func (p *Proxy) admin(c *client, u consoleUser) {
 	var b []byte
 	b, _ = (&pgproto3.AuthenticationOk{}).Encode(b)
 	for _, kv := range [][2]string{{"server_version", "1.18.0/bouncer"}, {"client_encoding", "UTF8"},
@@ -61,25 +123,32 @@ func (p *Proxy) admin(c *client, user, db string) {
 		case <-stop:
 		}
 	}()
-	var scratch []byte
 	for {
-		typ, n, err := header(c.r)
+		typ, n, err := consoleHeader(c.r, p.conf().PktBuf)
+		if err != nil {
+			if errors.Is(err, errIncompletePkt) {
+				sendFatal(c.w, poolerError("incomplete pkt"))
+			}
+			return
+		}
+		// The whole message fits in the reader's pkt_buf bytes.
+		msg, err := c.r.Peek(n)
 		if err != nil {
 			return
 		}
-		body, err := body(c.r, n, &scratch)
-		if err != nil {
-			return
-		}
+		body := msg[5:]
 		switch typ {
 		case 'X':
 			return
 		case 'Q':
 			var q pgproto3.Query
 			if q.Decode(body) != nil {
+				sendFatal(c.w, poolerError("incomplete query"))
 				return
 			}
-			p.adminQuery(c.w, q.String)
+			query := q.String
+			_, _ = c.r.Discard(n)
+			p.adminQuery(c.w, u, query)
 			if c.w.Flush() != nil {
 				return
 			}
@@ -90,8 +159,28 @@ func (p *Proxy) admin(c *client, user, db string) {
 	}
 }
 
-// adminQuery answers one console command.
-func (p *Proxy) adminQuery(w interface{ Write([]byte) (int, error) }, query string) {
+// errIncompletePkt is a console message longer than pkt_buf.
+var errIncompletePkt = errors.New("incomplete pkt")
+
+// consoleHeader reads the next console message's header and checks its
+// length against pktBuf before the body is read.
+func consoleHeader(r *bufio.Reader, pktBuf int) (typ byte, n int, err error) {
+	h, err := r.Peek(5)
+	if err != nil {
+		return 0, 0, err
+	}
+	l := int(int32(binary.BigEndian.Uint32(h[1:])))
+	if l < 4 {
+		return 0, 0, fmt.Errorf("%w: console message %q with length %d", errProtocol, h[0], l)
+	}
+	if l+1 > pktBuf || l+1 > r.Size() {
+		return 0, 0, fmt.Errorf("%w: console message %q of %d bytes, pkt_buf is %d", errIncompletePkt, h[0], l+1, pktBuf)
+	}
+	return h[0], l + 1, nil
+}
+
+// adminQuery answers one console command from user u.
+func (p *Proxy) adminQuery(w interface{ Write([]byte) (int, error) }, u consoleUser, query string) {
 	cmd := strings.ToUpper(strings.Join(strings.Fields(strings.TrimRight(strings.TrimSpace(query), "; \t\n")), " "))
 	var cols []string
 	var rows [][]string
@@ -125,10 +214,12 @@ func (p *Proxy) adminQuery(w interface{ Write([]byte) (int, error) }, query stri
 		_, _ = w.Write(b)
 		return
 	default:
-		b, _ := (&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "08P01",
-			Message: "invalid command"}).Encode(nil)
-		b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
-		_, _ = w.Write(b)
+		// PgBouncer checks admin access first thing in each admin command,
+		// so a stats user is refused one the proxy does not have either.
+		if f := strings.Fields(cmd); len(f) > 0 && (adminCommands[f[0]] || cmd == "SHOW FDS") && !requireAdmin(w, u) {
+			return
+		}
+		writeConsoleError(w, "invalid command")
 		return
 	}
 	_, _ = w.Write(encodeTable(cols, rows))

@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -29,6 +30,11 @@ type client struct {
 	appName     string
 	remote      net.Addr
 	local       net.Addr
+	// counted: the connection holds a place in Proxy.conns (connClosed
+	// gives it back); console: it is an admin console connection. Owned by
+	// the login goroutine, then by the loop.
+	counted bool
+	console bool
 
 	// Owned by the loop once the client is adopted.
 	sk          sock
@@ -64,6 +70,7 @@ func (c *client) adopt(fd int, buffered []byte) {
 	l := c.px.loop
 	if c.px.stoppingNow() {
 		_ = sysClose(fd)
+		c.px.connClosed(c)
 		c.px.removeClient(c)
 		return
 	}
@@ -74,6 +81,7 @@ func (c *client) adopt(fd int, buffered []byte) {
 	if err := l.add(&c.sk, fd); err != nil {
 		_ = sysClose(fd)
 		c.px.logf("client %d: %v", c.id, err)
+		c.px.connClosed(c)
 		c.px.removeClient(c)
 		return
 	}
@@ -141,8 +149,10 @@ func (c *client) step() int {
 		return 5
 	}
 	typ, ln := sk.header()
-	if ln < 4 || ln > maxMsgLen {
-		c.fatalClose(poolerError("invalid client packet"))
+	if ln < 4 || ln+1 > c.px.conf().MaxPacketSize {
+		// PgBouncer's get_header: checked before anything is read or
+		// allocated for the body; the text shows up to 8 bytes in hex.
+		c.fatalClose(poolerError(fmt.Sprintf("bad packet header: '%x'", sk.buf[sk.r:sk.r+min(avail, 8)])))
 		return -1
 	}
 	if !frontendTypes[typ] {
@@ -352,6 +362,7 @@ func (c *client) finish(partial bool) {
 		l.flush(&c.sk) // a FATAL, most likely
 	}
 	l.close(&c.sk)
+	c.px.connClosed(c)
 	c.px.removeClient(c)
 	if s == nil {
 		return
