@@ -469,27 +469,34 @@ func (p *Proxy) showConfig() [][]string {
 	def := DefaultConfig()
 	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'g', -1, 64) }
 	n := func(v int) string { return itoa(int64(v)) }
+	cfg := p.conf()
 	addr, port := "", ""
-	if h, pt, err := net.SplitHostPort(p.conf().Listen); err == nil {
+	if h, pt, err := net.SplitHostPort(cfg.Listen); err == nil {
 		addr, port = h, pt
 	}
 	_, defPort, _ := net.SplitHostPort(def.Listen)
 	rows := [][]string{
-		{"auth_file", p.conf().AuthFile, def.AuthFile},
-		{"auth_type", p.conf().AuthType, def.AuthType},
-		{"default_pool_size", n(p.conf().PoolSize), n(def.PoolSize)},
+		{"admin_users", strings.Join(cfg.AdminUsers, ","), ""},
+		{"auth_file", cfg.AuthFile, def.AuthFile},
+		{"autodb_idle_timeout", secs(cfg.AutodbIdleTimeout), secs(def.AutodbIdleTimeout)},
+		{"client_login_timeout", secs(cfg.ClientLoginTimeout), secs(def.ClientLoginTimeout)},
+		{"auth_type", cfg.AuthType, def.AuthType},
+		{"default_pool_size", n(cfg.PoolSize), n(def.PoolSize)},
 		{"listen_addr", addr, ""},
 		{"listen_port", port, defPort},
-		{"max_client_conn", n(p.conf().MaxClientConn), n(def.MaxClientConn)},
-		{"max_db_connections", n(p.conf().MaxDBConnections), n(def.MaxDBConnections)},
-		{"max_prepared_statements", n(p.conf().MaxPreparedStatements), n(def.MaxPreparedStatements)},
-		{"pool_mode", p.conf().Mode.String(), def.Mode.String()},
-		{"query_wait_timeout", secs(p.conf().QueryWaitTimeout), secs(def.QueryWaitTimeout)},
-		{"server_connect_timeout", secs(p.conf().ServerConnectTimeout), secs(def.ServerConnectTimeout)},
-		{"server_idle_timeout", secs(p.conf().ServerIdleTimeout), secs(def.ServerIdleTimeout)},
-		{"server_lifetime", secs(p.conf().ServerLifetime), secs(def.ServerLifetime)},
-		{"server_login_retry", secs(p.conf().ServerLoginRetry), secs(def.ServerLoginRetry)},
-		{"server_reset_query", p.conf().ServerResetQuery, def.ServerResetQuery},
+		{"max_client_conn", n(cfg.MaxClientConn), n(def.MaxClientConn)},
+		{"max_db_connections", n(cfg.MaxDBConnections), n(def.MaxDBConnections)},
+		{"max_packet_size", n(cfg.MaxPacketSize), n(def.MaxPacketSize)},
+		{"max_prepared_statements", n(cfg.MaxPreparedStatements), n(def.MaxPreparedStatements)},
+		{"pkt_buf", n(cfg.PktBuf), n(def.PktBuf)},
+		{"pool_mode", cfg.Mode.String(), def.Mode.String()},
+		{"query_wait_timeout", secs(cfg.QueryWaitTimeout), secs(def.QueryWaitTimeout)},
+		{"server_connect_timeout", secs(cfg.ServerConnectTimeout), secs(def.ServerConnectTimeout)},
+		{"server_idle_timeout", secs(cfg.ServerIdleTimeout), secs(def.ServerIdleTimeout)},
+		{"server_lifetime", secs(cfg.ServerLifetime), secs(def.ServerLifetime)},
+		{"server_login_retry", secs(cfg.ServerLoginRetry), secs(def.ServerLoginRetry)},
+		{"server_reset_query", cfg.ServerResetQuery, def.ServerResetQuery},
+		{"stats_users", strings.Join(cfg.StatsUsers, ","), ""},
 	}
 	for i := range rows {
 		rows[i] = append(rows[i], "no")

@@ -178,6 +178,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 			p.stats.loginTimeouts.Add(1)
 			err = loginTimeoutError("client_login_timeout (server down)")
 		}
+		_ = conn.SetWriteDeadline(time.Now().Add(time.Second)) // the login deadline may have passed
 		sendFatal(c.w, serverErrorResponse(err))
 		p.dropClient(c)
 		return

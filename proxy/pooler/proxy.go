@@ -108,7 +108,7 @@ func (p *Proxy) setConfig(cfg *Config) error {
 	var up *pgconn.Config
 	if cfg.Upstream != "" {
 		var err error
-		if up, err = pgconn.ParseConfig(cfg.Upstream); err != nil {
+		if up, err = parseUpstream(cfg.Upstream); err != nil {
 			return fmt.Errorf("upstream: %w", err)
 		}
 	}
