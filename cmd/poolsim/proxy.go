@@ -6,6 +6,8 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -142,6 +144,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long transactions may finish after SIGINT")
 	threads := fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
 	verbose := fs.BoolP("verbose", "v", false, "log every server close and its reason")
+	pprofListen := fs.String("pprof-listen", "", "serve Go's runtime profiles (net/http/pprof: goroutines, heap) on this loopback address, e.g. 127.0.0.1:6060; empty = off")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -188,6 +191,11 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *threads > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*threads))
 	}
+	if *pprofListen != "" {
+		if err := checkLoopback(*pprofListen); err != nil {
+			return usagef("--pprof-listen: %v", err)
+		}
+	}
 	p, err := pooler.New(cfg)
 	if err != nil {
 		return usage(err)
@@ -211,6 +219,14 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ln.Addr(), cfg.Mode, cfg.PoolSize, prepared, upstream)
 	if env := pooler.UpstreamEnvApplied(cfg.Upstream); cfg.Upstream != "" && len(env) > 0 {
 		logger.Printf("upstream: taking %s from the environment (the URL does not set them)", strings.Join(env, ", "))
+	}
+	if *pprofListen != "" {
+		stop, err := servePprof(*pprofListen)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("pprof listen: %w", err)
+		}
+		defer stop()
 	}
 	start := time.Now()
 	served := make(chan error, 1)
@@ -327,4 +343,41 @@ func redact(s string) string {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	return u.String()
+}
+
+// checkLoopback refuses an address that is not on the loopback interface:
+// profiles show the process's internals.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%q is not a loopback address", addr)
+	}
+	return nil
+}
+
+// servePprof serves net/http/pprof's handlers on addr until stop is called.
+func servePprof(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() { // owner: runProxy, through stop
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return func() {
+		_ = srv.Close()
+		<-done
+	}, nil
 }

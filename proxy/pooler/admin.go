@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,15 +104,15 @@ func (p *Proxy) admin(c *client, u consoleUser) {
 	b, _ = (&pgproto3.AuthenticationOk{}).Encode(b)
 	for _, kv := range [][2]string{{"server_version", "1.18.0/bouncer"}, {"client_encoding", "UTF8"},
 		{"server_encoding", "UTF8"}, {"DateStyle", "ISO"}, {"standard_conforming_strings", "on"},
-		{"application_name", c.appName}} {
+		{"application_name", c.lg.appName}} {
 		b, _ = (&pgproto3.ParameterStatus{Name: kv[0], Value: kv[1]}).Encode(b)
 	}
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: []byte{byte(c.secret >> 24), byte(c.secret >> 16), byte(c.secret >> 8), byte(c.secret)}}).Encode(b)
 	b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
-	if _, err := c.w.Write(b); err != nil || c.w.Flush() != nil {
+	if _, err := c.lg.w.Write(b); err != nil || c.lg.w.Flush() != nil {
 		return
 	}
-	_ = c.conn.SetDeadline(time.Time{})
+	_ = c.lg.conn.SetDeadline(time.Time{})
 	stop := make(chan struct{})
 	defer close(stop)
 	p.wg.Add(1)
@@ -119,20 +120,20 @@ func (p *Proxy) admin(c *client, u consoleUser) {
 		defer p.wg.Done()
 		select {
 		case <-p.stopping:
-			_ = c.conn.Close()
+			_ = c.lg.conn.Close()
 		case <-stop:
 		}
 	}()
 	for {
-		typ, n, err := consoleHeader(c.r, p.conf().PktBuf)
+		typ, n, err := consoleHeader(c.lg.r, p.conf().PktBuf)
 		if err != nil {
 			if errors.Is(err, errIncompletePkt) {
-				sendFatal(c.w, poolerError("incomplete pkt"))
+				sendFatal(c.lg.w, poolerError("incomplete pkt"))
 			}
 			return
 		}
 		// The whole message fits in the reader's pkt_buf bytes.
-		msg, err := c.r.Peek(n)
+		msg, err := c.lg.r.Peek(n)
 		if err != nil {
 			return
 		}
@@ -143,17 +144,17 @@ func (p *Proxy) admin(c *client, u consoleUser) {
 		case 'Q':
 			var q pgproto3.Query
 			if q.Decode(body) != nil {
-				sendFatal(c.w, poolerError("incomplete query"))
+				sendFatal(c.lg.w, poolerError("incomplete query"))
 				return
 			}
 			query := q.String
-			_, _ = c.r.Discard(n)
-			p.adminQuery(c.w, u, query)
-			if c.w.Flush() != nil {
+			_, _ = c.lg.r.Discard(n)
+			p.adminQuery(c.lg.w, u, query)
+			if c.lg.w.Flush() != nil {
 				return
 			}
 		default:
-			sendFatal(c.w, poolerError("admin console supports only the simple query protocol"))
+			sendFatal(c.lg.w, poolerError("admin console supports only the simple query protocol"))
 			return
 		}
 	}
@@ -276,7 +277,7 @@ func (p *Proxy) showPools() [][]string {
 		waiting := int64(len(pl.waiters))
 		var maxwait time.Duration
 		if len(pl.waiters) > 0 {
-			maxwait = now.Sub(pl.waiters[0].since)
+			maxwait = now.Sub(pl.waiters[0].since.time())
 		}
 		login := int64(0)
 		if pl.login {
@@ -357,6 +358,14 @@ func hostPort(a net.Addr) (string, string) {
 	return h, port
 }
 
+// addrPortStrings splits a client's address for SHOW CLIENTS.
+func addrPortStrings(ap netip.AddrPort) (string, string) {
+	if !ap.IsValid() {
+		return "", "0"
+	}
+	return ap.Addr().Unmap().String(), strconv.Itoa(int(ap.Port()))
+}
+
 func ptr(id uint64) string { return fmt.Sprintf("0x%x", id) }
 
 func (p *Proxy) showClients() [][]string {
@@ -374,17 +383,17 @@ func (p *Proxy) showClients() [][]string {
 		var wait time.Duration
 		if c.queued {
 			state = "waiting"
-			wait = now.Sub(c.wait.since)
+			wait = now.Sub(c.wait.since.time())
 		}
 		req := c.connectTime
-		if !c.requestTime.IsZero() {
+		if c.requestTime != 0 {
 			req = c.requestTime
 		}
-		addr, port := hostPort(c.remote)
-		laddr, lport := hostPort(c.local)
+		addr, port := addrPortStrings(c.remote)
+		laddr, lport := addrPortStrings(c.local)
 		us := wait.Microseconds()
 		rows = append(rows, []string{"C", c.pool.key.user, c.pool.key.db, "none", state, addr, port, laddr, lport,
-			c.connectTime.Format(adminTime), req.Format(adminTime), itoa(us / 1e6), itoa(us % 1e6), "0",
+			c.connectTime.time().Format(adminTime), req.time().Format(adminTime), itoa(us / 1e6), itoa(us % 1e6), "0",
 			ptr(c.id), link, "0", "", c.want.get("application_name"), itoa(int64(prepared)), itoa(int64(c.id))})
 	}
 	return rows

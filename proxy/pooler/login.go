@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -33,10 +34,19 @@ func newClient(p *Proxy, conn net.Conn) *client {
 	return &client{
 		id:          clientIDs.Add(1),
 		px:          p,
-		conn:        conn,
-		connectTime: time.Now(),
+		lg:          &loginIO{conn: conn},
+		connectTime: stampOf(time.Now()),
 		txStatus:    'I',
 	}
+}
+
+// addrPort is a TCP address without an allocation per client; zero for
+// other addresses.
+func addrPort(a net.Addr) netip.AddrPort {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort()
+	}
+	return netip.AddrPort{}
 }
 
 // errLoginTimeout is client_login_timeout firing.
@@ -52,7 +62,7 @@ func (e loginTimeoutError) Error() string { return string(e) }
 // connection past the descriptor limit: only the console may take it.
 func (p *Proxy) handle(c *client, consoleOnly bool) {
 	defer p.wg.Done()
-	conn := c.conn
+	conn := c.lg.conn
 	handed := false // the loop owns the client (and its connection's place)
 	defer func() {
 		_ = conn.Close()
@@ -65,7 +75,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	}
 	var deadline time.Time
 	if d := p.conf().ClientLoginTimeout; d > 0 {
-		deadline = c.connectTime.Add(d)
+		deadline = c.connectTime.time().Add(d)
 	}
 	_ = conn.SetDeadline(deadline)
 	// A connection accepted just as shutdown starts is closed by its owner
@@ -79,9 +89,10 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	}
 	bufs.r.Reset(conn)
 	bufs.w.Reset(conn)
-	c.r, c.w = bufs.r, bufs.w
+	c.lg.r, c.lg.w = bufs.r, bufs.w
+	lg := c.lg
 	defer func() {
-		if c.r != nil { // not handed to the loop, which drops them
+		if lg.r != nil { // not handed to the loop, which drops them
 			bufs.r.Reset(nil)
 			bufs.w.Reset(nil)
 			p.login.Put(bufs)
@@ -96,7 +107,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		}
 		p.stats.loginTimeouts.Add(1)
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
-		sendFatal(c.w, poolerError("client_login_timeout"))
+		sendFatal(c.lg.w, poolerError("client_login_timeout"))
 		return true
 	}
 
@@ -106,36 +117,36 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	}
 	user, db := startup["user"], startup["database"]
 	if user == "" {
-		sendFatal(c.w, fatal("28000", "no PostgreSQL user name specified in startup packet"))
+		sendFatal(c.lg.w, fatal("28000", "no PostgreSQL user name specified in startup packet"))
 		return
 	}
 	if db == "" {
 		db = user
 	}
-	c.appName = startup["application_name"]
+	c.lg.appName = startup["application_name"]
 	p.mu.Lock()
 	ignore := p.ignore
 	p.mu.Unlock()
 	want, extra, refuse := parseStartup(startup, ignore)
 	if refuse != "" {
-		sendFatal(c.w, poolerError(string(refuse)))
+		sendFatal(c.lg.w, poolerError(string(refuse)))
 		return
 	}
-	c.remote, c.local = conn.RemoteAddr(), conn.LocalAddr()
+	c.remote, c.local = addrPort(conn.RemoteAddr()), addrPort(conn.LocalAddr())
 	if db == adminDB {
 		p.enterConsole(c)
 	} else if consoleOnly {
 		p.stats.refusedFDLimit.Add(1)
-		sendFatal(c.w, poolerError(errFDLimit))
+		sendFatal(c.lg.w, poolerError(errFDLimit))
 		return
 	} else if p.overMaxClientConn() {
 		p.stats.refusedMaxClient.Add(1)
-		sendFatal(c.w, poolerError(poolmode.ErrMaxClientConn))
+		sendFatal(c.lg.w, poolerError(poolmode.ErrMaxClientConn))
 		return
 	}
 	if err := p.authenticate(c, user); err != nil {
 		if !timedOut(err) {
-			sendFatal(c.w, poolerError(err.Error())) // 08P01, as PgBouncer sends it
+			sendFatal(c.lg.w, poolerError(err.Error())) // 08P01, as PgBouncer sends it
 		}
 		return
 	}
@@ -148,14 +159,14 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		role := p.consoleRole(user)
 		if role == roleNone {
 			// PgBouncer's admin_post_login: after authentication.
-			sendFatal(c.w, poolerError("not allowed"))
+			sendFatal(c.lg.w, poolerError("not allowed"))
 			return
 		}
 		p.admin(c, consoleUser{name: user, role: role})
 		return
 	}
 	if p.stoppingNow() {
-		sendFatal(c.w, poolerError("pgbouncer is shutting down"))
+		sendFatal(c.lg.w, poolerError("pgbouncer is shutting down"))
 		return
 	}
 	c.st.logins = 1
@@ -164,7 +175,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		if !errors.Is(err, errNoSuchDatabase) {
 			p.logf("client %d: %v", c.id, err)
 		}
-		sendFatal(c.w, poolerError("no such database: "+db))
+		sendFatal(c.lg.w, poolerError("no such database: "+db))
 		return
 	}
 	c.pool = pl
@@ -179,7 +190,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 			err = loginTimeoutError("client_login_timeout (server down)")
 		}
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second)) // the login deadline may have passed
-		sendFatal(c.w, serverErrorResponse(err))
+		sendFatal(c.lg.w, serverErrorResponse(err))
 		p.dropClient(c)
 		return
 	}
@@ -196,21 +207,22 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	b = append(b, welcomeFor(params, &c.want, c.extra)...)
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: binary.BigEndian.AppendUint32(nil, c.secret)}).Encode(b)
 	b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
-	_, _ = c.w.Write(b)
-	if err := c.w.Flush(); err != nil {
+	_, _ = c.lg.w.Write(b)
+	if err := c.lg.w.Flush(); err != nil {
 		p.dropClient(c)
 		return
 	}
 	// The loop takes the connection over, with anything the client sent
 	// past its login.
 	_ = conn.SetDeadline(time.Time{})
-	buffered, _ := c.r.Peek(c.r.Buffered())
+	buffered, _ := c.lg.r.Peek(c.lg.r.Buffered())
 	buffered = append([]byte(nil), buffered...)
 	bufs.r.Reset(nil)
 	bufs.w.Reset(nil)
 	p.login.Put(bufs)
-	c.r, c.w = nil, nil
+	lg.r, lg.w = nil, nil
 	fd, err := p.detach(conn)
+	c.lg = nil // the connection is closed by detach (or bridged): the loop has fd
 	if err != nil {
 		p.logf("client %d: take over connection: %v", c.id, err)
 		p.dropClient(c)
@@ -229,24 +241,24 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 // returns its parameters.
 func (p *Proxy) startup(c *client, timedOut func(error) bool) (map[string]string, bool) {
 	for range 3 {
-		buf, err := readStartup(c.r)
+		buf, err := readStartup(c.lg.r)
 		if err != nil {
 			var he headerError
 			switch {
 			case timedOut(err):
 			case errors.As(err, &he):
 				// PgBouncer's text, with the bytes it read in hex.
-				sendFatal(c.w, poolerError(fmt.Sprintf("bad packet header: '%x'", he.head)))
+				sendFatal(c.lg.w, poolerError(fmt.Sprintf("bad packet header: '%x'", he.head)))
 			}
 			return nil, false
 		}
 		code := binary.BigEndian.Uint32(buf)
 		switch {
 		case code == codeSSLRequest || code == codeGSSENCRequest:
-			if len(buf) != 4 || c.r.Buffered() > 0 {
+			if len(buf) != 4 || c.lg.r.Buffered() > 0 {
 				return nil, false // no bytes may follow before our answer
 			}
-			if _, err := c.conn.Write([]byte{'N'}); err != nil {
+			if _, err := c.lg.conn.Write([]byte{'N'}); err != nil {
 				return nil, false
 			}
 		case code == codeCancelRequest:
@@ -258,7 +270,7 @@ func (p *Proxy) startup(c *client, timedOut func(error) bool) (map[string]string
 		case code>>16 == 3:
 			var sm pgproto3.StartupMessage
 			if err := sm.Decode(buf); err != nil {
-				sendFatal(c.w, poolerError("bad startup packet"))
+				sendFatal(c.lg.w, poolerError("bad startup packet"))
 				return nil, false
 			}
 			// Minor versions above 3.0 and _pq_ options are declined, so the
@@ -270,11 +282,11 @@ func (p *Proxy) startup(c *client, timedOut func(error) bool) (map[string]string
 				}
 			}
 			if code != protocol30 || len(unknown) > 0 {
-				_ = send(c.w, &pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknown})
+				_ = send(c.lg.w, &pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknown})
 			}
 			return sm.Parameters, true
 		default:
-			sendFatal(c.w, poolerError("unsupported startup parameter or protocol version"))
+			sendFatal(c.lg.w, poolerError("unsupported startup parameter or protocol version"))
 			return nil, false
 		}
 	}

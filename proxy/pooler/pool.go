@@ -104,7 +104,7 @@ func (d *dbCount) reserve(max int) bool {
 // waiter is a client waiting for a server: its place in the pool's queue.
 type waiter struct {
 	c     *client
-	since time.Time // when the request reached the proxy
+	since stamp // when the request reached the proxy
 }
 
 // counters are PgBouncer's SHOW STATS counters. Times are in
@@ -232,7 +232,7 @@ func (p *pool) enqueue(c *client, since time.Time) error {
 		return errShuttingDown
 	}
 	w := &c.wait
-	w.c, w.since = c, since
+	w.c, w.since = c, stampOf(since)
 	p.waiters = append(p.waiters, w)
 	p.launch()
 	return nil
@@ -259,7 +259,7 @@ func (p *pool) failWaiters(e func() *pgproto3.ErrorResponse) {
 // expireWaiters fails the clients that have waited longer than d
 // (query_wait_timeout); the queue is in arrival order.
 func (p *pool) expireWaiters(now time.Time, d time.Duration) {
-	for len(p.waiters) > 0 && now.Sub(p.waiters[0].since) > d {
+	for len(p.waiters) > 0 && now.Sub(p.waiters[0].since.time()) > d {
 		w := p.waiters[0]
 		p.waiters = slices.Delete(p.waiters, 0, 1)
 		p.px.stats.waitTimeouts.Add(1)
@@ -459,7 +459,7 @@ func (p *pool) release(s *server) {
 		w := p.waiters[0]
 		p.waiters = slices.Delete(p.waiters, 0, 1)
 		s.state = stateActive
-		if w.c.handOver(s, w.since) {
+		if w.c.handOver(s, w.since.time()) {
 			return
 		}
 	}

@@ -47,13 +47,12 @@ type Proxy struct {
 	values    map[string]string // interned setting values (varcache.go)
 	pause     pauseState        // PAUSE, SUSPEND (pause.go)
 
-	mu      sync.Mutex
-	pools   map[poolKey]*pool
-	dbs     map[string]*dbCount
-	users   map[string]*dbCount // server connections per user, for max_user_connections
-	clients map[*client]struct{}
-	keys    map[uint64]*client // BackendKeyData -> client, for cancels
-	served  bool
+	mu     sync.Mutex
+	pools  map[poolKey]*pool
+	dbs    map[string]*dbCount
+	users  map[string]*dbCount // server connections per user, for max_user_connections
+	keys   map[uint64]*client  // BackendKeyData -> client: every logged-in client, for cancels and SHOW CLIENTS
+	served bool
 
 	conns conns     // client connections, for max_client_conn and the descriptor limit
 	login sync.Pool // *loginBufs of PktBuf bytes, reused across logins
@@ -91,7 +90,6 @@ func New(cfg Config) (*Proxy, error) {
 		pools:    map[poolKey]*pool{},
 		dbs:      map[string]*dbCount{},
 		users:    map[string]*dbCount{},
-		clients:  map[*client]struct{}{},
 		keys:     map[uint64]*client{},
 		waits:    waitLog{max: cfg.WaitLog},
 	}
@@ -178,7 +176,11 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	l := p.loop
 
 	acceptErr := make(chan error, 1)
-	p.wg.Add(2)
+	p.wg.Add(3)
+	go func() {
+		defer p.wg.Done()
+		returnMemory(p.base)
+	}()
 	go func() {
 		defer p.wg.Done()
 		l.run()
@@ -518,7 +520,9 @@ func (p *Proxy) evictIdle(blocked *pool) {
 func (p *Proxy) addClient(c *client) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.clients[c] = struct{}{}
+	for p.keys[cancelKey(c.pid, c.secret)] != nil { // keys name clients: no two alike
+		c.secret++
+	}
 	p.keys[cancelKey(c.pid, c.secret)] = c
 }
 
@@ -526,10 +530,10 @@ func (p *Proxy) addClient(c *client) {
 // pool's. It runs on the loop.
 func (p *Proxy) removeClient(c *client) {
 	p.mu.Lock()
-	_, ok := p.clients[c]
+	k := cancelKey(c.pid, c.secret)
+	ok := p.keys[k] == c
 	if ok {
-		delete(p.clients, c)
-		delete(p.keys, cancelKey(c.pid, c.secret))
+		delete(p.keys, k)
 		if c.pool != nil {
 			c.pool.refs--
 		}
@@ -548,9 +552,8 @@ func (p *Proxy) removeClient(c *client) {
 func (p *Proxy) dropClient(c *client) {
 	if !p.loop.post(func() { p.removeClient(c) }) {
 		p.mu.Lock()
-		if _, ok := p.clients[c]; ok {
-			delete(p.clients, c)
-			delete(p.keys, cancelKey(c.pid, c.secret))
+		if k := cancelKey(c.pid, c.secret); p.keys[k] == c {
+			delete(p.keys, k)
 			if c.pool != nil {
 				c.pool.refs--
 			}
@@ -561,8 +564,8 @@ func (p *Proxy) dropClient(c *client) {
 
 func (p *Proxy) clientList() []*client {
 	p.mu.Lock()
-	out := make([]*client, 0, len(p.clients))
-	for c := range p.clients {
+	out := make([]*client, 0, len(p.keys))
+	for _, c := range p.keys {
 		out = append(out, c)
 	}
 	p.mu.Unlock()
