@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -251,8 +250,7 @@ func startProxy(t *testing.T, s settings) *target {
 	return tg
 }
 
-// startBouncer runs PgBouncer with s; limits are applied with prlimit once
-// it runs (PgBouncer reads them only to log them at start).
+// startBouncer runs PgBouncer with s, under the limits s asks for.
 func startBouncer(t *testing.T, s settings) *target {
 	t.Helper()
 	extra := map[string]string{}
@@ -267,7 +265,40 @@ func startBouncer(t *testing.T, s settings) *target {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: s.upstreamPort, PoolMode: "transaction",
+	// Limits are set by a wrapper script before exec, as for the proxy
+	// (prlimit on another account's process needs CAP_SYS_RESOURCE).
+	var path string
+	if s.nofile > 0 || s.addressSpace > 0 {
+		real, err := pgbouncer.Find()
+		if err != nil {
+			if pgclustertest.InCI() {
+				t.Fatalf("pgbouncer: %v", err)
+			}
+			t.Skipf("pgbouncer: %v", err)
+		}
+		script := "#!/bin/sh\n"
+		if s.nofile > 0 {
+			script += fmt.Sprintf("ulimit -n %d || exit 1\n", s.nofile)
+		}
+		if s.addressSpace > 0 {
+			script += fmt.Sprintf("ulimit -v %d || exit 1\n", s.addressSpace/1024)
+		}
+		script += fmt.Sprintf("exec %s \"$@\"\n", real)
+		f, err := os.CreateTemp("", "pgbouncer-limits-*.sh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		path = f.Name()
+		t.Cleanup(func() { os.Remove(path) })
+		if _, err := f.WriteString(script); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := os.Chmod(path, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: s.upstreamPort, PoolMode: "transaction", Path: path,
 		DefaultPoolSize: s.poolSize, MaxClientConn: s.maxClientConn, QueryWaitTimeout: s.queryWaitTimeout, Extra: extra})
 	if err != nil {
 		if pgclustertest.InCI() || !errors.Is(err, pgbouncer.ErrNoPgBouncer) {
@@ -280,16 +311,6 @@ func startBouncer(t *testing.T, s settings) *target {
 	tg.alive = func() bool { return syscall.Kill(tg.pid, 0) == nil && !isZombie(tg.pid) }
 	tg.stop = func() { _ = b.Stop() }
 	t.Cleanup(tg.stop)
-	if s.nofile > 0 {
-		if err := prlimit(tg.pid, syscall.RLIMIT_NOFILE, uint64(s.nofile)); err != nil {
-			t.Fatalf("prlimit pgbouncer: %v", err)
-		}
-	}
-	if s.addressSpace > 0 {
-		if err := prlimit(tg.pid, syscall.RLIMIT_AS, uint64(s.addressSpace)); err != nil {
-			t.Fatalf("prlimit pgbouncer: %v", err)
-		}
-	}
 	return tg
 }
 
@@ -301,16 +322,6 @@ func isZombie(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z'
-}
-
-// prlimit sets both limits of resource for another process.
-func prlimit(pid, resource int, v uint64) error {
-	lim := [2]uint64{v, v}
-	_, _, e := syscall.RawSyscall6(syscall.SYS_PRLIMIT64, uintptr(pid), uintptr(resource), uintptr(unsafe.Pointer(&lim)), 0, 0, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
 }
 
 // procStatus reads one kB or count field of /proc/pid/status.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -24,8 +25,9 @@ import (
 //     default_pool_size more, less fdConsoleReserve. A connection accepted past that
 //     limit may still log in to the console (up to fdConsoleReserve of
 //     them); any other gets FATAL "no more connections allowed (file
-//     descriptor limit)"; beyond the console's reserve it is closed at
-//     once.
+//     descriptor limit)"; beyond the console's reserve it takes the place
+//     of the oldest reserve connection that has not sent its start-up
+//     packet (closed), or is closed at once if there is none.
 //   - every client connection, from accept on, counts against
 //     max_client_conn, as PgBouncer counts its client objects; the check
 //     runs when the start-up packet names the database (the console is
@@ -45,6 +47,11 @@ type conns struct {
 	open     int // every client connection, from accept to close
 	consoles int // of which admin console connections
 	servers  int // server connections, open or logging in
+	// pending are the connections admitted past the client limit into the
+	// console's reserve that have not yet said which database they want,
+	// oldest first: a newcomer past the reserve takes the oldest one's
+	// place, so idle connections cannot keep the console out.
+	pending []*client
 	// fdCap is the descriptors left for client and server connections
 	// (RLIMIT_NOFILE less what was open at Serve and fdConsoleReserve);
 	// 0 = no limit.
@@ -113,12 +120,31 @@ func (p *Proxy) admit(c *client) (ok, consoleOnly bool) {
 	defer cs.mu.Unlock()
 	limit := p.clientCap()
 	if limit > 0 && cs.open >= limit+fdConsoleReserve {
-		return false, false
+		if len(cs.pending) == 0 {
+			return false, false
+		}
+		old := cs.pending[0]
+		cs.pending = cs.pending[1:]
+		_ = old.lg.conn.Close() // its goroutine ends and gives its place back
 	}
 	consoleOnly = limit > 0 && cs.open >= limit
 	cs.open++
 	c.counted = true
+	if consoleOnly {
+		cs.pending = append(cs.pending, c)
+	}
 	return true, consoleOnly
+}
+
+// identified takes c off the pending list once its start-up packet named a
+// database.
+func (p *Proxy) identified(c *client) {
+	cs := &p.conns
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if i := slices.Index(cs.pending, c); i >= 0 {
+		cs.pending = slices.Delete(cs.pending, i, i+1)
+	}
 }
 
 // enterConsole marks an admitted connection as a console connection.
@@ -149,6 +175,9 @@ func (p *Proxy) connClosed(c *client) {
 	c.counted = false
 	cs := &p.conns
 	cs.mu.Lock()
+	if i := slices.Index(cs.pending, c); i >= 0 {
+		cs.pending = slices.Delete(cs.pending, i, i+1)
+	}
 	cs.open--
 	if c.console {
 		cs.consoles--

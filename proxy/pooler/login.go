@@ -115,6 +115,9 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	if !ok {
 		return
 	}
+	if consoleOnly {
+		p.identified(c)
+	}
 	user, db := startup["user"], startup["database"]
 	if user == "" {
 		sendFatal(c.lg.w, fatal("28000", "no PostgreSQL user name specified in startup packet"))
