@@ -58,7 +58,7 @@ func TestBackendKills(t *testing.T) {
 			t.Errorf("%d kills, %d commits: the scenario did not run", kills, acked)
 		}
 		if !tg.alive() {
-			t.Fatalf("%s died", tg.name)
+			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
 		}
 	})
 }
@@ -106,7 +106,7 @@ func TestPostgresCrashRestart(t *testing.T) {
 			t.Errorf("%d of %d acknowledged commits are missing", missing, acked)
 		}
 		if !tg.alive() {
-			t.Fatalf("%s died", tg.name)
+			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
 		}
 	})
 }
@@ -204,7 +204,7 @@ func TestUpstreamDownHung(t *testing.T) {
 			figs.add("upstream down at start, then up, then hung", phase+": client sees (after)", tg.name, "%s (%v)", msg, took.Round(100*time.Millisecond))
 		}
 		if !tg.alive() {
-			t.Fatalf("%s died", tg.name)
+			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
 		}
 	})
 }
@@ -325,7 +325,7 @@ func TestSlowloris(t *testing.T) {
 			t.Errorf("%d of %d slow connections were closed by the pooler, want all (within client_login_timeout + 30 s)", cut, n)
 		}
 		if !tg.alive() {
-			t.Fatalf("%s died", tg.name)
+			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
 		}
 	})
 }

@@ -308,7 +308,10 @@ func startBouncer(t *testing.T, s settings) *target {
 	}
 	tg := &target{name: "pgbouncer", port: b.Port(), pid: b.Pid()}
 	tg.log = func() string { l, _ := os.ReadFile(b.LogPath()); return string(l) }
-	tg.alive = func() bool { return syscall.Kill(tg.pid, 0) == nil && !isZombie(tg.pid) }
+	tg.alive = func() bool {
+		err := syscall.Kill(tg.pid, 0)
+		return (err == nil || errors.Is(err, syscall.EPERM)) && !isZombie(tg.pid)
+	}
 	tg.stop = func() { _ = b.Stop() }
 	t.Cleanup(tg.stop)
 	return tg

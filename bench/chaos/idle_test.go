@@ -50,7 +50,7 @@ func TestIdleClients(t *testing.T) {
 		figs.add("idle clients", "memory per idle client (settled)", tg.name, "%.2f KB", per[tg.name]/1024)
 		figs.add("idle clients", "memory per idle client (right after logins)", tg.name, "%.2f KB", float64(right-before)/float64(n)/1024)
 		if !tg.alive() {
-			t.Fatalf("%s died", tg.name)
+			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
 		}
 	})
 	if p, b := per["proxy"], per["pgbouncer"]; b > 0 {

@@ -73,7 +73,7 @@ func TestFDExhaustion(t *testing.T) {
 		}
 		figs.add("descriptor exhaustion (ulimit -n 256, 300 idle connections)", "first client served after the flood ended", tg.name, "%v", time.Since(start).Round(10*time.Millisecond))
 		if !tg.alive() {
-			t.Fatalf("%s died", tg.name)
+			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
 		}
 	})
 }
