@@ -49,6 +49,20 @@ func addrPort(a net.Addr) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
+// authFailureText is what a client whose authentication failed is told:
+// the failure itself, or PgBouncer's "bad packet" for a message that broke
+// the exchange (never a Go error's text).
+func authFailureText(err error) string {
+	if errors.Is(err, errProtocol) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isClosed(err) {
+		return "bad packet"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return "bad packet"
+	}
+	return err.Error()
+}
+
 // errLoginTimeout is client_login_timeout firing.
 var errLoginTimeout = errors.New("client_login_timeout")
 
@@ -149,7 +163,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	}
 	if err := p.authenticate(c, user); err != nil {
 		if !timedOut(err) {
-			sendFatal(c.lg.w, poolerError(err.Error())) // 08P01, as PgBouncer sends it
+			sendFatal(c.lg.w, poolerError(authFailureText(err))) // 08P01, as PgBouncer sends it
 		}
 		return
 	}
