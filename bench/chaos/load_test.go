@@ -35,6 +35,25 @@ func superuser(ctx context.Context, t *testing.T) *pgconn.PgConn {
 	return conn
 }
 
+// superuserRetry connects as postgres, retrying for up to most (while
+// PostgreSQL restarts).
+func superuserRetry(t *testing.T, most time.Duration) *pgconn.PgConn {
+	t.Helper()
+	deadline := time.Now().Add(most)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		conn, err := pgconn.Connect(ctx, cluster.SuperuserDSN("poolsim"))
+		cancel()
+		if err == nil {
+			return conn
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connect to PostgreSQL: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func sqlExec(ctx context.Context, conn *pgconn.PgConn, sql string) error {
 	_, err := conn.Exec(ctx, sql).ReadAll()
 	return err
