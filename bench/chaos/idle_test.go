@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestIdleClients: N logged-in idle clients (1,000; 5,000 in the full run)
+// TestIdleClients: N logged-in idle clients (2,000; 5,000 in the full run)
 // on each pooler; memory per client is the growth of the pooler's RSS,
 // settled, divided by N, measured the same way for both in one run. The
 // proxy's must be at most twice PgBouncer's. The baseline is taken with
@@ -14,7 +14,7 @@ import (
 // slab pages, the Go runtime's first heap arenas and GC metadata, about
 // 3 MB) is counted for neither.
 func TestIdleClients(t *testing.T) {
-	n := 1000
+	n := 2000
 	if full {
 		n = 5000
 	}

@@ -157,7 +157,7 @@
 // holds back only its own server. A socket borrows a read buffer from the
 // loop's free list only while it holds unhandled bytes, and an output
 // buffer only while bytes wait to be written, so idle connections cost no
-// buffer: an idle logged-in client is a 480-byte struct and a map entry
+// buffer: an idle logged-in client is a 504-byte struct and a map entry
 // (about 1 KB of RSS each, against PgBouncer's 0.8 to 0.9; bench/chaos
 // measures both). A client that must wait for a server
 // stops being read, its request left in its buffer; the release that
