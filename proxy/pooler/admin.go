@@ -1,8 +1,14 @@
 package pooler
 
 import (
+	"bufio"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,22 +40,79 @@ var (
 		"remote_pid", "tls", "application_name", "prepared_statements", "id"}
 )
 
-// admin serves the console on the virtual database "pgbouncer": simple
-// query protocol only, one SHOW command per query.
-func (p *Proxy) admin(c *client, user, db string) {
+// consoleRole is what a console user may do: admin_users run every
+// command, stats_users SHOW commands only, anyone else may not log in.
+type consoleRole uint8
+
+const (
+	roleNone consoleRole = iota
+	roleStats
+	roleAdmin
+)
+
+// adminCommands are PgBouncer 1.18's console commands that need admin
+// access (SHOW FDS too).
+var adminCommands = map[string]bool{"DISABLE": true, "ENABLE": true, "KILL": true, "PAUSE": true, "RECONNECT": true,
+	"RELOAD": true, "RESUME": true, "SET": true, "SHUTDOWN": true, "SUSPEND": true, "WAIT_CLOSE": true}
+
+// consoleUser is the user of one console connection.
+type consoleUser struct {
+	name string
+	role consoleRole
+}
+
+// consoleRole looks a user up in admin_users and stats_users.
+func (p *Proxy) consoleRole(user string) consoleRole {
+	if slices.Contains(p.conf().AdminUsers, user) {
+		return roleAdmin
+	}
+	if slices.Contains(p.conf().StatsUsers, user) {
+		return roleStats
+	}
+	return roleNone
+}
+
+// requireAdmin is the one access check of console commands: a command
+// that changes anything, or shows more than statistics (PgBouncer 1.18:
+// every command but SHOW, and SHOW FDS), calls it first. It answers a
+// stats user with PgBouncer's ERROR "admin access needed" and reports
+// false; for an admin user it writes nothing and reports true.
+func requireAdmin(w io.Writer, u consoleUser) bool {
+	if u.role == roleAdmin {
+		return true
+	}
+	writeConsoleError(w, "admin access needed")
+	return false
+}
+
+// writeConsoleError writes a non-fatal console error (ERROR 08P01) and
+// ReadyForQuery, as PgBouncer's admin_error does.
+func writeConsoleError(w io.Writer, msg string) {
+	b, _ := (&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "08P01",
+		Message: msg}).Encode(nil)
+	b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
+	_, _ = w.Write(b)
+}
+
+// admin serves the console on the virtual database "pgbouncer" to a user
+// of admin_users or stats_users: simple query protocol only, one command
+// per query. Every message must fit in pkt_buf, as in PgBouncer; a longer
+// one ends the connection with "incomplete pkt" before anything is
+// allocated for it.
+func (p *Proxy) admin(c *client, u consoleUser) {
 	var b []byte
 	b, _ = (&pgproto3.AuthenticationOk{}).Encode(b)
 	for _, kv := range [][2]string{{"server_version", "1.18.0/bouncer"}, {"client_encoding", "UTF8"},
 		{"server_encoding", "UTF8"}, {"DateStyle", "ISO"}, {"standard_conforming_strings", "on"},
-		{"application_name", c.appName}} {
+		{"application_name", c.lg.appName}} {
 		b, _ = (&pgproto3.ParameterStatus{Name: kv[0], Value: kv[1]}).Encode(b)
 	}
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: []byte{byte(c.secret >> 24), byte(c.secret >> 16), byte(c.secret >> 8), byte(c.secret)}}).Encode(b)
 	b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
-	if _, err := c.w.Write(b); err != nil || c.w.Flush() != nil {
+	if _, err := c.lg.w.Write(b); err != nil || c.lg.w.Flush() != nil {
 		return
 	}
-	_ = c.conn.SetDeadline(time.Time{})
+	_ = c.lg.conn.SetDeadline(time.Time{})
 	stop := make(chan struct{})
 	defer close(stop)
 	p.wg.Add(1)
@@ -57,41 +120,68 @@ func (p *Proxy) admin(c *client, user, db string) {
 		defer p.wg.Done()
 		select {
 		case <-p.stopping:
-			_ = c.conn.Close()
+			_ = c.lg.conn.Close()
 		case <-stop:
 		}
 	}()
-	var scratch []byte
 	for {
-		typ, n, err := header(c.r)
+		typ, n, err := consoleHeader(c.lg.r, p.conf().PktBuf)
+		if err != nil {
+			if errors.Is(err, errIncompletePkt) {
+				sendFatal(c.lg.w, poolerError("incomplete pkt"))
+			}
+			return
+		}
+		// The whole message fits in the reader's pkt_buf bytes.
+		msg, err := c.lg.r.Peek(n)
 		if err != nil {
 			return
 		}
-		body, err := body(c.r, n, &scratch)
-		if err != nil {
-			return
-		}
+		body := msg[5:]
 		switch typ {
 		case 'X':
 			return
 		case 'Q':
 			var q pgproto3.Query
 			if q.Decode(body) != nil {
+				sendFatal(c.lg.w, poolerError("incomplete query"))
 				return
 			}
-			p.adminQuery(c.w, q.String)
-			if c.w.Flush() != nil {
+			query := q.String
+			_, _ = c.lg.r.Discard(n)
+			p.adminQuery(c.lg.w, u, query)
+			if c.lg.w.Flush() != nil {
 				return
 			}
 		default:
-			sendFatal(c.w, poolerError("admin console supports only the simple query protocol"))
+			sendFatal(c.lg.w, poolerError("admin console supports only the simple query protocol"))
 			return
 		}
 	}
 }
 
-// adminQuery answers one console command.
-func (p *Proxy) adminQuery(w interface{ Write([]byte) (int, error) }, query string) {
+// errIncompletePkt is a console message longer than pkt_buf.
+var errIncompletePkt = errors.New("incomplete pkt")
+
+// consoleHeader reads the next console message's header and checks its
+// length against pktBuf before the body is read.
+func consoleHeader(r *bufio.Reader, pktBuf int) (typ byte, n int, err error) {
+	h, err := r.Peek(5)
+	if err != nil {
+		return 0, 0, err
+	}
+	l := int(int32(binary.BigEndian.Uint32(h[1:])))
+	if l < 4 {
+		return 0, 0, fmt.Errorf("%w: console message %q with length %d", errProtocol, h[0], l)
+	}
+	if l+1 > pktBuf || l+1 > r.Size() {
+		return 0, 0, fmt.Errorf("%w: console message %q of %d bytes, pkt_buf is %d", errIncompletePkt, h[0], l+1, pktBuf)
+	}
+	return h[0], l + 1, nil
+}
+
+// adminQuery answers one console command from user u.
+func (p *Proxy) adminQuery(w interface{ Write([]byte) (int, error) }, u consoleUser, query string) {
 	cmd := strings.ToUpper(strings.Join(strings.Fields(strings.TrimRight(strings.TrimSpace(query), "; \t\n")), " "))
 	var cols []string
 	var rows [][]string
@@ -125,10 +215,12 @@ func (p *Proxy) adminQuery(w interface{ Write([]byte) (int, error) }, query stri
 		_, _ = w.Write(b)
 		return
 	default:
-		b, _ := (&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "08P01",
-			Message: "invalid command"}).Encode(nil)
-		b, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(b)
-		_, _ = w.Write(b)
+		// PgBouncer checks admin access first thing in each admin command,
+		// so a stats user is refused one the proxy does not have either.
+		if f := strings.Fields(cmd); len(f) > 0 && (adminCommands[f[0]] || cmd == "SHOW FDS") && !requireAdmin(w, u) {
+			return
+		}
+		writeConsoleError(w, "invalid command")
 		return
 	}
 	_, _ = w.Write(encodeTable(cols, rows))
@@ -185,7 +277,7 @@ func (p *Proxy) showPools() [][]string {
 		waiting := int64(len(pl.waiters))
 		var maxwait time.Duration
 		if len(pl.waiters) > 0 {
-			maxwait = now.Sub(pl.waiters[0].since)
+			maxwait = now.Sub(pl.waiters[0].since.time())
 		}
 		login := int64(0)
 		if pl.login {
@@ -266,6 +358,14 @@ func hostPort(a net.Addr) (string, string) {
 	return h, port
 }
 
+// addrPortStrings splits a client's address for SHOW CLIENTS.
+func addrPortStrings(ap netip.AddrPort) (string, string) {
+	if !ap.IsValid() {
+		return "", "0"
+	}
+	return ap.Addr().Unmap().String(), strconv.Itoa(int(ap.Port()))
+}
+
 func ptr(id uint64) string { return fmt.Sprintf("0x%x", id) }
 
 func (p *Proxy) showClients() [][]string {
@@ -283,17 +383,17 @@ func (p *Proxy) showClients() [][]string {
 		var wait time.Duration
 		if c.queued {
 			state = "waiting"
-			wait = now.Sub(c.wait.since)
+			wait = now.Sub(c.wait.since.time())
 		}
 		req := c.connectTime
-		if !c.requestTime.IsZero() {
+		if c.requestTime != 0 {
 			req = c.requestTime
 		}
-		addr, port := hostPort(c.remote)
-		laddr, lport := hostPort(c.local)
+		addr, port := addrPortStrings(c.remote)
+		laddr, lport := addrPortStrings(c.local)
 		us := wait.Microseconds()
 		rows = append(rows, []string{"C", c.pool.key.user, c.pool.key.db, "none", state, addr, port, laddr, lport,
-			c.connectTime.Format(adminTime), req.Format(adminTime), itoa(us / 1e6), itoa(us % 1e6), "0",
+			c.connectTime.time().Format(adminTime), req.time().Format(adminTime), itoa(us / 1e6), itoa(us % 1e6), "0",
 			ptr(c.id), link, "0", "", c.want.get("application_name"), itoa(int64(prepared)), itoa(int64(c.id))})
 	}
 	return rows
@@ -378,27 +478,34 @@ func (p *Proxy) showConfig() [][]string {
 	def := DefaultConfig()
 	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'g', -1, 64) }
 	n := func(v int) string { return itoa(int64(v)) }
+	cfg := p.conf()
 	addr, port := "", ""
-	if h, pt, err := net.SplitHostPort(p.conf().Listen); err == nil {
+	if h, pt, err := net.SplitHostPort(cfg.Listen); err == nil {
 		addr, port = h, pt
 	}
 	_, defPort, _ := net.SplitHostPort(def.Listen)
 	rows := [][]string{
-		{"auth_file", p.conf().AuthFile, def.AuthFile},
-		{"auth_type", p.conf().AuthType, def.AuthType},
-		{"default_pool_size", n(p.conf().PoolSize), n(def.PoolSize)},
+		{"admin_users", strings.Join(cfg.AdminUsers, ","), ""},
+		{"auth_file", cfg.AuthFile, def.AuthFile},
+		{"autodb_idle_timeout", secs(cfg.AutodbIdleTimeout), secs(def.AutodbIdleTimeout)},
+		{"client_login_timeout", secs(cfg.ClientLoginTimeout), secs(def.ClientLoginTimeout)},
+		{"auth_type", cfg.AuthType, def.AuthType},
+		{"default_pool_size", n(cfg.PoolSize), n(def.PoolSize)},
 		{"listen_addr", addr, ""},
 		{"listen_port", port, defPort},
-		{"max_client_conn", n(p.conf().MaxClientConn), n(def.MaxClientConn)},
-		{"max_db_connections", n(p.conf().MaxDBConnections), n(def.MaxDBConnections)},
-		{"max_prepared_statements", n(p.conf().MaxPreparedStatements), n(def.MaxPreparedStatements)},
-		{"pool_mode", p.conf().Mode.String(), def.Mode.String()},
-		{"query_wait_timeout", secs(p.conf().QueryWaitTimeout), secs(def.QueryWaitTimeout)},
-		{"server_connect_timeout", secs(p.conf().ServerConnectTimeout), secs(def.ServerConnectTimeout)},
-		{"server_idle_timeout", secs(p.conf().ServerIdleTimeout), secs(def.ServerIdleTimeout)},
-		{"server_lifetime", secs(p.conf().ServerLifetime), secs(def.ServerLifetime)},
-		{"server_login_retry", secs(p.conf().ServerLoginRetry), secs(def.ServerLoginRetry)},
-		{"server_reset_query", p.conf().ServerResetQuery, def.ServerResetQuery},
+		{"max_client_conn", n(cfg.MaxClientConn), n(def.MaxClientConn)},
+		{"max_db_connections", n(cfg.MaxDBConnections), n(def.MaxDBConnections)},
+		{"max_packet_size", n(cfg.MaxPacketSize), n(def.MaxPacketSize)},
+		{"max_prepared_statements", n(cfg.MaxPreparedStatements), n(def.MaxPreparedStatements)},
+		{"pkt_buf", n(cfg.PktBuf), n(def.PktBuf)},
+		{"pool_mode", cfg.Mode.String(), def.Mode.String()},
+		{"query_wait_timeout", secs(cfg.QueryWaitTimeout), secs(def.QueryWaitTimeout)},
+		{"server_connect_timeout", secs(cfg.ServerConnectTimeout), secs(def.ServerConnectTimeout)},
+		{"server_idle_timeout", secs(cfg.ServerIdleTimeout), secs(def.ServerIdleTimeout)},
+		{"server_lifetime", secs(cfg.ServerLifetime), secs(def.ServerLifetime)},
+		{"server_login_retry", secs(cfg.ServerLoginRetry), secs(def.ServerLoginRetry)},
+		{"server_reset_query", cfg.ServerResetQuery, def.ServerResetQuery},
+		{"stats_users", strings.Join(cfg.StatsUsers, ","), ""},
 	}
 	for i := range rows {
 		rows[i] = append(rows[i], "no")
