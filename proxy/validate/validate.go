@@ -69,6 +69,10 @@ type Options struct {
 	Command string
 	// Logf receives progress lines; nil = none.
 	Logf func(format string, args ...any)
+	// Progress, when set, is told the phase and how many of the live runs
+	// and probes are done out of how many (starting PostgreSQL and the
+	// statement's calibration count as phases of their own, with done 0).
+	Progress func(phase string, done, total int)
 }
 
 // settle is the pause between the clients' logins and time zero.
@@ -87,6 +91,26 @@ type v struct {
 	backendGone func(context.Context, uint32) error
 	// bouncerVersion is the installed pgbouncer's version ("" if none).
 	bouncerVersion string
+	// done and total count live runs and probes for Options.Progress;
+	// at is the phase under way.
+	done, total int
+	at          string
+}
+
+// phase reports a new phase to Options.Progress.
+func (vv *v) phase(what string) {
+	vv.at = what
+	if vv.o.Progress != nil {
+		vv.o.Progress(what, vv.done, vv.total)
+	}
+}
+
+// step counts a finished live run or probe.
+func (vv *v) step() {
+	vv.done++
+	if vv.o.Progress != nil {
+		vv.o.Progress(vv.at, vv.done, vv.total)
+	}
 }
 
 // Run validates o.Scenario and returns the report.
@@ -134,6 +158,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if vv.logf == nil {
 		vv.logf = func(string, ...any) {}
 	}
+	vv.total = len(points) * vv.repeats()
+	if !o.Quick || o.Probes {
+		modes := map[poolmode.Mode]bool{}
+		for _, p := range points {
+			if m := p.Config.Pooler.Mode; !(o.Target == TargetDirect && m.Pooled()) {
+				modes[m] = true
+			}
+		}
+		vv.total += len(modes)
+	}
+	vv.phase("starting PostgreSQL")
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Source: sc.Source, Seed: sc.Base.Seed, Target: o.Target, Command: o.Command}
 
 	if o.DSN == "" {
@@ -175,6 +210,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Quick {
 		samples = 60
 	}
+	vv.phase("calibrating the statement")
 	stmt, err := statement(ctx, vv.srv.dsn, sc.Base, vv.backendGone)
 	if err != nil {
 		return nil, err
@@ -198,11 +234,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				continue
 			}
 			seen[m] = true
+			vv.phase(fmt.Sprintf("probing session features in %s mode", m))
 			pr, err := vv.probe(ctx, m, p.Config.Pooler.MaxPreparedStatements)
 			if err != nil {
 				return nil, err
 			}
 			rep.Probes = append(rep.Probes, pr)
+			vv.step()
 		}
 	}
 	rep.Notes = append(rep.Notes, notes(o.Target, points)...)
@@ -257,12 +295,14 @@ func (vv *v) row(ctx context.Context, p scenarios.Point, model system.Metrics, s
 	vv.logf("validate: row %s", row.Title())
 	loadStart := loadAvg()
 	var runs []attempt
-	for range vv.repeats() {
+	for r := range vv.repeats() {
+		vv.phase(fmt.Sprintf("row %s, run %d of %d", row.Title(), r+1, vv.repeats()))
 		a, err := vv.once(ctx, c, stmt, samples)
 		if err != nil {
 			return row, err
 		}
 		runs = append(runs, a)
+		vv.step()
 	}
 	var xs []Measured
 	var cals []Calibration
