@@ -187,6 +187,11 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rep := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows, Missing: missing}
 	if sn > 0 {
 		meta := report.ShardMeta{Scenario: sc.Name, Seed: sc.Base.Seed, Index: si, Count: sn, Points: total, Sweep: report.Fingerprint(sc, st, points)}
+		all := make([]scenarios.Row, len(points)) // the merged output's assumptions cover every point
+		for i, p := range points {
+			all[i].Config = p.Config
+		}
+		rep.Notes = report.Assumptions(all)
 		if err := report.WriteShard(stdout, *format, meta, index, rep); err != nil {
 			return err
 		}

@@ -90,7 +90,7 @@ func WriteJSON(w io.Writer, r Report) error {
 		Incomplete  string    `json:"incomplete,omitempty"`
 		Assumptions []string  `json:"assumptions"`
 		Rows        []jsonRow `json:"rows"`
-	}{Scenario: r.Scenario, Seed: r.Seed, Assumptions: Assumptions(r.Rows), Rows: make([]jsonRow, len(r.Rows))}
+	}{Scenario: r.Scenario, Seed: r.Seed, Assumptions: r.assumptions(), Rows: make([]jsonRow, len(r.Rows))}
 	if out.Assumptions == nil {
 		out.Assumptions = []string{}
 	}

@@ -33,6 +33,17 @@ type Report struct {
 	// Missing counts the points an interrupted run did not finish (not in
 	// Rows); the output is then marked incomplete.
 	Missing int
+	// Notes are the assumptions to print (nil: Assumptions(Rows), which
+	// needs the rows' configurations; a merge of shards carries them).
+	Notes []string
+}
+
+// assumptions are the report's assumption sentences.
+func (r Report) assumptions() []string {
+	if r.Notes != nil {
+		return r.Notes
+	}
+	return Assumptions(r.Rows)
 }
 
 // Assumptions are what the rows rest on (system.Assumptions), each

@@ -63,10 +63,11 @@ func Fingerprint(sc *scenarios.Scenario, study scenarios.Study, points []scenari
 // shardJSON is a JSON shard: the header, then the rows with their point
 // index and every replication's metrics.
 type shardJSON struct {
-	Format string         `json:"format"`
-	Shard  ShardMeta      `json:"shard"`
-	Study  studyJSON      `json:"study"`
-	Rows   []shardJSONRow `json:"rows"`
+	Format      string         `json:"format"`
+	Shard       ShardMeta      `json:"shard"`
+	Study       studyJSON      `json:"study"`
+	Assumptions []string       `json:"assumptions"`
+	Rows        []shardJSONRow `json:"rows"`
 }
 
 type studyJSON struct {
@@ -107,7 +108,7 @@ func WriteShard(w io.Writer, format string, meta ShardMeta, index []int, r Repor
 		return cw.Error()
 	}
 	st := studyJSON{r.Study.Replications, r.Study.Precision, r.Study.MaxReplications}
-	out := shardJSON{Format: ShardFormat, Shard: meta, Study: st, Rows: make([]shardJSONRow, len(r.Rows))}
+	out := shardJSON{Format: ShardFormat, Shard: meta, Study: st, Assumptions: r.assumptions(), Rows: make([]shardJSONRow, len(r.Rows))}
 	for i := range r.Rows {
 		x := &r.Rows[i]
 		c, err := json.Marshal(x.Compat)
@@ -127,6 +128,7 @@ type Shard struct {
 	Format string // json or csv
 	Meta   ShardMeta
 	study  scenarios.Study
+	notes  []string
 	rows   []shardRow
 	header []string // csv: the header without the point column
 }
@@ -153,8 +155,11 @@ func ReadShard(name string, data []byte) (*Shard, error) {
 		if err := dec.Decode(&sj); err != nil || sj.Format != ShardFormat {
 			return nil, notShard
 		}
-		s := &Shard{Name: name, Format: "json", Meta: sj.Shard,
+		s := &Shard{Name: name, Format: "json", Meta: sj.Shard, notes: sj.Assumptions,
 			study: scenarios.Study{Replications: sj.Study.Replications, Precision: sj.Study.Precision, MaxReplications: sj.Study.MaxReplications}}
+		if s.notes == nil {
+			s.notes = []string{}
+		}
 		for _, r := range sj.Rows {
 			if len(r.Reps) == 0 {
 				return nil, shardErr("%s: point %d has no replication", name, r.Point)
@@ -336,6 +341,6 @@ func Merge(w io.Writer, shards []*Shard) ([]scenarios.Row, error) {
 	for i, r := range all {
 		rows[i] = r.row
 	}
-	rep := Report{Scenario: first.Meta.Scenario, Seed: first.Meta.Seed, Study: first.study, Rows: rows}
+	rep := Report{Scenario: first.Meta.Scenario, Seed: first.Meta.Seed, Study: first.study, Rows: rows, Notes: first.notes}
 	return rows, WriteJSON(w, rep)
 }
