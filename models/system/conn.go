@@ -8,11 +8,11 @@ import (
 // conn is one client connection: to the pooler, or in direct mode to its
 // own backend.
 type conn struct {
-	user      int32    // the client using it, -1 when idle in the app pool
-	server    int32    // linked pooler server, -1 when none
-	proc      int32    // the pooler process the kernel gave it
-	pool      int32    // its pool at that process (index into model.pools)
-	cls       int16    // the class whose application opened it
+	user      int32 // the client using it, -1 when idle in the app pool
+	server    int32 // linked pooler server, -1 when none
+	proc      int32 // the pooler process the kernel gave it
+	pool      int32 // its pool at that process (index into model.pools)
+	cls       int16 // the class whose application opened it
 	mode      poolmode.Mode
 	msgAt     sim.Time // when its message in flight reached the pooler thread
 	serial    int64    // which connection opened it was (1, 2, ...)
