@@ -27,7 +27,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -391,13 +390,9 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 		}
 	}
 	tracked := prepared && t.px != nil && preparedTracked(mode, c.Pooler.MaxPreparedStatements)
-	admin := vv.srv
-	admin.database = "pgbouncer"
-	adminDSN := ""
 	var sp0, b0, cp0 int64
 	if tracked {
-		adminDSN = admin.dsnAt("127.0.0.1", t.px.Addr().(*net.TCPAddr).Port)
-		if sp0, b0, cp0, err = proxyStats(ctx, adminDSN, vv.srv.database); err != nil {
+		if sp0, b0, cp0, err = proxyStats(ctx, t.px, vv.srv.database); err != nil {
 			return a, err
 		}
 	}
@@ -422,7 +417,7 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 	if prepared {
 		var sp, b, cp int64
 		if tracked {
-			if sp, b, cp, err = settledStats(ctx, adminDSN, vv.srv.database); err != nil {
+			if sp, b, cp, err = settledStats(ctx, t.px, vv.srv.database); err != nil {
 				return a, err
 			}
 		}
