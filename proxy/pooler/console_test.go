@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/poolsim/poolsim/proxy/pgbouncer"
 )
@@ -278,6 +280,65 @@ func compareConsole(t *testing.T, q string, want, got consoleResult) {
 	case "VERSION":
 		if v := got.cell(0, "version"); !strings.Contains(v, "PgBouncer 1.18.0") {
 			t.Errorf("SHOW VERSION = %q, want it to name PgBouncer 1.18.0", v)
+		}
+	}
+}
+
+// TestConsoleExtendedProtocol: a Parse (and, separately, a Sync) on the
+// console gets the same messages from the proxy as from PgBouncer 1.18: a
+// non-fatal ERROR, ReadyForQuery, FATAL "bad packet", and the end of the
+// connection.
+func TestConsoleExtendedProtocol(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: cluster.Port(), PoolMode: "transaction"})
+	tp := startProxy(t, nil)
+	exchange := func(dsn string, msgs ...pgproto3.FrontendMessage) []string {
+		c, err := pgconn.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hj, err := c.Hijack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := hj.Conn
+		defer conn.Close()
+		var out []byte
+		for _, m := range msgs {
+			if out, err = m.Encode(out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := conn.Write(out); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		fe := pgproto3.NewFrontend(conn, conn)
+		var got []string
+		for {
+			m, err := fe.Receive()
+			if err != nil {
+				return append(got, "end: "+fmt.Sprint(errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)))
+			}
+			switch m := m.(type) {
+			case *pgproto3.ErrorResponse:
+				got = append(got, fmt.Sprintf("E %s/%q %s %q", m.Severity, m.SeverityUnlocalized, m.Code, m.Message))
+			default:
+				got = append(got, fmt.Sprintf("%T %+v", m, m))
+			}
+		}
+	}
+	for _, msgs := range [][]pgproto3.FrontendMessage{
+		{&pgproto3.Parse{Query: "SHOW POOLS"}, &pgproto3.Sync{}},
+		{&pgproto3.Sync{}},
+	} {
+		want := exchange(b.AdminDSN(), msgs...)
+		got := exchange(tp.adminDSN(), msgs...)
+		if !slices.Equal(want, got) {
+			t.Errorf("%T...:\n proxy     %q\n PgBouncer %q", msgs[0], got, want)
+		}
+		if len(want) < 3 {
+			t.Errorf("PgBouncer answered only %q", want)
 		}
 	}
 }
