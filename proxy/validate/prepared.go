@@ -260,13 +260,13 @@ type PreparedMeasured struct {
 	// Counts is what the drivers did.
 	Counts load.PreparedCounts
 	// FromProxy: the named-statement server parses and binds are the
-	// proxy's SHOW STATS counters (it tracks prepared statements: transaction
+	// proxy's counters (Proxy.Stats) (it tracks prepared statements: transaction
 	// or statement mode, max_prepared_statements > 0); else the driver's own
 	// count (each named Parse it sends reaches a server).
 	FromProxy                bool
-	ProxyServerParses        int64 // SHOW STATS total_server_parse_count over the run
-	ProxyBinds               int64 // total_bind_count
-	ProxyClientParses        int64 // total_client_parse_count
+	ProxyServerParses        int64 // the proxy's server parses over the run
+	ProxyBinds               int64 // the proxy's binds
+	ProxyClientParses        int64 // the proxy's client parses
 	ServerParses             int64 // every Parse a server did: named + the driver's unnamed
 	HitRate                  float64
 	ServerParsesPerS         float64
