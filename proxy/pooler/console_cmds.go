@@ -70,6 +70,30 @@ func (p *Proxy) dbDisabled(name string) bool {
 // finish_client_login).
 func errDisabled(db string) string { return fmt.Sprintf("database \"%s\" is disabled", db) }
 
+// dbArg logs the command as PgBouncer does ("CMD command issued", "CMD
+// 'db' command issued") and checks its database: it must exist (or, with
+// register, be registered from the fallback entry) and, for verb != "", not
+// be the console's own ("cannot <verb> admin db: ..."). "" stands for every
+// database and passes.
+func (x *consoleCmd) dbArg(cmd, arg string, register bool, verb string) (consoleReply, bool) {
+	if arg == "" {
+		x.p.logf("%s command issued", cmd)
+		return consoleReply{}, true
+	}
+	x.p.logf("%s '%s' command issued", cmd, arg)
+	found := x.p.findDB(arg)
+	if register {
+		found = x.p.findOrRegisterDB(arg)
+	}
+	if !found {
+		return x.fail("no such database: " + arg), false
+	}
+	if verb != "" && arg == adminDB {
+		return x.fail("cannot " + verb + " admin db: " + arg), false
+	}
+	return consoleReply{}, true
+}
+
 // pause is PAUSE [db]: the answer waits until the paused pools have no
 // server left.
 func (x *consoleCmd) pause(arg string) consoleReply {
@@ -79,16 +103,8 @@ func (x *consoleCmd) pause(arg string) consoleReply {
 	if x.p.pausedAll() {
 		return x.fail(ErrAlreadyPaused.Error())
 	}
-	if arg == "" {
-		x.p.logf("PAUSE command issued")
-	} else {
-		x.p.logf("PAUSE '%s' command issued", arg)
-		if !x.p.findOrRegisterDB(arg) {
-			return x.fail("no such database: " + arg)
-		}
-		if arg == adminDB {
-			return x.fail("cannot pause admin db: " + arg)
-		}
+	if r, ok := x.dbArg("PAUSE", arg, true, "pause"); !ok {
+		return r
 	}
 	done, err := x.p.Pause(arg)
 	if err != nil {
@@ -107,13 +123,8 @@ func (x *consoleCmd) resume(arg string) consoleReply {
 	if r, ok := x.needAdmin(); !ok {
 		return r
 	}
-	if arg == "" {
-		x.p.logf("RESUME command issued")
-	} else {
-		x.p.logf("RESUME '%s' command issued", arg)
-		if !x.p.findDB(arg) {
-			return x.fail("no such database: " + arg)
-		}
+	if r, ok := x.dbArg("RESUME", arg, false, ""); !ok {
+		return r
 	}
 	if err := x.p.Resume(arg); err != nil {
 		return x.fail(err.Error())
@@ -159,16 +170,8 @@ func (x *consoleCmd) reconnect(arg string) consoleReply {
 	if r, ok := x.needAdmin(); !ok {
 		return r
 	}
-	if arg == "" {
-		x.p.logf("RECONNECT command issued")
-	} else {
-		x.p.logf("RECONNECT '%s' command issued", arg)
-		if !x.p.findOrRegisterDB(arg) {
-			return x.fail("no such database: " + arg)
-		}
-		if arg == adminDB {
-			return x.fail("cannot reconnect admin db: " + arg)
-		}
+	if r, ok := x.dbArg("RECONNECT", arg, true, "reconnect"); !ok {
+		return r
 	}
 	x.p.loop.call(func() {
 		for _, pl := range x.p.loopPools {
@@ -197,12 +200,8 @@ func (x *consoleCmd) disable(arg string) consoleReply {
 	if arg == "" {
 		return x.fail("a database is required")
 	}
-	x.p.logf("DISABLE '%s' command issued", arg)
-	if !x.p.findOrRegisterDB(arg) {
-		return x.fail("no such database: " + arg)
-	}
-	if arg == adminDB {
-		return x.fail("cannot disable admin db: " + arg)
+	if r, ok := x.dbArg("DISABLE", arg, true, "disable"); !ok {
+		return r
 	}
 	x.p.setDisabled(arg, true)
 	return ready("DISABLE")
@@ -216,12 +215,8 @@ func (x *consoleCmd) enable(arg string) consoleReply {
 	if arg == "" {
 		return x.fail("a database is required")
 	}
-	x.p.logf("ENABLE '%s' command issued", arg)
-	if !x.p.findDB(arg) {
-		return x.fail("no such database: " + arg)
-	}
-	if arg == adminDB {
-		return x.fail("cannot disable admin db: " + arg) // PgBouncer 1.18's text
+	if r, ok := x.dbArg("ENABLE", arg, false, "disable"); !ok { // "disable": PgBouncer 1.18's text
+		return r
 	}
 	x.p.setDisabled(arg, false)
 	return ready("ENABLE")
@@ -252,12 +247,8 @@ func (x *consoleCmd) kill(arg string) consoleReply {
 	if arg == "" {
 		return x.fail("a database is required")
 	}
-	x.p.logf("KILL '%s' command issued", arg)
-	if !x.p.findOrRegisterDB(arg) {
-		return x.fail("no such database: " + arg)
-	}
-	if arg == adminDB {
-		return x.fail("cannot kill admin db: " + arg)
+	if r, ok := x.dbArg("KILL", arg, true, "kill"); !ok {
+		return r
 	}
 	if !x.p.Kill(arg) {
 		return consoleReply{close: true}
@@ -299,16 +290,8 @@ func (x *consoleCmd) waitClose(arg string) consoleReply {
 	if r, ok := x.needAdmin(); !ok {
 		return r
 	}
-	if arg == "" {
-		x.p.logf("WAIT_CLOSE command issued")
-	} else {
-		x.p.logf("WAIT_CLOSE '%s' command issued", arg)
-		if !x.p.findOrRegisterDB(arg) {
-			return x.fail("no such database: " + arg)
-		}
-		if arg == adminDB {
-			return x.fail("cannot wait in admin db: " + arg)
-		}
+	if r, ok := x.dbArg("WAIT_CLOSE", arg, true, "wait in"); !ok {
+		return r
 	}
 	// PgBouncer checks at each turn of its loop; the console polls the loop.
 	t := time.NewTicker(10 * time.Millisecond)

@@ -3,6 +3,7 @@ package pooler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,6 +74,39 @@ func runConsole(ctx context.Context, adminDSN, cmd string) error {
 	return err
 }
 
+// heldUntil checks that ch (a query, a login) is held until release: not
+// done within a moment, then done without error after release returned.
+func heldUntil(ctx context.Context, t *testing.T, what string, ch <-chan done, release func() error) {
+	t.Helper()
+	select {
+	case d := <-ch:
+		t.Fatalf("%s got through before its release: %v", what, d.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	released := time.Now()
+	if err := release(); err != nil {
+		t.Fatalf("%s: release: %v", what, err)
+	}
+	if d := await(ctx, t, what, ch); d.err != nil || d.at.Before(released) {
+		t.Fatalf("%s: %v, done %v before its release", what, d.err, released.Sub(d.at))
+	}
+}
+
+// answersAfterCommit runs console command cmd while tx holds a server and
+// checks that its answer comes only after tx has committed.
+func answersAfterCommit(ctx context.Context, t *testing.T, tg target, tx pgx.Tx, cmd string) {
+	t.Helper()
+	answered := async(func() error { return runConsole(ctx, tg.admin, cmd) })
+	waitPool(ctx, t, tg.admin, "the transaction's server active", func(r map[string]string) bool { return r["sv_active"] == "1" })
+	committed := time.Now()
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := await(ctx, t, cmd, answered); d.err != nil || d.at.Before(committed) {
+		t.Fatalf("%s: %v, answered %v before the commit", cmd, d.err, committed.Sub(d.at))
+	}
+}
+
 // waitPool polls SHOW POOLS until the poolsim pool's row satisfies ok.
 func waitPool(ctx context.Context, t *testing.T, adminDSN string, what string, ok func(r map[string]string) bool) {
 	t.Helper()
@@ -114,15 +148,7 @@ func TestConsolePauseResume(t *testing.T) {
 			if _, err := tx.Exec(ctx, "select 1"); err != nil {
 				t.Fatal(err)
 			}
-			paused := async(func() error { return runConsole(ctx, tg.admin, "PAUSE") })
-			waitPool(ctx, t, tg.admin, "one server still active", func(r map[string]string) bool { return r["sv_active"] == "1" })
-			committed := time.Now()
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if d := await(ctx, t, "PAUSE", paused); d.err != nil || d.at.Before(committed) {
-				t.Fatalf("PAUSE: %v, answered %v before the commit", d.err, committed.Sub(d.at))
-			}
+			answersAfterCommit(ctx, t, tg, tx, "PAUSE")
 			query := async(func() error { _, err := waiter.Exec(ctx, "select 1"); return err })
 			waitPool(ctx, t, tg.admin, "a client waiting while paused", func(r map[string]string) bool { return r["cl_waiting"] == "1" })
 			resumed := time.Now()
@@ -155,15 +181,7 @@ func TestConsoleReconnectWaitClose(t *testing.T) {
 			if err := runConsole(ctx, tg.admin, "RECONNECT poolsim"); err != nil {
 				t.Fatalf("RECONNECT: %v", err)
 			}
-			closed := async(func() error { return runConsole(ctx, tg.admin, "WAIT_CLOSE poolsim") })
-			waitPool(ctx, t, tg.admin, "the transaction's server active", func(r map[string]string) bool { return r["sv_active"] == "1" })
-			committed := time.Now()
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if d := await(ctx, t, "WAIT_CLOSE", closed); d.err != nil || d.at.Before(committed) {
-				t.Fatalf("WAIT_CLOSE: %v, answered %v before the commit", d.err, committed.Sub(d.at))
-			}
+			answersAfterCommit(ctx, t, tg, tx, "WAIT_CLOSE poolsim")
 			after, err := backendPID(ctx, conn)
 			if err != nil {
 				t.Fatal(err)
@@ -208,18 +226,8 @@ func TestConsoleKill(t *testing.T) {
 				return err
 			})
 			// Kept waiting (at login or at its query) while killed.
-			select {
-			case d := <-query:
-				t.Fatalf("a client of the killed database got through before RESUME: %v", d.err)
-			case <-time.After(300 * time.Millisecond):
-			}
-			resumed := time.Now()
-			if err := runConsole(ctx, tg.admin, "RESUME poolsim"); err != nil {
-				t.Fatalf("RESUME poolsim: %v", err)
-			}
-			if d := await(ctx, t, "client after KILL", query); d.err != nil || d.at.Before(resumed) {
-				t.Fatalf("client after KILL: %v", d.err)
-			}
+			heldUntil(ctx, t, "a client of the killed database", query,
+				func() error { return runConsole(ctx, tg.admin, "RESUME poolsim") })
 		})
 	}
 }
@@ -239,18 +247,12 @@ func TestConsoleSuspend(t *testing.T) {
 				t.Fatalf("SUSPEND: %v", r)
 			}
 			query := async(func() error { _, err := conn.Exec(ctx, "select 1"); return err })
-			select {
-			case d := <-query:
-				t.Fatalf("a query was answered while suspended: %v", d.err)
-			case <-time.After(300 * time.Millisecond):
-			}
-			resumed := time.Now()
-			if r := admin.run(ctx, t, "RESUME"); r.err != nil || r.tag != "RESUME" {
-				t.Fatalf("RESUME: %v", r)
-			}
-			if d := await(ctx, t, "query while suspended", query); d.err != nil || d.at.Before(resumed) {
-				t.Fatalf("query while suspended: %v", d.err)
-			}
+			heldUntil(ctx, t, "a query while suspended", query, func() error {
+				if r := admin.run(ctx, t, "RESUME"); r.err != nil || r.tag != "RESUME" {
+					return fmt.Errorf("RESUME: %v", r)
+				}
+				return nil
+			})
 		})
 	}
 }
