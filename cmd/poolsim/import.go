@@ -142,7 +142,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	sc, err := scenarios.Parse(im.YAML(cmdline, ""), source)
 	if err != nil {
-		return fmt.Errorf("the imported scenario does not load (a bug in import): %w", err)
+		return fmt.Errorf("the imported scenario does not load: %w", err)
 	}
 	if !*quiet {
 		fmt.Fprintf(stderr, "poolsim import: simulating the imported scenario (%d replications) ...\n", *reps)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/scenarios"
 )
 
 // Sources are the facts import combines; any may be nil, one at least
@@ -178,6 +179,11 @@ func Derive(src Sources, opt Options) (*Import, error) {
 	}
 	if pg == nil {
 		im.caveat("no --pg: server.max_connections is PostgreSQL's default (100), not the server's")
+	}
+	// Values the model cannot take (a pool of a million, say) are the
+	// sources' oddity, not a scenario to write.
+	if _, err := scenarios.Parse(im.YAML("", ""), im.Name); err != nil {
+		return nil, fmt.Errorf("%w: the sources give values the model cannot take: %v", ErrNoData, err)
 	}
 	return im, nil
 }

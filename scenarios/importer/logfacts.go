@@ -2,6 +2,7 @@ package importer
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -51,7 +52,7 @@ type LogFacts struct {
 	Errors       int             // ERROR and FATAL lines of the database's sessions
 	Extended     bool            // extended-protocol (parse/bind/execute) lines were seen
 	Textless     int             // round trips whose statement text was not logged (log_duration without log_statement)
-	Housekeeping int             // pooler housekeeping left out (DISCARD ALL, empty queries)
+	Housekeeping int             // pooler housekeeping left out (DISCARD ALL, empty queries, PgBouncer's SETs) and import's own statements
 	Durations    int             // duration lines in the whole log, every database
 	Connections  bool            // connection lines were logged (log_connections)
 }
@@ -114,6 +115,7 @@ type session struct {
 	hasLastText      bool
 	arrivedInWindow  bool
 	departedInWindow bool
+	own              bool // import's own session (--pg): not a client
 }
 
 // dbFacts accumulates one database's facts.
@@ -126,10 +128,15 @@ type dbFacts struct {
 // should be the order they were written) and works out the facts of one
 // database.
 func AnalyzeLogs(files []string, opt LogOptions) (*LogFacts, error) {
+	return analyzeLogs(files, func(name string) (io.ReadCloser, error) { return os.Open(name) }, opt)
+}
+
+// analyzeLogs is AnalyzeLogs reading through open.
+func analyzeLogs(files []string, open func(string) (io.ReadCloser, error), opt LogOptions) (*LogFacts, error) {
 	a := &logAnalysis{opt: opt, sessions: map[string]*session{}, dbs: map[string]*dbFacts{}, zoneKnown: true}
 	var format logFormat
 	for _, name := range files {
-		f, err := os.Open(name)
+		f, err := open(name)
 		if err != nil {
 			return nil, fmt.Errorf("--csvlog: %w", err)
 		}
@@ -280,15 +287,37 @@ func (a *logAnalysis) duration(ev logEvent, s *session, d *dbFacts, m []string) 
 	return nil
 }
 
+// pgbouncerSetRE is one SET PgBouncer sends to give a server its client's
+// parameters before the client's query (varcache_apply): several come in
+// one query string, each quoted.
+var pgbouncerSetRE = regexp.MustCompile(`(?i)^\s*SET\s+(client_encoding|datestyle|timezone|standard_conforming_strings|application_name|intervalstyle)\s*=\s*'(?:[^']|'')*'\s*$`)
+
 // housekeeping reports whether a statement is a pooler's, not the
-// application's: PgBouncer's reset and its empty check query.
+// application's: PgBouncer's reset, its empty check query and the SETs it
+// sends to carry a client's parameters to a server. import's own
+// statements (--pg's) are left out too.
 func housekeeping(text string) bool {
+	if strings.Contains(text, ownTag) {
+		return true
+	}
 	t := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(text), ";"))
-	return t == "" || strings.EqualFold(t, "DISCARD ALL")
+	if t == "" || strings.EqualFold(t, "DISCARD ALL") {
+		return true
+	}
+	parts := strings.Split(t, ";")
+	for _, p := range parts {
+		if !pgbouncerSetRE.MatchString(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // trip places one round trip in its session's transactions.
 func (a *logAnalysis) trip(s *session, d *dbFacts, rt roundTrip) {
+	if strings.Contains(rt.text, ownTag) {
+		s.own = true
+	}
 	if rt.hasText && housekeeping(rt.text) {
 		d.Housekeeping++
 		return
@@ -390,7 +419,7 @@ func (a *logAnalysis) finish(files []string, format logFormat) (*LogFacts, error
 	var open time.Duration
 	for _, id := range a.order {
 		s := a.sessions[id]
-		if s.db != name {
+		if s.db != name || s.own {
 			continue
 		}
 		lo, hi := s.first, s.last

@@ -39,11 +39,16 @@ func (f *PgbenchFacts) TxnsPerSec() float64 { return float64(f.Txns) / f.Window.
 // AnalyzePgbench reads pgbench logs; a transaction counts when it ends in
 // [from, to] (zero values: the whole log).
 func AnalyzePgbench(files []string, from, to time.Time) (*PgbenchFacts, error) {
+	return analyzePgbench(files, func(name string) (io.ReadCloser, error) { return os.Open(name) }, from, to)
+}
+
+// analyzePgbench is AnalyzePgbench reading through open.
+func analyzePgbench(files []string, open func(string) (io.ReadCloser, error), from, to time.Time) (*PgbenchFacts, error) {
 	a := pgbenchAnalysis{from: from, to: to, clients: map[int64]time.Time{}}
 	f := &a.f
 	f.Files, f.Windowed = files, !from.IsZero() || !to.IsZero()
 	for _, name := range files {
-		r, err := os.Open(name)
+		r, err := open(name)
 		if err != nil {
 			return nil, fmt.Errorf("--pgbench-log: %w", err)
 		}
@@ -227,6 +232,9 @@ func (a *pgbenchAnalysis) aggregated(fields []string) error {
 	v, err := nums(fields[:6])
 	if err != nil {
 		return err
+	}
+	if v[1] > 0 && (v[4] > v[5] || v[2] < v[1]*v[4]*(1-1e-9) || v[2] > v[1]*v[5]*(1+1e-9)) {
+		return fmt.Errorf("min_latency %v, max_latency %v and sum_latency %v of %v transactions do not fit together", v[4], v[5], v[2], v[1])
 	}
 	start := time.Unix(int64(v[0]), 0)
 	if len(fields) >= 10 {
