@@ -55,7 +55,11 @@ func TestImportLive(t *testing.T) {
 		})
 	}
 	if out := os.Getenv("POOLSIM_IMPORT_OUT"); out != "" && !t.Failed() {
-		if err := rep.write(out, lab); err != nil {
+		dir := out
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join("..", "..", dir) // relative to the repository, not to cmd/poolsim
+		}
+		if err := rep.write(dir, out, lab); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -255,7 +259,7 @@ func loadAverage() string {
 // importReport writes results/import/.
 type importReport struct{ runs []importRun }
 
-func (r *importReport) write(dir string, lab *importtest.Lab) error {
+func (r *importReport) write(dir, name string, lab *importtest.Lab) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -263,7 +267,7 @@ func (r *importReport) write(dir string, lab *importtest.Lab) error {
 	fmt.Fprintf(&b, "# poolsim import, end to end\n\n")
 	fmt.Fprintf(&b, "Produced by `POOLSIM_IMPORT_LONG=%s POOLSIM_IMPORT_OUT=%s go test ./cmd/poolsim -run TestImportLive -v -timeout 30m` "+
 		"on %s (%d CPUs, %s; PostgreSQL %s, shared with other work: load average at the end of each run below).\n\n",
-		os.Getenv("POOLSIM_IMPORT_LONG"), dir, time.Now().UTC().Format("2006-01-02 15:04Z"), runtime.NumCPU(), runtime.GOOS, lab.Cluster.Version())
+		os.Getenv("POOLSIM_IMPORT_LONG"), name, time.Now().UTC().Format("2006-01-02 15:04Z"), runtime.NumCPU(), runtime.GOOS, lab.Cluster.Version())
 	b.WriteString("Each run: a throwaway PostgreSQL with pg_stat_statements and a csvlog of every statement, a real PgBouncer 1.18 in " +
 		"transaction mode at pool size A, and pgbench running the script below through it; `poolsim import` reads PgBouncer's " +
 		"console and pg_stat_statements while pgbench runs (and saves them), then again offline with the csvlog and pgbench's log. " +

@@ -401,6 +401,14 @@ func (im *Import) think(src Sources, n int, x float64, qn int, query time.Durati
 			im.caveat("the log's gaps inside transactions average %s (server side, %d gaps, ±1 ms each) against %s from PgBouncer's transaction time",
 				short(meanDur(lg.InTxnGaps)), len(lg.InTxnGaps), short(t))
 		}
+		// Little's law on the linked servers gives the hold too; when the
+		// two differ, servers were linked for time PgBouncer's transaction
+		// time does not hold (a hand-off from one client to the next).
+		if linked := time.Duration(c.SvActive / x * 1e9); c.Window.Samples >= 3 && hold > 0 &&
+			(linked-hold).Abs() > hold*3/100 && (linked-hold).Abs() > 500*time.Microsecond {
+			im.drop("servers were linked %s per transaction by Little's law (mean sv_active / transactions per second = %.2f / %.2f) against the %s of transaction time the model holds them: %s per transaction of linked time the model does not have (it hands a released server to the next waiter at once), so at a full pool it is %.0f%% fast",
+				short(linked), c.SvActive, x, short(hold), short(linked-hold), 100*(float64(linked)/float64(hold)-1))
+		}
 	case c != nil && z >= 0:
 		t, from = z, zFrom+": one statement per transaction, so this is the time between them"
 		z = -1
@@ -492,11 +500,11 @@ func (im *Import) server(src Sources) {
 	}
 	if lg != nil && len(lg.ConnectTimes) > 0 {
 		m := meanDur(lg.ConnectTimes)
-		who := "client"
+		who := "clients'"
 		if src.Console != nil {
-			who = "PgBouncer's server"
+			who = "PgBouncer's"
 		}
-		im.set("server.connect", durText(m), "csvlog: connection received → authorized, mean of %d %s logins (millisecond resolution)", len(lg.ConnectTimes), who)
+		im.set("server.connect", durText(m), "csvlog: connection received → authorized, mean of %d %s logins in the log (millisecond resolution)", len(lg.ConnectTimes), who)
 	}
 }
 
