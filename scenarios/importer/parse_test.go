@@ -4,7 +4,6 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,13 +192,7 @@ func TestLogDurationWithoutText(t *testing.T) {
 
 func TestLogErrors(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return writeFile(t, dir, name, text) }
 	noDurations := writeCSVLog(t, []logLine{{at(0), "a", "app", "", "connection authorized: user=app database=app"}})
 	csvOne := writeCSVLog(t, directSessions(2))
 	jsonOne := write("one.json", `{"timestamp":"2026-11-30 12:00:00.000 UTC","session_id":"a","dbname":"app","error_severity":"LOG","message":"duration: 1.000 ms  statement: SELECT 1"}`+"\n")
@@ -235,13 +228,7 @@ func TestLogErrors(t *testing.T) {
 
 func TestPgbenchLogs(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return writeFile(t, dir, name, text) }
 	// Two clients, per transaction; one failure; the last line unfinished
 	// (pgbench still writing it).
 	per := write("per", "0 1 10000 0 1796067199 10000\n1 1 20000 0 1796067199 20000\n0 2 10000 0 1796067199 30000\n1 2 failed 0 1796067199 40000\n0 3 4000")
@@ -355,5 +342,12 @@ func TestPGErrors(t *testing.T) {
 	}
 }
 
-// readAll drains r, for the fuzz targets' readers.
-func readAll(r io.Reader) { _, _ = io.Copy(io.Discard, r) }
+// writeFile writes text to dir/name and returns the path.
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -47,10 +47,10 @@ func TestRecordFixtures(t *testing.T) {
 	start := time.Now()
 	bench := lab.StartPgbench(t, pb.DSN(pgcluster.UserDatabase, pgcluster.UserName), dir,
 		importtest.Script(fixStmts, fixQuery, fixThink), fixClients, fixWindow+4*time.Second)
-	if err := importtest.WaitClients(ctx, pb.AdminDSN(), fixClients); err != nil {
+	if err := importtest.WaitClients(ctx, pb.AdminDSN(), pgcluster.UserDatabase, fixClients); err != nil {
 		t.Fatal(err)
 	}
-	if err := importtest.WaitXacts(ctx, pb.AdminDSN(), fixClients); err != nil {
+	if err := importtest.WaitXacts(ctx, pb.AdminDSN(), pgcluster.UserDatabase, fixClients); err != nil {
 		t.Fatal(err)
 	}
 	col, err := Collect(ctx, Request{PgBouncer: pb.AdminDSN(), PG: lab.Cluster.UserDSN(), Interval: time.Second, Duration: fixWindow})

@@ -1,11 +1,3 @@
-// Package importtest is a live lab for poolsim import's tests and
-// fixtures: a throwaway PostgreSQL with pg_stat_statements and a csvlog
-// of every statement, real PgBouncers in front of it, and pgbench running
-// a custom script through them.
-//
-// Everything it starts is stopped in t.Cleanup; every wait is bounded by
-// a deadline and polls observable state. Without PostgreSQL, PgBouncer or
-// pgbench the test is skipped, or failed when CI=true.
 package importtest
 
 import (
@@ -66,6 +58,32 @@ func Start(t testing.TB) *Lab {
 		t.Fatalf("create pg_stat_statements: %v", err)
 	}
 	return &Lab{Cluster: c}
+}
+
+// Database creates database name, owned by the poolsim role, with
+// pg_stat_statements, and returns the poolsim role's DSN for it.
+func (l *Lab) Database(t testing.TB, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	exec := func(db, sql string) {
+		conn, err := pgconn.Connect(ctx, l.Cluster.SuperuserDSN(db))
+		if err != nil {
+			t.Fatalf("connect as the superuser: %v", err)
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(ctx, sql).ReadAll(); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec("postgres", fmt.Sprintf("CREATE DATABASE %s OWNER %s", name, pgcluster.UserName))
+	exec(name, "CREATE EXTENSION pg_stat_statements")
+	return l.UserDSN(name)
+}
+
+// UserDSN is the poolsim role's DSN for database db.
+func (l *Lab) UserDSN(db string) string {
+	return fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/%s?sslmode=disable", pgcluster.UserName, pgcluster.UserPassword, l.Cluster.Port(), db)
 }
 
 // CSVLogs lists the cluster's csvlog files, oldest first.
@@ -215,28 +233,28 @@ func (p *Pgbench) Logs(t testing.TB) []string {
 	return files
 }
 
-// WaitClients polls PgBouncer's SHOW POOLS until n clients of the poolsim
-// database are connected (cl_active + cl_waiting), or ctx ends.
-func WaitClients(ctx context.Context, adminDSN string, n int) error {
-	return poll(ctx, adminDSN, "SHOW POOLS", func(col map[string]int, row [][]byte) int {
+// WaitClients polls PgBouncer's SHOW POOLS until n clients of database db
+// are connected (cl_active + cl_waiting), or ctx ends.
+func WaitClients(ctx context.Context, adminDSN, db string, n int) error {
+	return poll(ctx, adminDSN, db, "SHOW POOLS", func(col map[string]int, row [][]byte) int {
 		a, _ := strconv.Atoi(string(row[col["cl_active"]]))
 		w, _ := strconv.Atoi(string(row[col["cl_waiting"]]))
 		return a + w
 	}, n, "clients connected")
 }
 
-// WaitXacts polls PgBouncer's SHOW STATS until the poolsim database has
-// completed n transactions, or ctx ends: a warm-up measured in work done.
-func WaitXacts(ctx context.Context, adminDSN string, n int) error {
-	return poll(ctx, adminDSN, "SHOW STATS", func(col map[string]int, row [][]byte) int {
+// WaitXacts polls PgBouncer's SHOW STATS until database db has completed
+// n transactions, or ctx ends: a warm-up measured in work done.
+func WaitXacts(ctx context.Context, adminDSN, db string, n int) error {
+	return poll(ctx, adminDSN, db, "SHOW STATS", func(col map[string]int, row [][]byte) int {
 		x, _ := strconv.Atoi(string(row[col["total_xact_count"]]))
 		return x
 	}, n, "transactions completed")
 }
 
-// poll runs a console SHOW every 100 ms until value, summed over the
-// poolsim database's rows, reaches n.
-func poll(ctx context.Context, adminDSN, show string, value func(map[string]int, [][]byte) int, n int, what string) error {
+// poll runs a console SHOW every 100 ms until value, summed over database
+// db's rows, reaches n.
+func poll(ctx context.Context, adminDSN, db, show string, value func(map[string]int, [][]byte) int, n int, what string) error {
 	conn, err := pgconn.Connect(ctx, adminDSN)
 	if err != nil {
 		return err
@@ -254,7 +272,7 @@ func poll(ctx context.Context, adminDSN, show string, value func(map[string]int,
 				col[f.Name] = i
 			}
 			for _, row := range r.Rows {
-				if string(row[col["database"]]) == pgcluster.UserDatabase {
+				if string(row[col["database"]]) == db {
 					got += value(col, row)
 				}
 			}
