@@ -13,8 +13,9 @@ import (
 	"github.com/poolsim/poolsim/models/poolmode"
 )
 
-// ConsoleSample is one look at PgBouncer's console: SHOW STATS, SHOW POOLS
-// and SHOW CLIENTS, as sent. At is the middle of the SHOW STATS round trip.
+// ConsoleSample is one look at PgBouncer's console: SHOW STATS and SHOW
+// POOLS as sent, and SHOW CLIENTS' identifying columns (user, database,
+// port, connect_time, ptr). At is the middle of the SHOW STATS round trip.
 type ConsoleSample struct {
 	At      time.Time `json:"at"`
 	Stats   Table     `json:"stats"`
@@ -99,9 +100,12 @@ func SampleConsole(ctx context.Context, dsn string, interval, duration time.Dura
 		if s.Pools, err = show("POOLS"); err != nil {
 			return nil, err
 		}
-		if s.Clients, err = show("CLIENTS"); err != nil {
+		clients, err := show("CLIENTS")
+		if err != nil {
 			return nil, err
 		}
+		// One row per client, every second: keep only what turnover needs.
+		s.Clients = clients.project("user", "database", "port", "connect_time", "ptr")
 		rec.Samples = append(rec.Samples, s)
 	}
 	return rec, nil

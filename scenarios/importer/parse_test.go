@@ -351,3 +351,11 @@ func writeFile(t *testing.T, dir, name, text string) string {
 	}
 	return p
 }
+
+func TestTableProject(t *testing.T) {
+	tb := Table{Columns: []string{"a", "b", "c"}, Rows: [][]string{{"1", "2", "3"}, {"4"}}}
+	got := tb.project("c", "x", "a")
+	if fmt.Sprint(got.Columns) != "[c a]" || fmt.Sprint(got.Rows) != "[[3 1] [ 4]]" {
+		t.Errorf("project = %v %v", got.Columns, got.Rows)
+	}
+}

@@ -29,6 +29,28 @@ func (t *Table) col(name string) int {
 // Has reports whether the table has column name.
 func (t *Table) Has(name string) bool { return t.col(name) >= 0 }
 
+// project keeps the named columns that the table has, in that order.
+func (t *Table) project(names ...string) Table {
+	var idx []int
+	out := Table{}
+	for _, n := range names {
+		if i := t.col(n); i >= 0 {
+			idx = append(idx, i)
+			out.Columns = append(out.Columns, n)
+		}
+	}
+	out.Rows = make([][]string, len(t.Rows))
+	for r, vals := range t.Rows {
+		out.Rows[r] = make([]string, len(idx))
+		for k, i := range idx {
+			if i < len(vals) {
+				out.Rows[r][k] = vals[i]
+			}
+		}
+	}
+	return out
+}
+
 // row is one row of a table, read by column name.
 type row struct {
 	t *Table
