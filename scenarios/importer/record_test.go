@@ -61,9 +61,6 @@ func TestRecordFixtures(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := time.Now()
-	if err := os.RemoveAll(fixtureDir); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.MkdirAll(fixtureDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
