@@ -322,12 +322,21 @@ func (im *Import) workload(src Sources, n int, nFrom string, x float64, xFrom st
 		arrFrom = fmt.Sprintf("csvlog: %d sessions authorized in the window", arrivals)
 	}
 	open := arrivals >= max(2, n) && x > 0
+	g := im.gaps(src, n, x, qn, query, open, pooled)
+	// With both gaps known, the request level sets them apart: app inside
+	// a transaction, think between transactions (each its own request).
+	requests := g.z >= 0 && qn > 1
+	perKey, perNote := "workload.txns_per_session", ""
+	if requests {
+		perKey = "workload.requests_per_session"
+		perNote = " (each transaction its own request: the sources do not show which transactions an application request groups, so txns_per_request stays 1)"
+	}
 	if open {
 		rate := float64(arrivals) / span.Seconds()
 		per := max(1, int(math.Round(x/rate)))
 		im.set("workload.arrival_rate", strconv.FormatFloat(rate, 'g', 6, 64)+"/s", "%s over %.2fs: sessions turn over, so an open workload", arrFrom, span.Seconds())
 		im.set("workload.duration", durText(span.Round(time.Second)), "the window's length")
-		im.set("workload.txns_per_session", strconv.Itoa(per), "transactions per second / sessions per second = %.2f / %.3f (%s)", x, rate, xFrom)
+		im.set(perKey, strconv.Itoa(per), "transactions per second / sessions per second = %.2f / %.3f (%s)%s", x, rate, xFrom, perNote)
 		if pb != nil && pb.RateLimited {
 			im.caveat("pgbench ran with a rate limit (-R): its clients are an open stream of transactions")
 		}
@@ -349,14 +358,19 @@ func (im *Import) workload(src Sources, n int, nFrom string, x float64, xFrom st
 			per = max(1, maxTxns/n)
 			why += fmt.Sprintf("; capped at %d so the model runs %d transactions at most", per, maxTxns)
 		}
-		im.set("workload.txns_per_session", strconv.Itoa(per), "%s", why)
+		im.set(perKey, strconv.Itoa(per), "%s%s", why, perNote)
 		if pb != nil && pb.RateLimited {
 			im.caveat("pgbench ran with a rate limit (-R), an open stream of transactions, but the clients stayed connected: imported as closed clients")
 		}
 	}
 	im.set("workload.stmts_per_txn", strconv.Itoa(qn), "%s", qFrom)
 	im.set("workload.query", queryText, "%s", queryFrom)
-	im.think(src, n, x, qn, query, open, pooled)
+	if requests {
+		im.set("workload.app", durText(g.t), "%s", g.tFrom)
+		im.set("workload.think", durText(g.z), "%s: the client's time between transactions", g.zFrom)
+		return
+	}
+	im.set("workload.think", durText(g.t), "%s", g.tFrom)
 }
 
 // xSpan is the window the transaction rate was measured over.
@@ -372,72 +386,83 @@ func xSpan(src Sources) time.Duration {
 	return src.PG.Window.Span()
 }
 
-// think writes workload.think: the client's time between its statements
-// (inside a transaction), and checks it against its time between
-// transactions, which the model cannot set apart yet.
-func (im *Import) think(src Sources, n int, x float64, qn int, query time.Duration, open, pooled bool) {
+// gapTimes are the client's time between the statements of a transaction
+// (t) and between its transactions (z, -1 when no source shows it).
+type gapTimes struct {
+	t, z         time.Duration
+	tFrom, zFrom string
+}
+
+// gaps works out the client's time between its statements (inside a
+// transaction) and between its transactions, where the sources show it.
+func (im *Import) gaps(src Sources, n int, x float64, qn int, query time.Duration, open, pooled bool) gapTimes {
 	c, lg, pb := src.Console, src.Log, src.Pgbench
-	var t time.Duration
-	var from string
-	// z is the client's time between transactions, where it is known.
-	z, zFrom := time.Duration(-1), ""
+	g := gapTimes{z: -1}
 	if c != nil && !open {
 		cycle := time.Duration(float64(n) / x * 1e9)
 		inPool := c.XactTime / time.Duration(c.Xacts)
-		z = cycle - inPool
-		zFrom = fmt.Sprintf("pgbouncer: a closed client's cycle, clients / transactions per second = %d / %.2f = %s, less PgBouncer's transaction time with its wait, %s",
+		g.z = cycle - inPool
+		g.zFrom = fmt.Sprintf("pgbouncer: a closed client's cycle, clients / transactions per second = %d / %.2f = %s, less PgBouncer's transaction time with its wait, %s",
 			n, x, short(cycle), short(inPool))
 	} else if lg != nil && !pooled && len(lg.BetweenGaps) > 0 {
-		z = meanDur(lg.BetweenGaps)
-		zFrom = fmt.Sprintf("csvlog: mean of %d gaps between a session's transactions", len(lg.BetweenGaps))
+		g.z = meanDur(lg.BetweenGaps)
+		g.zFrom = fmt.Sprintf("csvlog: mean of %d gaps between a session's transactions (millisecond log times: the mean only)", len(lg.BetweenGaps))
 	}
 	switch {
 	case c != nil && qn > 1:
 		hold := c.HoldPerXact()
-		t = (hold - time.Duration(qn)*query) / time.Duration(qn-1)
-		from = fmt.Sprintf("pgbouncer: a transaction held its server (Δtotal_xact_time − Δtotal_wait_time) / Δtotal_xact_count = %s; less %d × workload.query's mean %s, over the %d gaps between its round trips: the client's time between statements (hops and pooler included), so the model holds a server as long as PgBouncer measured",
+		g.t = (hold - time.Duration(qn)*query) / time.Duration(qn-1)
+		g.tFrom = fmt.Sprintf("pgbouncer: a transaction held its server (Δtotal_xact_time − Δtotal_wait_time) / Δtotal_xact_count = %s; less %d × workload.query's mean %s, over the %d gaps between its round trips: the client's time between statements (hops and pooler included), so the model holds a server as long as PgBouncer measured",
 			short(hold), qn, short(query), qn-1)
 		if lg != nil && len(lg.InTxnGaps) > 0 {
 			im.caveat("the log's gaps inside transactions average %s (server side, %d gaps, ±1 ms each) against %s from PgBouncer's transaction time",
-				short(meanDur(lg.InTxnGaps)), len(lg.InTxnGaps), short(t))
+				short(meanDur(lg.InTxnGaps)), len(lg.InTxnGaps), short(g.t))
 		}
-		// Little's law on the linked servers gives the hold too; when the
-		// two differ, servers were linked for time PgBouncer's transaction
-		// time does not hold (a hand-off from one client to the next).
-		if linked := time.Duration(c.SvActive / x * 1e9); c.Window.Samples >= 3 && hold > 0 &&
-			(linked-hold).Abs() > hold*3/100 && (linked-hold).Abs() > 500*time.Microsecond {
-			im.drop("servers were linked %s per transaction by Little's law (mean sv_active / transactions per second = %.2f / %.2f) against the %s of transaction time the model holds them: %s per transaction of linked time the model does not have (it hands a released server to the next waiter at once), so at a full pool it is %.0f%% fast",
-				short(linked), c.SvActive, x, short(hold), short(linked-hold), 100*(float64(linked)/float64(hold)-1))
-		}
-	case c != nil && z >= 0:
-		t, from = z, zFrom+": one statement per transaction, so this is the time between them"
-		z = -1
+		im.linkedTime(c, x, hold)
+	case g.z >= 0 && qn == 1:
+		// One statement a transaction: the only gap is between transactions.
+		g.t, g.tFrom = g.z, g.zFrom+": one statement per transaction, so this is the time between them"
+		g.z = -1
 	case lg != nil && qn > 1 && len(lg.InTxnGaps) > 0:
-		t = meanDur(lg.InTxnGaps)
-		from = fmt.Sprintf("csvlog: mean of %d gaps between the round trips of a transaction (next start − previous end; log times have millisecond resolution, so each gap is ±1 ms and only the mean is used)", len(lg.InTxnGaps))
-	case z >= 0:
-		t, from = z, zFrom
-		z = -1
+		g.t = meanDur(lg.InTxnGaps)
+		g.tFrom = fmt.Sprintf("csvlog: mean of %d gaps between the round trips of a transaction (next start − previous end; log times have millisecond resolution, so each gap is ±1 ms and only the mean is used)", len(lg.InTxnGaps))
 	case pb != nil && len(pb.Gaps) > 0 && qn == 1:
-		t = meanDur(pb.Gaps)
-		from = fmt.Sprintf("pgbench log: mean of %d gaps between a client's transactions", len(pb.Gaps))
+		g.t = meanDur(pb.Gaps)
+		g.tFrom = fmt.Sprintf("pgbench log: mean of %d gaps between a client's transactions", len(pb.Gaps))
 	default:
-		from = "no source shows the clients' time between statements: 0"
+		g.tFrom = "no source shows the clients' time between statements: 0"
 		im.caveat("the clients' think time is unknown and set to 0: the model's clients send their next statement at once")
 	}
-	if t < 0 {
-		im.caveat("think came out negative (%s): the server time per round trip (workload.query) is longer than PgBouncer's measured hold allows; set to 0", short(t))
-		t = 0
+	if g.t < 0 {
+		im.caveat("the time between statements came out negative (%s): the server time per round trip (workload.query) is longer than PgBouncer's measured hold allows; set to 0", short(g.t))
+		g.t = 0
 	}
-	im.set("workload.think", durText(t), "%s", from)
-	if z >= 0 && !open {
-		diff := (z - t).Abs()
-		if diff > max(t/5, time.Millisecond) {
-			im.drop("the clients' time between transactions, %s (%s), differs from their time between statements, %s; the model has one think time for both (a request level with workload.app is issue 12) and uses the time between statements, which keeps a server's hold right; each client's cycle is off by %s",
-				short(z), zFrom, short(t), short(z-t))
-		} else {
-			im.caveat("the clients' time between transactions, %s (%s), matches their time between statements, %s: one think time serves both", short(z), zFrom, short(t))
-		}
+	if g.z < 0 && g.zFrom != "" {
+		im.caveat("the time between transactions came out negative (%s): set to 0", short(g.z))
+		g.z = 0
+	}
+	return g
+}
+
+// linkedTime checks PgBouncer's hold per transaction against Little's law
+// on its linked servers (mean sv_active = transactions per second × time
+// linked): at a full pool with clients waiting, a server PgBouncer shows
+// idle is one being handed from a client to the next, which the model
+// does at once.
+func (im *Import) linkedTime(c *ConsoleFacts, x float64, hold time.Duration) {
+	if c.Window.Samples < 3 || hold <= 0 {
+		return
+	}
+	pool := float64(c.PoolSize)
+	if c.ClWaiting >= 0.5 && c.SvActive < pool-0.05 {
+		im.drop("with %.2f clients waiting on average, PgBouncer showed %.2f of the pool's %d servers linked (mean sv_active over %d samples): %.0f%% of the pool's time went to handing a released server to the next client, which the model does at once, so at a full pool it is about that much fast",
+			c.ClWaiting, c.SvActive, c.PoolSize, c.Window.Samples, 100*(1-c.SvActive/pool))
+		return
+	}
+	linked := time.Duration(c.SvActive / x * 1e9)
+	if d := (linked - hold).Abs(); d > hold*3/100 && d > 500*time.Microsecond {
+		im.caveat("by Little's law on the linked servers a transaction held one %s (mean sv_active / transactions per second = %.2f / %.2f), against %s from PgBouncer's times, which the model uses; the samples of sv_active are %d",
+			short(linked), c.SvActive, x, short(hold), c.Window.Samples)
 	}
 }
 

@@ -227,9 +227,17 @@ func TestDeriveFixture(t *testing.T) {
 	}
 	w := sc.Base.Workload
 	// The model holds a server as long as PgBouncer measured: query and
-	// think together make PgBouncer's hold per transaction.
-	hold := 3*w.Query.MeanValue().Duration() + 2*w.Think.MeanValue().Duration()
+	// app together make PgBouncer's hold per transaction.
+	hold := 3*w.Query.MeanValue().Duration() + 2*w.AppPause().MeanValue().Duration()
 	within(t, "model hold / PgBouncer's", float64(hold)/float64(src.Console.HoldPerXact()), 0.99, 1.01)
+	// Both gaps are known, so the request level sets them apart: app
+	// inside a transaction, think between transactions; a closed client's
+	// cycle is then the observed one, clients / transactions per second.
+	if !w.RequestLevel() || w.RequestsPerSession < 200 || !w.AppSet || im.Value("workload.txns_per_session") != "" {
+		t.Errorf("want requests_per_session with app and think, got %+v", im.Settings)
+	}
+	cycle := src.Console.XactTime/time.Duration(src.Console.Xacts) + w.Think.MeanValue().Duration()
+	within(t, "model cycle / clients per transaction rate", cycle.Seconds()*src.Console.XactsPerSec()/fixClients, 0.99, 1.01)
 	if bytesOf(im.YAML("x", "")) != bytesOf(mustDerive(t, src).YAML("x", "")) {
 		t.Error("two derivations of the same facts differ")
 	}
