@@ -110,7 +110,7 @@ func Check(ctx context.Context, sc *scenarios.Scenario, observed []Figure, reps 
 		fd.Verdict = "NOTHING TO CHECK: no source gave a figure to compare with"
 		fd.Fits = false
 	case fd.Fits:
-		fd.Verdict = fmt.Sprintf("FITS: every figure within %.0f%% (or its absolute allowance) of what was observed", 100*Tolerance)
+		fd.Verdict = fmt.Sprintf("FITS: every figure within %.0f%% (or its absolute allowance: 0.5 clients, 0.5 ms, a wait within 5%% of a transaction's time) of what was observed", 100*Tolerance)
 	default:
 		fd.Verdict = fmt.Sprintf("DOES NOT FIT: %s (allowed: %.0f%%); read the caveats and dropped items for why before trusting its answers", strings.Join(misses, ", "), 100*Tolerance)
 	}
