@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/poolsim/poolsim/models/advise"
+	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/scenarios"
+	"github.com/poolsim/poolsim/scenarios/plot"
 	"github.com/poolsim/poolsim/scenarios/report"
 	"github.com/poolsim/poolsim/scenarios/vary"
 	"github.com/spf13/pflag"
@@ -75,7 +79,7 @@ Examples:
   poolsim advise pgbouncer-modes --set workload.clients=200
   poolsim advise pgbouncer-modes --set workload.clients=200 --features prepared --slo-p99 100ms
   poolsim advise pgbouncer-modes --set workload.clients=200 --features advisory_locks
-  poolsim advise web-app --slo-p99 50ms
+  poolsim advise web-app --slo-p99 50ms --plot advise.png
   poolsim advise web-app --set workload.arrival_rate=1200/s --replications 20
   poolsim advise my-app.yaml --features set,listen --slo-p99 50ms --min-tps 2000 --pool-sizes 5..60/5
   poolsim advise my-app.yaml --format json | jq .answer
@@ -101,6 +105,7 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	poolSizes := fs.String("pool-sizes", "", "default_pool_size values to try, as for sweep --vary (default 1..max_connections/log)")
 	cores := fs.Int("server-cores", 2, "server CPU cores, for the HikariCP rule cores*2 + spindles (default: the scenario's server.cores, else 2)")
 	spindles := fs.Int("spindles", 1, "server disks (effective spindles), for the HikariCP rule")
+	plotPath := fs.String("plot", "", "also draw every mode against the pool size into this .png or .svg file, the SLO and the answer marked")
 	sf := addStudyFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, adviseHelp, advise.LoadSlack*100, advise.DrainFactor, advise.Tolerance*100, advise.P99Slack*100, studyHelp)
@@ -131,6 +136,11 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *cores < 1 || *spindles < 0 {
 		return usagef("--server-cores %d --spindles %d: want at least 1 core and 0 or more spindles", *cores, *spindles)
+	}
+	if *plotPath != "" {
+		if err := plot.CheckPath(*plotPath); err != nil {
+			return usage(err)
+		}
 	}
 	sc, err := loadScenario(fs.Arg(0), *sets, fs.Changed("seed"), *seed)
 	if err != nil {
@@ -169,6 +179,9 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		for i, c := range cfgs {
 			pts[i] = scenarios.Point{Config: c}
 		}
+		if err := sf.checkCost(sc, pts, st); err != nil {
+			return nil, err
+		}
 		rows, err := sf.run(ctx, pts, st, stderr, "advise "+sc.Name)
 		if err != nil {
 			return nil, err
@@ -180,7 +193,8 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return out, nil
 	})
 	if err != nil {
-		if ctx.Err() != nil {
+		var ue usageError
+		if ctx.Err() != nil || errors.As(err, &ue) {
 			return err
 		}
 		return usage(err)
@@ -193,8 +207,48 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		a.Notes = append(a.Notes, fmt.Sprintf("the scenario's sweep over %s is ignored: advise uses its base values (%s); change them with --set", strings.Join(ks, ", "), report.BaseWords(req.Base)))
 	}
 	in := report.AdviceInput{Scenario: sc.Name, Request: req, Advice: a, Study: st}
+	if *plotPath != "" {
+		if err := plot.Write(*plotPath, advicePlot(sc, req, a)); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
+	}
 	if *format == "json" {
 		return report.WriteAdviceJSON(stdout, in)
 	}
 	return report.WriteAdviceText(stdout, in)
+}
+
+// advicePlot is every evaluated configuration against the pool size, one
+// line per mode (direct, which has no pool, drawn flat across), with the
+// SLO and the answer marked.
+func advicePlot(sc *scenarios.Scenario, req advise.Request, a *advise.Advice) plot.Input {
+	var rows []scenarios.Row
+	var chosen []int
+	for _, v := range a.Modes {
+		for _, e := range v.Evals {
+			sizes := []int{e.PoolSize}
+			if e.Mode == poolmode.Direct {
+				sizes = req.PoolSizes
+			}
+			for _, n := range sizes {
+				c := req.Base
+				c.Pooler.Mode, c.Pooler.DefaultPoolSize, c.Pooler.MaxPreparedStatements = e.Mode, n, e.MaxPrepared
+				if e == a.Answer && (e.Mode != poolmode.Direct || n == sizes[0]) {
+					chosen = append(chosen, len(rows))
+				}
+				rows = append(rows, scenarios.Row{
+					Params: []scenarios.Param{{Key: "pooler.default_pool_size", Value: strconv.Itoa(n)}, {Key: "pooler.mode", Value: e.Option.Name()}},
+					Config: c, Result: system.Result{Metrics: e.Metrics}, Reps: e.Reps,
+				})
+			}
+		}
+	}
+	title := fmt.Sprintf("poolsim advise %s (seed %d)", sc.Name, req.Base.Seed)
+	if a.Answer != nil {
+		title += ": " + a.Answer.Mode.String() + ", pool " + strconv.Itoa(a.Answer.PoolSize)
+	} else {
+		title += ": no configuration qualifies"
+	}
+	return plot.Input{Title: title, Rows: rows, SLOP99Ms: float64(req.SLOP99) / 1e6, Chosen: chosen,
+		LogKeys: map[string]bool{"pooler.default_pool_size": true}}
 }

@@ -89,6 +89,9 @@ func runFit(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil { // interrupted while the data was read
+		return err
+	}
 	m, st, err := usl.Fit(pts)
 	if err != nil {
 		if errors.Is(err, usl.ErrBadData) {

@@ -88,3 +88,43 @@ func TestSweepInterruptWritesFinishedPoints(t *testing.T) {
 		t.Error("progress went to stdout")
 	}
 }
+
+// A run estimated far above the limits (10 million clients) is refused
+// before anything is built: within a second, in under 100 MB, with the
+// estimate and the flag that allows it.
+func TestHugeRunRefusedAtOnce(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	start := time.Now()
+	cmd, stderr := poolsimProcess(t, out, "run", "pgbouncer-modes", "--set", "workload.clients=10000000", "--set", "pooler.max_client_conn=10000000")
+	err := cmd.Wait()
+	took := time.Since(start)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+		t.Fatalf("exit %v, want %d; stderr %q", err, exitUsage, stderr.String())
+	}
+	if msg := stderr.String(); !strings.Contains(msg, "give --yes to run it anyway") || !strings.Contains(msg, "GB of memory") {
+		t.Errorf("refusal %q: want the estimate and --yes", msg)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > 100<<10 { // kB
+		t.Errorf("refusing took %d MB of memory, want under 100", ru.Maxrss>>10)
+	}
+	if took > time.Second {
+		t.Errorf("refusing took %v, want under a second", took)
+	}
+}
+
+// Above the (here lowered) limits a run is refused; --yes runs it.
+func TestCostLimitAndYes(t *testing.T) {
+	saved := costBytes
+	costBytes = 20 << 20
+	defer func() { costBytes = saved }()
+	args := []string{"run", "pgbouncer-modes", "--set", "workload.clients=50000", "--set", "pooler.max_client_conn=100000", "--set", "workload.txns_per_session=1", "--format", "csv"}
+	code, out, errOut := runCmd(args...)
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "give --yes") {
+		t.Fatalf("exit %d, stdout %d bytes, stderr %q: want a refusal", code, len(out), errOut)
+	}
+	code, out, errOut = runCmd(append(args, "--yes")...)
+	if code != 0 || strings.Count(out, "\n") != 5 { // the header and the four modes
+		t.Fatalf("--yes: exit %d, %d lines, stderr %q", code, strings.Count(out, "\n"), errOut)
+	}
+}

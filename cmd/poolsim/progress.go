@@ -14,13 +14,14 @@ import (
 // written here rather than taken from a library: what it draws is a few
 // lines, and the terminal test is os.File's own mode bits.
 type progress struct {
-	w        io.Writer
-	what     string
-	terminal bool
-	off      bool
-	start    time.Time
-	last     time.Time
-	drawn    bool
+	w         io.Writer
+	what      string
+	terminal  bool
+	off       bool
+	start     time.Time
+	last      time.Time
+	drawn     bool
+	lastPhase string
 }
 
 // Plain lines come at most this often.
@@ -59,6 +60,35 @@ func (p *progress) update(done, total int) {
 	}
 	p.last = now
 	fmt.Fprintln(p.w, "poolsim: "+progressLine(p.what, done, total, el))
+}
+
+// phase reports work in phases (validate): the phase's name and how much
+// of the whole is done. A new phase always gets a line (when output is
+// not a terminal) and redraws the terminal's.
+func (p *progress) phase(name string, done, total int) {
+	if p.off {
+		return
+	}
+	el := time.Since(p.start)
+	line := fmt.Sprintf("%s: %s", p.what, name)
+	if total > 0 {
+		line += fmt.Sprintf(" (%d/%d", done, total)
+		if done > 0 {
+			left := time.Duration(float64(el) * float64(total-done) / float64(done)).Round(time.Second)
+			line += fmt.Sprintf(", about %v left", left)
+		}
+		line += ")"
+	}
+	if p.terminal {
+		p.drawn = true
+		fmt.Fprint(p.w, "\r"+line+"\033[K")
+		return
+	}
+	if name == p.lastPhase && time.Since(p.last) < progressEvery {
+		return
+	}
+	p.lastPhase, p.last = name, time.Now()
+	fmt.Fprintln(p.w, "poolsim: "+line)
 }
 
 // finish clears a drawn line.

@@ -6,10 +6,13 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,7 +35,13 @@ Runs a PostgreSQL pooling proxy that behaves like PgBouncer: clients log in to
 the proxy, which links them to a pooled server connection only when a
 statement needs one and releases it by the pool mode's rule. Settings are
 PgBouncer's, in kebab-case, with PgBouncer's defaults. The console database
-"pgbouncer" answers SHOW POOLS, STATS, CLIENTS, SERVERS, DATABASES, LISTS, CONFIG.
+"pgbouncer" is PgBouncer 1.18's: every SHOW view with 1.18's columns, and
+PAUSE, RESUME, SUSPEND, RELOAD (reads --config again), RECONNECT, KILL,
+DISABLE, ENABLE, WAIT_CLOSE, SET and SHUTDOWN, for the users of --admin-users
+and --stats-users (comma-separated, as in pgbouncer.ini); anyone else gets
+PgBouncer's FATAL "not allowed", and a stats user gets "admin access needed"
+for admin commands. Both empty (the default) close the console, as PgBouncer
+does over TCP.
 
 --config reads a pgbouncer.ini as PgBouncer 1.18 does: [pgbouncer] settings
 (with PgBouncer's defaults, so auth_type is md5 unless the file says
@@ -57,6 +66,25 @@ SIGUSR2 resumes.
 
 The upstream URL supplies host, port, password and TLS settings; database and
 user come from each client's login, and each (database, user) is one pool.
+Pools of a database with no client and no server for --autodb-idle-timeout
+are dropped. PG* environment variables fill what the URL leaves out, as in
+libpq (PGHOST, PGPORT, PGPASSWORD, PGPASSFILE, PGSSLMODE, PGSSLKEY, PGSSLCERT,
+PGSSLCERTMODE, PGSSLROOTCERT, PGSSLPASSWORD, PGSSLSNI, PGSSLNEGOTIATION,
+PGSERVICE, PGSERVICEFILE, PGTARGETSESSIONATTRS, PGMINPROTOCOLVERSION,
+PGMAXPROTOCOLVERSION, PGCHANNELBINDING, PGREQUIREAUTH; the proxy logs those it
+uses at start), except four it never takes from the environment, only from
+the URL: PGCONNECT_TIMEOUT (server logins are bounded by
+--server-connect-timeout), PGOPTIONS, PGTZ and PGAPPNAME.
+
+Under attack: accept errors (out of file descriptors, ...) are logged once a
+second and accepting resumes after a pause; clients may use the descriptors
+RLIMIT_NOFILE leaves after the server connections, --pool-size more and four
+for the console; every connection counts against --max-client-conn from the
+moment it is accepted and must log in within --client-login-timeout; a
+console message longer than --pkt-buf, or any message longer than
+--max-packet-size, ends its connection before anything is allocated for it.
+Clients never see the upstream's address or a driver error: PgBouncer's texts
+name the setting that fired, and the detail goes to this log.
 
 Prepared statements: with --max-prepared-statements N > 0, transaction and
 statement pooling track protocol-level named prepared statements as PgBouncer
@@ -65,9 +93,9 @@ a server lacking one gets a Parse first, and each server keeps at most N (least
 recently used closed). pgbench -M prepared and drivers' statement caches (pgx,
 JDBC) then work. The default is 0, not PgBouncer 1.24's 200: it matches the
 PgBouncer 1.18 poolsim validates against, where named statements pass through
-and fail on another server ("prepared statement ... does not exist"). SHOW
-STATS counts total_client_parse_count, total_server_parse_count and
-total_bind_count only while statements are tracked. Session mode never tracks.
+and fail on another server ("prepared statement ... does not exist"). Session
+mode never tracks. (SHOW STATS has PgBouncer 1.18's columns, which have no
+parse or bind counts.)
 
 Examples:
   poolsim proxy --upstream postgres://app:secret@127.0.0.1:5432/app --mode transaction
@@ -76,6 +104,7 @@ Examples:
   poolsim proxy --listen 0.0.0.0:6432 --auth-type scram-sha-256 --auth-file userlist.txt \
       --upstream postgres://127.0.0.1:5432/app
   poolsim proxy --config /etc/pgbouncer/pgbouncer.ini --listen 127.0.0.1:6433
+  poolsim proxy --upstream postgres://app@127.0.0.1:5432/app --admin-users app --stats-users monitor
   psql 'postgres://app@127.0.0.1:6432/pgbouncer' -c 'SHOW POOLS'
 
 Flags:
@@ -108,9 +137,16 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.AuthType, "auth-type", def.AuthType, "auth_type: trust, any, plain, md5 or scram-sha-256")
 	fs.StringVar(&cfg.AuthFile, "auth-file", "", "auth_file: PgBouncer userlist.txt (\"user\" \"password, md5 or SCRAM secret\")")
 	fs.StringSliceVar(&cfg.IgnoreStartupParameters, "ignore-startup-parameters", nil, "ignore_startup_parameters: startup parameters to drop; every other one is applied to the client's session")
+	fs.DurationVar(&cfg.ClientLoginTimeout, "client-login-timeout", def.ClientLoginTimeout, "client_login_timeout: close a client that has not logged in this long after connecting, 0 = never")
+	fs.DurationVar(&cfg.AutodbIdleTimeout, "autodb-idle-timeout", def.AutodbIdleTimeout, "autodb_idle_timeout: drop the pools of a database unused this long, 0 = never")
+	adminUsers := fs.String("admin-users", "", "admin_users: users who may use the console, comma-separated")
+	statsUsers := fs.String("stats-users", "", "stats_users: users who may run SHOW on the console, comma-separated")
+	fs.IntVar(&cfg.PktBuf, "pkt-buf", def.PktBuf, "pkt_buf: bytes; a longer console message ends the connection (\"incomplete pkt\")")
+	fs.IntVar(&cfg.MaxPacketSize, "max-packet-size", def.MaxPacketSize, "max_packet_size: bytes; a longer message ends its connection")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long transactions may finish after SIGINT")
 	threads := fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
 	verbose := fs.BoolP("verbose", "v", false, "log every server close and its reason")
+	pprofListen := fs.String("pprof-listen", "", "serve Go's runtime profiles (net/http/pprof: goroutines, heap) on this loopback address, e.g. 127.0.0.1:6060; empty = off")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -122,6 +158,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--mode %q: want session, transaction or statement", *mode)
 	}
 	cfg.Mode = m
+	cfg.AdminUsers = pooler.ParseUserList(*adminUsers)
+	cfg.StatsUsers = pooler.ParseUserList(*statsUsers)
 	if *threads < 0 {
 		return usagef("--threads %d: want 0 (one per core) or more", *threads)
 	}
@@ -152,8 +190,14 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usage(err)
 	}
+	cfg.Source = build // the console's RELOAD, as SIGHUP
 	if *threads > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*threads))
+	}
+	if *pprofListen != "" {
+		if err := checkLoopback(*pprofListen); err != nil {
+			return usagef("--pprof-listen: %v", err)
+		}
 	}
 	p, err := pooler.New(cfg)
 	if err != nil {
@@ -176,6 +220,17 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "poolsim proxy: listening on %s, %s pooling, pool size %d%s, upstream %s\n",
 		ln.Addr(), cfg.Mode, cfg.PoolSize, prepared, upstream)
+	if env := pooler.UpstreamEnvApplied(cfg.Upstream); cfg.Upstream != "" && len(env) > 0 {
+		logger.Printf("upstream: taking %s from the environment (the URL does not set them)", strings.Join(env, ", "))
+	}
+	if *pprofListen != "" {
+		stop, err := servePprof(*pprofListen)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("pprof listen: %w", err)
+		}
+		defer stop()
+	}
 	start := time.Now()
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(context.WithoutCancel(ctx), ln) }()
@@ -212,6 +267,12 @@ func overrideFlags(fs *pflag.FlagSet, c, flags *pooler.Config) {
 	set("auth-type", func() { c.AuthType = flags.AuthType })
 	set("auth-file", func() { c.AuthFile = flags.AuthFile })
 	set("ignore-startup-parameters", func() { c.IgnoreStartupParameters = flags.IgnoreStartupParameters })
+	set("client-login-timeout", func() { c.ClientLoginTimeout = flags.ClientLoginTimeout })
+	set("autodb-idle-timeout", func() { c.AutodbIdleTimeout = flags.AutodbIdleTimeout })
+	set("admin-users", func() { c.AdminUsers = flags.AdminUsers })
+	set("stats-users", func() { c.StatsUsers = flags.StatsUsers })
+	set("pkt-buf", func() { c.PktBuf = flags.PktBuf })
+	set("max-packet-size", func() { c.MaxPacketSize = flags.MaxPacketSize })
 	c.ShutdownTimeout = flags.ShutdownTimeout // the proxy's own setting, not PgBouncer's
 }
 
@@ -285,4 +346,41 @@ func redact(s string) string {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	return u.String()
+}
+
+// checkLoopback refuses an address that is not on the loopback interface:
+// profiles show the process's internals.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%q is not a loopback address", addr)
+	}
+	return nil
+}
+
+// servePprof serves net/http/pprof's handlers on addr until stop is called.
+func servePprof(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() { // owner: runProxy, through stop
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return func() {
+		_ = srv.Close()
+		<-done
+	}, nil
 }

@@ -19,7 +19,9 @@ func TestProxyHelp(t *testing.T) {
 	for _, flag := range []string{"--listen", "--upstream", "--mode", "--pool-size", "--max-client-conn",
 		"--max-db-connections", "--query-wait-timeout", "--server-connect-timeout", "--server-idle-timeout",
 		"--server-lifetime", "--server-reset-query", "--auth-type", "--auth-file", "--shutdown-timeout",
-		"--max-prepared-statements", "Prepared statements:", "Examples:", "Exit status"} {
+		"--max-prepared-statements", "Prepared statements:", "Examples:", "Exit status",
+		"--client-login-timeout", "--autodb-idle-timeout", "--admin-users", "--stats-users", "--pkt-buf",
+		"--max-packet-size", "PGCONNECT_TIMEOUT", "PGPASSWORD"} {
 		if !strings.Contains(help, flag) {
 			t.Errorf("proxy --help does not mention %s", flag)
 		}
@@ -40,6 +42,11 @@ func TestProxyBadSettings(t *testing.T) {
 		{up, "extra"},
 		{"--threads", "-1", up},
 		{"--max-prepared-statements", "-1", up},
+		{"--client-login-timeout", "-1s", up},
+		{"--autodb-idle-timeout", "-1s", up},
+		{"--pkt-buf", "10", up},
+		{"--max-packet-size", "100", up},
+		{"--admin-users", "a b", up},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), append([]string{"proxy"}, args...), &out, &errb)

@@ -98,6 +98,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return usage(err)
 	}
+	if err := sf.checkCost(sc, points, st); err != nil {
+		return err
+	}
 	rows, runErr := sf.run(ctx, points, st, stderr, "run "+sc.Name)
 	rows, missing := finished(rows)
 	r := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows, Missing: missing}
@@ -131,6 +134,10 @@ func writeExplain(w io.Writer, rows []scenarios.Row) error {
 		if n := len(x.Reps); n > 1 {
 			fmt.Fprintf(w, "\n%s\n", wrap(replicationWords(&x), 100))
 		}
+	}
+	fmt.Fprintf(w, "\nAssumptions (the defaults in effect that change numbers, and what the model leaves out):\n")
+	for _, a := range report.Assumptions(rows) {
+		fmt.Fprintf(w, "  - %s\n", strings.ReplaceAll(wrap(a+".", 96), "\n", "\n    "))
 	}
 	return nil
 }

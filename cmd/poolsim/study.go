@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/scenarios"
 )
 
@@ -17,6 +20,7 @@ type studyFlags struct {
 	maxReps      int
 	workers      int
 	quiet        bool
+	yes          bool
 }
 
 const studyHelp = `Replications (run, sweep, advise):
@@ -33,6 +37,10 @@ const studyHelp = `Replications (run, sweep, advise):
                       (2% or 0.02), up to --max-replications (default 200)
   replications: and precision: at the top of a scenario do the same; the
   flags win. Replications of all points share the workers (one per CPU).
+  Before running, the cost is estimated from the scenario's size (clients,
+  transactions, statements, points, replications); above about 10 minutes
+  or 2 GB on this machine the command stops with the estimate and a smaller
+  equivalent, and runs anyway with --yes.
 `
 
 func addStudyFlags(fs *pflag.FlagSet) *studyFlags {
@@ -42,6 +50,7 @@ func addStudyFlags(fs *pflag.FlagSet) *studyFlags {
 	fs.IntVar(&f.maxReps, "max-replications", 0, "cap on replications with --precision (default 200)")
 	fs.IntVar(&f.workers, "workers", 0, "simulations run at once (default: one per CPU)")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
+	fs.BoolVar(&f.yes, "yes", false, "run even when the estimate is above 10 minutes or 2 GB")
 	return f
 }
 
@@ -98,4 +107,74 @@ func finished(rows []scenarios.Row) ([]scenarios.Row, int) {
 		}
 	}
 	return out, len(rows) - len(out)
+}
+
+// Cost limits beyond which a run asks for --yes: about 10 minutes or 2 GB
+// on this machine (variables only so a test can lower them).
+var (
+	costSeconds float64 = 600
+	costBytes   float64 = 2 << 30
+)
+
+// checkCost refuses, before anything runs, a study estimated above the
+// limits unless --yes was given: with the estimate, the flag that allows
+// it and a smaller equivalent of the same steady state.
+func (f *studyFlags) checkCost(sc *scenarios.Scenario, points []scenarios.Point, st scenarios.Study) error {
+	workers := f.workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	c := scenarios.EstimateStudy(points, st, workers)
+	if f.yes || (c.Seconds <= costSeconds && c.PeakBytes <= costBytes) {
+		return nil
+	}
+	more := ""
+	if c.AtLeast {
+		more = "at least "
+	}
+	msg := fmt.Sprintf("this would take %sabout %s and %s of memory (%d runs, %.3g transactions, %.3g events on %d cores); the limits are %s and %s: give --yes to run it anyway",
+		more, time.Duration(c.Seconds*float64(time.Second)).Round(time.Second), bytesWords(c.PeakBytes), c.Runs, c.Txns, c.Events, workers,
+		time.Duration(costSeconds*float64(time.Second)), bytesWords(costBytes))
+	if s := smaller(sc.Base, max(c.Seconds/costSeconds, c.PeakBytes/costBytes)); s != "" {
+		msg += ", or " + s
+	}
+	return usagef("%s", msg)
+}
+
+// smaller suggests an equivalent of c about factor times cheaper with the
+// same steady state: fewer transactions (or requests) per client of a
+// closed workload, a shorter arrival period of an open one.
+func smaller(c system.Config, factor float64) string {
+	w := c.Workload
+	factor *= 1.25 // land under the limit
+	switch {
+	case w.Open():
+		d := time.Duration(float64(w.Duration.Duration()) / factor).Round(time.Second)
+		if d >= 20*time.Second {
+			return fmt.Sprintf("--set workload.duration=%v: the same arrivals for a shorter time (the steady window is what is measured)", d)
+		}
+	case w.RequestLevel():
+		if n := int(float64(w.RequestsPerSession) / factor); n >= 10 {
+			return fmt.Sprintf("--set workload.requests_per_session=%d: the same clients for fewer requests each (tps_steady measures the steady state)", n)
+		}
+	default:
+		if n := int(float64(w.TxnsPerSession) / factor); n >= 10 {
+			return fmt.Sprintf("--set workload.txns_per_session=%d: the same clients for fewer transactions each (tps_steady measures the steady state)", n)
+		}
+	}
+	if !w.Open() && float64(w.Clients)*500 > costBytes/2 {
+		return fmt.Sprintf("fewer clients: %d clients alone hold about %s; scale clients and pool sizes down together", w.Clients, bytesWords(float64(w.Clients)*500))
+	}
+	return ""
+}
+
+func bytesWords(b float64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GB", b/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.0f MB", b/(1<<20))
+	default:
+		return fmt.Sprintf("%.0f kB", b/(1<<10))
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/poolsim/poolsim/scenarios"
 	"github.com/poolsim/poolsim/scenarios/plot"
@@ -43,10 +44,14 @@ Values for --vary:
   1..150/log30        log-spaced, 30 points before deduplication
   10ms..100ms/log     durations (3 significant figures); rates: 10/s..1000/s/log
 
---plot FILE draws throughput, p50 and p99 transaction latency and the p99
-wait for a server against the first numeric swept key, one line per value of
+--plot FILE draws steady throughput, p50 and p99 transaction latency, the
+p99 wait for a server, refusals and timeouts, and how busy the server
+connections were against the first numeric swept key, one line per value of
 the other swept keys (e.g. one per mode); PNG or SVG by the extension; the x
-axis is logarithmic for /log ranges.
+axis is logarithmic for /log ranges, a y axis whose values span decades too.
+With replications each line has its 95%% CI as a band. --slo-p99 D draws the
+SLO on the p99 panel and rings, on each line, the first point that meets it
+with nothing refused or timed out.
 
 --shard i/n (1 <= i <= n) runs only the points whose index (0-based, in
 output order) is i-1 modulo n, and writes a self-describing shard (JSON by
@@ -64,6 +69,8 @@ Examples:
   poolsim sweep my-app.yaml --vary workload.query=1ms..20ms/log --vary pooler.mode=session,transaction
   poolsim sweep pgbouncer-modes --vary workload.clients=1..250 --shard 2/4 > part2.json
   poolsim sweep erlang-c --vary pooler.default_pool_size=9..14 --replications 10
+  poolsim sweep web-app --vary pooler.default_pool_size=1..40/log --vary pooler.mode=session,transaction \
+      --replications 5 --plot pool.png --slo-p99 50ms
 
 %s
 Keys for --vary and --set:
@@ -91,6 +98,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringArrayVar(&o.varies, "vary", nil, "sweep a key over values: --vary workload.clients=10..400/log")
 	fs.BoolVar(&o.dropSweep, "drop-sweep", false, "ignore the scenario's own sweep: block; only the --vary axes")
 	plotPath := fs.String("plot", "", "also draw the sweep into this .png or .svg file")
+	slo := fs.String("slo-p99", "", "with --plot: draw this p99 as the SLO line and mark, on each line, the first point that meets it without refusals or timeouts")
 	shard := fs.String("shard", "", "run only shard i of n (1-based): --shard 2/8; merge with 'poolsim merge'")
 	sf := addStudyFlags(fs)
 	fs.Usage = func() { fmt.Fprintf(stderr, sweepHelp, studyHelp, "  "+strings.Join(scenarios.Fields(), "\n  ")) }
@@ -119,6 +127,17 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *plotPath != "" {
 			return usagef("--plot with --shard would draw one shard only; merge the shards, then sweep without --shard to plot")
 		}
+	}
+	var sloMs float64
+	if *slo != "" {
+		d, err := time.ParseDuration(*slo)
+		if err != nil || d <= 0 {
+			return usagef("--slo-p99 %q: want a duration above 0 such as 50ms", *slo)
+		}
+		if *plotPath == "" {
+			return usagef("--slo-p99 draws on the plot: give --plot too")
+		}
+		sloMs = float64(d) / 1e6
 	}
 	if *plotPath != "" {
 		if err := plot.CheckPath(*plotPath); err != nil {
@@ -151,6 +170,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			sel[k] = points[i]
 		}
 	}
+	if err := sf.checkCost(sc, sel, st); err != nil {
+		return err
+	}
 	rows, runErr := sf.run(ctx, sel, st, stderr, "sweep "+sc.Name)
 	if runErr != nil { // interrupted: the finished points, marked incomplete
 		var keep []int
@@ -165,6 +187,11 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rep := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows, Missing: missing}
 	if sn > 0 {
 		meta := report.ShardMeta{Scenario: sc.Name, Seed: sc.Base.Seed, Index: si, Count: sn, Points: total, Sweep: report.Fingerprint(sc, st, points)}
+		all := make([]scenarios.Row, len(points)) // the merged output's assumptions cover every point
+		for i, p := range points {
+			all[i].Config = p.Config
+		}
+		rep.Notes = report.Assumptions(all)
 		if err := report.WriteShard(stdout, *format, meta, index, rep); err != nil {
 			return err
 		}
@@ -187,7 +214,10 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if len(o.sets) > 0 {
 			title += ", " + strings.Join(o.sets, ", ")
 		}
-		in := plot.Input{Title: title, Rows: rows, LogKeys: logKeys}
+		in := plot.Input{Title: title, Rows: rows, LogKeys: logKeys, SLOP99Ms: sloMs}
+		if sloMs > 0 {
+			in.Chosen, in.ChosenLabel = plot.FirstMeeting(rows, sloMs), "first to meet the SLO"
+		}
 		if err := plot.Write(*plotPath, in); err != nil {
 			return fmt.Errorf("--plot: %w", err)
 		}

@@ -167,7 +167,7 @@ func TestSweepUsageErrors(t *testing.T) {
 		{[]string{"sweep", "pgbouncer-modes", "--vary", "workload.clients"}, "want key=values"},
 		{[]string{"sweep", "pgbouncer-modes", "--vary", "workload.clients=10..1"}, "end is below the start"},
 		{[]string{"sweep", "pgbouncer-modes", "--vary", "workload.clients=0..10/log"}, "must start above 0"},
-		{[]string{"sweep", "pgbouncer-modes", "--vary", "workload.clientz=1,2"}, `--vary workload.clientz=1: unknown key "workload.clientz"`},
+		{[]string{"sweep", "pgbouncer-modes", "--vary", "workload.clientz=1,2"}, "--vary workload.clientz=1: unknown key `workload.clientz`; did you mean `workload.clients`?"},
 		{[]string{"sweep", "pgbouncer-modes", "--vary", "pooler.mode=session,pooled"}, `--vary pooler.mode=pooled: unknown pool mode "pooled"`},
 		{[]string{"sweep", "pgbouncer-modes", "--vary", "workload.clients=0,5"}, "--vary workload.clients=0: must be from 1"},
 		{[]string{"sweep", "pgbouncer-modes", "--vary", "workload.clients=1,2", "--vary", "workload.clients=3"}, "given twice"},

@@ -21,7 +21,8 @@ const validateHelp = `Usage: poolsim validate SCENARIO [--dsn URL] [--target pro
 
 Runs SCENARIO for real and prints, for every point of its sweep, the model,
 the model with measured values (calibrated) and the measurement side by side,
-with a verdict against fixed tolerances: ok_txns and conn_refused exactly;
+with a verdict against fixed tolerances (progress on stderr: each phase,
+the runs and probes done and the time left; --quiet turns it off): ok_txns and conn_refused exactly;
 the calibrated model within 10%% of the measured TPS and p50 and within 25%%
 of p99. Each row runs several times (--repeats), each run calibrated right
 before it; the verdict compares the medians of the measurements with the
@@ -85,6 +86,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	quick := fs.Bool("quick", false, "fewer calibration samples, one run per row, no feature probes")
 	repeats := fs.Int("repeats", 0, "live runs per row, compared by their medians (default 5, 1 with --quick)")
 	verbose := fs.BoolP("verbose", "v", false, "log each step to stderr")
+	quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
 	fs.Usage = func() { fmt.Fprintf(stderr, validateHelp, fs.FlagUsages()) }
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -123,7 +125,10 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *verbose {
 		opts.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
 	}
+	p := newProgress(stderr, "validate "+sc.Name, *quiet || *verbose)
+	opts.Progress = p.phase
 	rep, err := validate.Run(ctx, opts)
+	p.finish()
 	if err != nil {
 		if errors.Is(err, validate.ErrUnsupported) {
 			return usage(err)

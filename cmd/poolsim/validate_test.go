@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/poolsim/poolsim/proxy/pgbouncer"
+	"github.com/poolsim/poolsim/proxy/pgcluster"
+	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
 )
 
 func TestValidateUsage(t *testing.T) {
@@ -60,5 +64,49 @@ func TestCommandLine(t *testing.T) {
 	want := `poolsim validate x --set 'workload.query={dist: exp, mean: 1ms}'`
 	if got != want {
 		t.Errorf("commandLine = %s, want %s", got, want)
+	}
+}
+
+// Progress of a live validation goes to stderr, phase by phase with the
+// runs done and the time left, and never to stdout.
+func TestValidateProgressOnStderr(t *testing.T) {
+	if _, err := pgcluster.FindBinDir(); err != nil {
+		if pgclustertest.InCI() {
+			t.Fatalf("PostgreSQL missing under CI=true: %v", err)
+		}
+		t.Skipf("PostgreSQL: %v", err)
+	}
+	p := filepath.Join(t.TempDir(), "tiny.yaml")
+	if err := os.WriteFile(p, []byte(`name: tiny-live
+seed: 1
+workload:
+  clients: 4
+  txns_per_session: 1
+  stmts_per_txn: 2
+  query: 2ms
+  think: 1ms
+pooler:
+  mode: transaction
+  hop: 50us
+  default_pool_size: 2
+  max_prepared_statements: 0
+server:
+  max_connections: 4
+live:
+  statement: sleep
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd("validate", p, "--quick")
+	if code != exitOK && code != exitFail { // a noisy machine may miss a tolerance; the progress is what is tested
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"poolsim: validate tiny-live: starting PostgreSQL", "poolsim: validate tiny-live: calibrating the statement", "run 1 of 1 (0/1)"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(out, "poolsim: validate") {
+		t.Errorf("progress on stdout:\n%s", out)
 	}
 }

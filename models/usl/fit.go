@@ -57,6 +57,9 @@ func Fit(points []Point) (Model, Stats, error) {
 		linearStart(points, p.lambda0),
 	} {
 		m, err := p.minimize(start)
+		if err == nil && !(m.Lambda > 0) {
+			err = fmt.Errorf("the fit ended at λ = %g, not a throughput", m.Lambda)
+		}
 		if err != nil {
 			lastErr = err
 			continue
@@ -206,6 +209,12 @@ func (p *problem) residuals(u []float64, r []float64, jac *mat.Dense) float64 {
 	for i, pt := range p.points {
 		n := pt.N
 		d := m.denom(n)
+		if !(d > 0) {
+			// Outside the model: with σ > 1 a concurrency below 1 makes
+			// the denominator 0 or negative, and a negative λ would then
+			// "fit" a point there. Such a step is refused.
+			return math.Inf(1)
+		}
 		r[i] = (m.Lambda*n/d - pt.X) / p.xScale
 		f += r[i] * r[i]
 		if jac != nil {
@@ -218,10 +227,14 @@ func (p *problem) residuals(u []float64, r []float64, jac *mat.Dense) float64 {
 	return f / 2
 }
 
-// project puts u back into the feasible region σ, κ ≥ 0.
+// project puts u back into the bounds σ, κ, λ ≥ 0. The rest of the
+// feasible region (1 + σ(N−1) + κN(N−1) > 0 at every point, which only
+// concurrencies below 1 can break) is kept by refusing steps that leave it
+// (residuals returns +Inf there).
 func project(u []float64) {
 	u[0] = math.Max(u[0], 0)
 	u[1] = math.Max(u[1], 0)
+	u[2] = math.Max(u[2], 0)
 }
 
 // minimize runs projected Levenberg–Marquardt (Marquardt's diagonal
@@ -280,7 +293,7 @@ func (p *problem) minimize(start Model) (Model, error) {
 		// A bound parameter that the gradient pushes further out stays
 		// where it is (a projected Newton step): leaving it in the system
 		// would bend the step of the others.
-		for i := 0; i < 2; i++ {
+		for i := 0; i < 3; i++ {
 			if u[i] == 0 && g.AtVec(i) > 0 {
 				for j := 0; j < 3; j++ {
 					if j != i {
@@ -349,13 +362,13 @@ func (p *problem) minimize(start Model) (Model, error) {
 }
 
 // projectedGradient is the largest component of the gradient g that
-// points into the feasible region: components pushing σ or κ below 0 at
-// the bound do not count.
+// points into the feasible region: components pushing σ, κ or λ below 0
+// at the bound do not count.
 func projectedGradient(u []float64, g *mat.VecDense) float64 {
 	var m float64
 	for i := 0; i < 3; i++ {
 		gi := g.AtVec(i)
-		if i < 2 && u[i] == 0 && gi > 0 {
+		if u[i] == 0 && gi > 0 {
 			continue
 		}
 		if math.IsNaN(gi) {

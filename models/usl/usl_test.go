@@ -351,3 +351,25 @@ func TestFitRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestFitDenominatorStaysPositive: with a point at a concurrency below 1, a
+// contention σ > 1 makes 1 + σ(N−1) + κN(N−1) negative there, and a
+// negative λ then "fits" it (issue 15: σ=1.001479 κ=8.62568e-08
+// λ=-1069968). Fit must return a model that is positive at every point, or
+// an error; the inputs are kept in testdata/fuzz/FuzzFit.
+func TestFitDenominatorStaysPositive(t *testing.T) {
+	pts := []Point{{5, 866.6464360130806}, {1, 588.3511106184171}, {10, 577.407610537937}, {54, 119.06789226085748},
+		{28, 496.89841620091505}, {0.04071983412350703, 107.41291473199985}, {0.00017961844028222565, 4.112071121262154e+06}}
+	m, _, err := Fit(pts)
+	if err != nil {
+		return
+	}
+	if !(m.Lambda > 0) {
+		t.Fatalf("Fit = %v: want λ > 0", m)
+	}
+	for _, p := range pts {
+		if d := m.denom(p.N); !(d > 0) {
+			t.Errorf("Fit = %v: 1 + σ(N−1) + κN(N−1) = %g at N = %g, want > 0", m, d, p.N)
+		}
+	}
+}

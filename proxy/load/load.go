@@ -103,6 +103,8 @@ func classify(err error) outcome {
 	switch {
 	case pe.Code == poolmode.SQLStateTooManyConn:
 		return refused
+	case pe.Code == poolmode.SQLStatePooler && pe.Message == poolmode.ErrTooManyClients:
+		return refused // PostgreSQL's refusal passed on by a pooler (PgBouncer sends it as 08P01)
 	case pe.Code == poolmode.SQLStatePooler && strings.Contains(pe.Message, "max_client_conn"):
 		return refused
 	case pe.Code == poolmode.SQLStatePooler && pe.Message == poolmode.ErrQueryWaitTimeout:

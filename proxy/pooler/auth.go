@@ -194,7 +194,7 @@ func (p *Proxy) authenticate(c *client, user string) error {
 		// tell whether the user exists.
 		sec, _ = secretFor(string(rand.Text()))
 	}
-	if err := scramExchange(c.r, c.w, sec); err != nil {
+	if err := scramExchange(c.lg.r, c.lg.w, sec); err != nil {
 		return failed
 	}
 	if !ok {
@@ -206,14 +206,14 @@ func (p *Proxy) authenticate(c *client, user string) error {
 // askPassword sends an authentication request and returns the client's
 // PasswordMessage.
 func askPassword(c *client, req pgproto3.BackendMessage) (string, error) {
-	if err := send(c.w, req); err != nil {
+	if err := send(c.lg.w, req); err != nil {
 		return "", err
 	}
-	if err := c.w.Flush(); err != nil {
+	if err := c.lg.w.Flush(); err != nil {
 		return "", err
 	}
 	var scratch []byte
-	b, err := readAuthMessage(c.r, &scratch)
+	b, err := readAuthMessage(c.lg.r, &scratch)
 	if err != nil {
 		return "", err
 	}

@@ -2,7 +2,9 @@ package pooler
 
 import (
 	"bufio"
+	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,31 +22,22 @@ type client struct {
 	id          uint64
 	px          *Proxy
 	pool        *pool
-	conn        net.Conn      // login and console only
-	r           *bufio.Reader // login and console only
-	w           *bufio.Writer // login and console only
-	pid         uint32        // BackendKeyData the proxy gave the client
+	lg          *loginIO // login and console only; nil once the loop has the client
+	connectTime stamp
+	remote      netip.AddrPort // zero for a non-TCP connection
+	local       netip.AddrPort
+	pid         uint32 // BackendKeyData the proxy gave the client
 	secret      uint32
-	connectTime time.Time
-	appName     string
-	remote      net.Addr
-	local       net.Addr
 
 	// Owned by the loop once the client is adopted.
 	sk          sock
-	adopted     bool
-	requestTime time.Time // of the last request
+	requestTime stamp // of the last request
 	server      *server
-	outstanding int  // Query, Sync and FunctionCall sent, not yet answered by ReadyForQuery
-	pendingExt  bool // extended-protocol messages sent since the last Sync
-	txStatus    poolmode.TxStatus
-	fwdLeft     int  // bytes of a large message still to pass to the server (or to drop with none linked)
-	stalled     bool // the server's output is full: not read until it drains
-	queued      bool // waiting for a server; the request stays in sk's buffer
-	gone        bool // finish has run
+	outstanding int // Query, Sync and FunctionCall sent, not yet answered by ReadyForQuery
+	fwdLeft     int // bytes of a large message still to pass to the server (or to drop with none linked)
 	wait        waiter
-	xactStart   time.Time
-	queryStart  time.Time
+	xactStart   stamp
+	queryStart  stamp
 	st          counters // this client's share of SHOW STATS
 
 	// want is the client's tracked settings (varcache.go), extra the other
@@ -54,7 +47,36 @@ type client struct {
 
 	// Prepared statements (pool.psOn): the client's statement names.
 	stmts map[string]*psEntry
+
+	txStatus poolmode.TxStatus
+	// counted: the connection holds a place in Proxy.conns (connClosed
+	// gives it back); console: it is an admin console connection. Owned by
+	// the login goroutine, then by the loop.
+	counted    bool
+	console    bool
+	adopted    bool
+	pendingExt bool // extended-protocol messages sent since the last Sync
+	stalled    bool // the server's output is full: not read until it drains
+	queued     bool // waiting for a server; the request stays in sk's buffer
+	gone       bool // finish has run
 }
+
+// loginIO is what a client needs only while it logs in (and on the
+// console): kept apart so that a logged-in client does not carry it.
+type loginIO struct {
+	conn    net.Conn
+	r       *bufio.Reader
+	w       *bufio.Writer
+	appName string
+}
+
+// stamp is a wall-clock instant in Unix nanoseconds, 0 for none: 8 bytes
+// where a time.Time takes 24, for the instants kept per client.
+type stamp int64
+
+func stampOf(t time.Time) stamp { return stamp(t.UnixNano()) }
+
+func (s stamp) time() time.Time { return time.Unix(0, int64(s)) }
 
 var clientIDs atomic.Uint64
 
@@ -64,6 +86,7 @@ func (c *client) adopt(fd int, buffered []byte) {
 	l := c.px.loop
 	if c.px.stoppingNow() {
 		_ = sysClose(fd)
+		c.px.connClosed(c)
 		c.px.removeClient(c)
 		return
 	}
@@ -74,6 +97,7 @@ func (c *client) adopt(fd int, buffered []byte) {
 	if err := l.add(&c.sk, fd); err != nil {
 		_ = sysClose(fd)
 		c.px.logf("client %d: %v", c.id, err)
+		c.px.connClosed(c)
 		c.px.removeClient(c)
 		return
 	}
@@ -82,6 +106,9 @@ func (c *client) adopt(fd int, buffered []byte) {
 	c.txStatus = poolmode.Idle
 	c.pool.clients++
 	c.input()
+	if !c.gone {
+		l.idle(&c.sk) // an idle client holds no read buffer
+	}
 }
 
 // input handles the client's messages as far as its state allows: it stops
@@ -141,8 +168,10 @@ func (c *client) step() int {
 		return 5
 	}
 	typ, ln := sk.header()
-	if ln < 4 || ln > maxMsgLen {
-		c.fatalClose(poolerError("invalid client packet"))
+	if ln < 4 || ln+1 > c.px.conf().MaxPacketSize {
+		// PgBouncer's get_header: checked before anything is read or
+		// allocated for the body; the text shows up to 8 bytes in hex.
+		c.fatalClose(poolerError(fmt.Sprintf("bad packet header: '%x'", sk.buf[sk.r:sk.r+min(avail, 8)])))
 		return -1
 	}
 	if !frontendTypes[typ] {
@@ -151,7 +180,7 @@ func (c *client) step() int {
 	}
 	n := ln + 1
 	now := l.now
-	c.requestTime = now
+	c.requestTime = stampOf(now)
 	if typ == msgTerminate {
 		c.finish(false)
 		return -1
@@ -219,10 +248,10 @@ func (c *client) step() int {
 // request counts a Query, Sync or FunctionCall sent to the server.
 func (c *client) request(now time.Time) {
 	if c.outstanding == 0 {
-		c.queryStart = now
+		c.queryStart = stampOf(now)
 	}
-	if c.xactStart.IsZero() {
-		c.xactStart = now
+	if c.xactStart == 0 {
+		c.xactStart = stampOf(now)
 	}
 	c.outstanding++
 }
@@ -254,13 +283,13 @@ func (c *client) ready(s *server, status poolmode.TxStatus, msg []byte) {
 	if c.outstanding > 0 {
 		c.outstanding--
 		if c.outstanding == 0 {
-			st.queryTime += now.Sub(c.queryStart).Microseconds()
+			st.queryTime += now.Sub(c.queryStart.time()).Microseconds()
 		}
 	}
-	if status == poolmode.Idle && !c.xactStart.IsZero() {
+	if status == poolmode.Idle && c.xactStart != 0 {
 		st.xacts++
-		st.xactTime += now.Sub(c.xactStart).Microseconds()
-		c.xactStart = time.Time{}
+		st.xactTime += now.Sub(c.xactStart.time()).Microseconds()
+		c.xactStart = 0
 	}
 	c.txStatus = status
 	pending := c.outstanding
@@ -352,6 +381,7 @@ func (c *client) finish(partial bool) {
 		l.flush(&c.sk) // a FATAL, most likely
 	}
 	l.close(&c.sk)
+	c.px.connClosed(c)
 	c.px.removeClient(c)
 	if s == nil {
 		return

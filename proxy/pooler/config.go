@@ -3,6 +3,7 @@ package pooler
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sort"
 	"strconv"
@@ -98,6 +99,45 @@ type Config struct {
 	// AuthFile is auth_file, PgBouncer's userlist.txt format:
 	// "user" "password-or-SCRAM-secret" per line. Needed for AuthSCRAM.
 	AuthFile string
+	// ClientLoginTimeout is client_login_timeout: a client that has not
+	// finished logging in this long after it connected is closed (FATAL
+	// "client_login_timeout"); 0 disables it.
+	ClientLoginTimeout time.Duration
+	// AutodbIdleTimeout is autodb_idle_timeout: a database whose pools have
+	// had no client and no server connection this long is dropped with its
+	// pools (every pool of the proxy is auto-created, as with PgBouncer's
+	// "* =" entry); 0 keeps them forever.
+	AutodbIdleTimeout time.Duration
+	// AdminUsers is admin_users: users who may use the admin console and run
+	// its commands. StatsUsers is stats_users: users who may log in to the
+	// console and run SHOW commands only. A user in neither is refused the
+	// console (FATAL "not allowed"). Both empty (the default) close the
+	// console to everyone, as PgBouncer does over TCP.
+	AdminUsers, StatsUsers []string
+	// PktBuf is pkt_buf: the most a message that the proxy must hold whole
+	// may take on the admin console (larger ones end the connection with
+	// "incomplete pkt", as in PgBouncer). It also sizes the buffers of
+	// connections that are logging in.
+	PktBuf int
+	// MaxPacketSize is max_packet_size: a message whose header claims more
+	// ends its connection (a client gets "bad packet header"), on every
+	// path, before anything is allocated for it.
+	MaxPacketSize int
+	// StatsPeriod is stats_period: how often SHOW STATS' averages are
+	// refreshed (they cover the period before the last refresh).
+	StatsPeriod time.Duration
+	// ConfFile is the pgbouncer.ini the settings were read from (SHOW
+	// CONFIG's conffile); "" for none.
+	ConfFile string
+	// Unapplied holds pgbouncer.ini [pgbouncer] settings the proxy reads but
+	// does not apply, by PgBouncer's key, as written (FromSettings lists
+	// them): SHOW CONFIG shows them and the console's SET records them;
+	// nothing else reads them.
+	Unapplied map[string]string
+	// Source, when set, builds the settings again for the console's RELOAD
+	// (poolsim proxy reads its config file and flags again, as on SIGHUP);
+	// without it RELOAD keeps the settings and reads the auth file again.
+	Source func() (Config, error)
 	// ShutdownTimeout bounds graceful shutdown: how long linked clients may
 	// finish their transactions (session clients their sessions) before
 	// everything is closed.
@@ -139,6 +179,11 @@ func DefaultConfig() Config {
 		ServerLoginRetry:     d.ServerLoginRetry,
 		ServerResetQuery:     d.ServerResetQuery,
 		AuthType:             AuthTrust, // PgBouncer's md5 needs an auth_file; --config uses md5
+		ClientLoginTimeout:   d.ClientLoginTimeout,
+		AutodbIdleTimeout:    d.AutodbIdleTimeout,
+		PktBuf:               4096,
+		MaxPacketSize:        math.MaxInt32,
+		StatsPeriod:          d.StatsPeriod,
 		ShutdownTimeout:      10 * time.Second,
 		WaitLog:              DefaultWaitLog,
 	}
@@ -184,10 +229,33 @@ func (c Config) Validate() error {
 		{"server_lifetime", c.ServerLifetime},
 		{"server_login_retry", c.ServerLoginRetry},
 		{"shutdown_timeout", c.ShutdownTimeout},
+		{"client_login_timeout", c.ClientLoginTimeout},
+		{"autodb_idle_timeout", c.AutodbIdleTimeout},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("%s: %v: want 0 or more", d.name, d.v)
 		}
+	}
+	// PgBouncer's own bounds: pkt_buf at least 256 bytes, max_packet_size
+	// fits a protocol length field.
+	if c.PktBuf < 256 || c.PktBuf > 1<<30 {
+		return fmt.Errorf("pkt_buf: %d: want 256 to %d bytes", c.PktBuf, 1<<30)
+	}
+	if c.MaxPacketSize < c.PktBuf || c.MaxPacketSize > math.MaxInt32 {
+		return fmt.Errorf("max_packet_size: %d: want pkt_buf (%d) to %d bytes", c.MaxPacketSize, c.PktBuf, math.MaxInt32)
+	}
+	for _, l := range []struct {
+		name  string
+		users []string
+	}{{"admin_users", c.AdminUsers}, {"stats_users", c.StatsUsers}} {
+		for _, u := range l.users {
+			if u == "" || strings.ContainsAny(u, ", \t\n\x00") {
+				return fmt.Errorf("%s: %q is not a user name (names are separated by commas)", l.name, u)
+			}
+		}
+	}
+	if c.StatsPeriod <= 0 {
+		return fmt.Errorf("stats_period: %v: want more than 0", c.StatsPeriod)
 	}
 	if c.ServerConnectTimeout <= 0 {
 		return fmt.Errorf("server_connect_timeout: %v: want more than 0", c.ServerConnectTimeout)
@@ -316,6 +384,19 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	c.AuthType, c.AuthFile = s.AuthType, s.AuthFile
 	c.IgnoreStartupParameters = s.IgnoreStartupParameters
 	c.Databases, c.Users = s.Databases, s.Users
+	c.StatsPeriod = s.StatsPeriod
+	if len(s.Files) > 0 {
+		c.ConfFile = s.Files[0]
+	}
+	// Every key the proxy does not apply keeps its value for SHOW CONFIG.
+	c.Unapplied = map[string]string{}
+	for _, k := range poolconf.Keys18 {
+		if _, applied := configFields[k.Name]; !applied {
+			if v, ok := s.Text(k.Name); ok && (v != "" || !k.Null) {
+				c.Unapplied[k.Name] = v
+			}
+		}
+	}
 
 	def := poolconf.Defaults()
 	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
@@ -337,9 +418,23 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 			skip(n.key, n.value, n.why)
 		}
 	}
-	if len(s.AdminUsers) > 0 || len(s.StatsUsers) > 0 {
-		skip("admin_users/stats_users", strings.Join(append(append([]string{}, s.AdminUsers...), s.StatsUsers...), ","),
-			"console access control is not in this build: every user that logs in may use the console")
+	c.AdminUsers, c.StatsUsers = s.AdminUsers, s.StatsUsers
+	c.ClientLoginTimeout, c.AutodbIdleTimeout = s.ClientLoginTimeout, s.AutodbIdleTimeout
+	for _, f := range []struct {
+		key string
+		dst *int
+	}{{"pkt_buf", &c.PktBuf}, {"max_packet_size", &c.MaxPacketSize}} {
+		key, dst := f.key, f.dst
+		v, ok := s.Other[key]
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			skip(key, v, "not a whole number of bytes")
+			continue
+		}
+		*dst = n // Validate checks the range
 	}
 	for _, d := range s.Databases {
 		if d.MinPoolSize != poolconf.Unset || d.ReservePool != poolconf.Unset || d.ConnectQuery != "" || d.AuthUser != "" {
@@ -352,7 +447,23 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if k == "pkt_buf" || k == "max_packet_size" {
+			continue // applied above
+		}
 		skip(k, s.Other[k], "no effect in poolsim proxy")
 	}
 	return c, notApplied
+}
+
+// ParseUserList reads a comma-separated user list as PgBouncer's
+// admin_users and stats_users are written ("alice, bob"): names are trimmed,
+// empty entries skipped.
+func ParseUserList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

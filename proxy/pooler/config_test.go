@@ -3,10 +3,12 @@ package pooler
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
 )
 
@@ -101,5 +103,31 @@ func TestWaitLogBounded(t *testing.T) {
 	}
 	if got := l.drain(); len(got) != 0 {
 		t.Errorf("second drain = %v, want empty", got)
+	}
+}
+
+// TestFromSettingsAdmission: the pgbouncer.ini settings of issue 15 reach
+// the Config: admin_users, stats_users, client_login_timeout,
+// autodb_idle_timeout, pkt_buf and max_packet_size; a pkt_buf that is not
+// a number is reported, not dropped silently.
+func TestFromSettingsAdmission(t *testing.T) {
+	s := poolconf.Defaults()
+	s.AdminUsers, s.StatsUsers = []string{"alice"}, []string{"bob", "carol"}
+	s.ClientLoginTimeout, s.AutodbIdleTimeout = 5*time.Second, 7*time.Second
+	s.Other = map[string]string{"pkt_buf": "8192", "max_packet_size": "100000"}
+	c, notApplied := FromSettings(s)
+	if !slices.Equal(c.AdminUsers, []string{"alice"}) || !slices.Equal(c.StatsUsers, []string{"bob", "carol"}) ||
+		c.ClientLoginTimeout != 5*time.Second || c.AutodbIdleTimeout != 7*time.Second || c.PktBuf != 8192 || c.MaxPacketSize != 100000 {
+		t.Errorf("FromSettings: admin %v stats %v login %v autodb %v pkt_buf %d max_packet_size %d", c.AdminUsers, c.StatsUsers,
+			c.ClientLoginTimeout, c.AutodbIdleTimeout, c.PktBuf, c.MaxPacketSize)
+	}
+	for _, n := range notApplied {
+		if strings.Contains(n, "pkt_buf") || strings.Contains(n, "admin_users") || strings.Contains(n, "max_packet_size") {
+			t.Errorf("reported as not applied: %s", n)
+		}
+	}
+	s.Other = map[string]string{"pkt_buf": "big"}
+	if _, notApplied := FromSettings(s); !slices.ContainsFunc(notApplied, func(n string) bool { return strings.HasPrefix(n, "pkt_buf = big") }) {
+		t.Errorf("pkt_buf = big not reported: %v", notApplied)
 	}
 }

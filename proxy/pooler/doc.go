@@ -56,14 +56,45 @@
 //
 // Limits and errors use PgBouncer's texts, as FATAL 08P01 errors after
 // which the connection is closed: "no more connections allowed
-// (max_client_conn)", "query_wait_timeout". A failed server login with no
-// server in the pool hands PostgreSQL's own error (e.g. 53300 sorry, too
-// many clients already) to every waiting client; after a failed login no
-// new one starts for ServerLoginRetry, and while the pool has no server a
-// client that needs one is refused at once with "server login has been
-// failing, try again later (server_login_retry)", as PgBouncer 1.18 does. Servers idle longer than
-// ServerIdleTimeout are closed (checked three times a second), and servers
-// older than ServerLifetime are closed when released.
+// (max_client_conn)", "query_wait_timeout", "client_login_timeout". Every
+// client connection counts against max_client_conn from the moment it is
+// accepted (the check runs when the start-up packet names the database, the
+// console exempt), and one that has not logged in within
+// ClientLoginTimeout is closed. Server logins follow PgBouncer 1.18 as
+// measured side by side: a client logging in while PostgreSQL is down or
+// hung waits (one server login per ServerLoginRetry, each bounded by
+// ServerConnectTimeout) and gets "client_login_timeout (server down)" when
+// ClientLoginTimeout fires; a login PostgreSQL refuses with an error (e.g.
+// "sorry, too many clients already") hands its message, as FATAL 08P01, to
+// every client logging in and waiting; while the pool has no server a
+// logged-in client that needs one is refused at once with "server login
+// has been failing, try again later (server_login_retry)". No client ever
+// sees the upstream's address or a Go error: the detail, naming
+// server_connect_timeout when it fired, goes to the log. Servers idle
+// longer than ServerIdleTimeout are closed (checked three times a second),
+// servers older than ServerLifetime are closed when released, and a
+// database whose pools have had no client and no server for
+// AutodbIdleTimeout is dropped with its pools (every pool is auto-created,
+// as with PgBouncer's "* =" entry).
+//
+// # Under attack (admission.go)
+//
+// Accept errors (out of descriptors, ENOBUFS, ...) are logged at most once a
+// second and the accept loop backs off (5 ms doubling to 1 s) and goes on.
+// Client connections may hold the descriptors RLIMIT_NOFILE leaves after
+// what was open at Serve, the open server connections, PoolSize more and a
+// reserve of four for the console; past that a client gets "no more
+// connections allowed (file descriptor limit)" and only the console may log
+// in (a newcomer takes the reserve place of the oldest connection that has
+// not sent its start-up packet). Every message length is checked before
+// anything is allocated for it: a start-up packet against PostgreSQL's
+// 10,000 bytes and any other message against MaxPacketSize
+// (max_packet_size; "bad packet header: '<hex>'"), and a console message
+// must fit in PktBuf (pkt_buf, 4096; "incomplete pkt"), as in PgBouncer.
+// The upstream connection string is parsed by pgconn, which fills what it
+// leaves out from PG* variables as libpq does, except PGCONNECT_TIMEOUT,
+// PGOPTIONS, PGTZ and PGAPPNAME, which apply only when the string sets
+// them (upstream.go).
 //
 // # Prepared statements
 //
@@ -89,12 +120,28 @@
 // linked server's real key, over a new upstream connection; the server is
 // held back from reuse until the cancel has settled.
 //
-// The virtual database "pgbouncer" is an admin console (simple query
-// protocol) answering SHOW POOLS, SHOW STATS, SHOW CLIENTS, SHOW SERVERS,
-// SHOW DATABASES, SHOW LISTS, SHOW CONFIG, SHOW VERSION and SHOW HELP with
-// the columns of PgBouncer 1.18 in its order, plus the ones later versions
-// added (prepared_statements in SHOW CLIENTS and SHOW SERVERS, the parse
-// and bind counts of SHOW STATS, filled while statements are tracked).
+// The virtual database "pgbouncer" is PgBouncer 1.18's admin console
+// (console.go, console_show.go, console_cmds.go, console_config.go), for
+// the users of AdminUsers and StatsUsers (anyone else gets FATAL "not
+// allowed"; a stats user gets ERROR "admin access needed" for admin
+// commands and SHOW FDS, decided by requireAdmin): simple query protocol
+// only (a Parse, Bind or Execute gets PgBouncer's
+// non-fatal "extended query protocol not supported by admin console", then
+// FATAL "bad packet"), commands parsed by PgBouncer's grammar, unknown ones
+// answered "invalid command '<query>', use SHOW HELP;". Every SHOW view of
+// 1.18 - HELP, CONFIG, DATABASES, POOLS, CLIENTS, SERVERS, USERS, VERSION,
+// FDS, SOCKETS, ACTIVE_SOCKETS, LISTS, MEM, DNS_HOSTS, DNS_ZONES, STATS,
+// STATS_TOTALS, STATS_AVERAGES, TOTALS - has exactly 1.18's columns, order
+// and types, with NULL where 1.18 sends NULL (checked against a real
+// PgBouncer 1.18 by TestConsoleMatchesPgBouncer). PAUSE, RESUME, SUSPEND,
+// RELOAD (Config.Source), RECONNECT, KILL, DISABLE, ENABLE, WAIT_CLOSE,
+// SET and SHUTDOWN behave as 1.18's, with its checks and texts; PAUSE,
+// WAIT_CLOSE and SUSPEND answer when done. SHOW STATS averages over
+// stats_period as PgBouncer does. What the proxy has and PgBouncer 1.18
+// lacks (the prepared-statement counts, per-pool counters) is in
+// Proxy.Stats, not in the console's tables. The proxy has no DNS cache
+// (SHOW DNS_* are empty), no slab allocator (SHOW MEM counts its objects)
+// and no online restart (SHOW FDS lists descriptors, sends none).
 // Proxy.Waits reports every server assignment's wait (request reached the
 // proxy -> server linked) for the validator, in bounded memory.
 //
@@ -122,8 +169,11 @@
 // streams through; a connection whose output holds 64 KB or more stops
 // its source from being read until a write drains it, so a slow client
 // holds back only its own server. A socket borrows a read buffer from the
-// loop's free list only while it holds unhandled bytes, so idle
-// connections cost no buffer. A client that must wait for a server
+// loop's free list only while it holds unhandled bytes, and an output
+// buffer only while bytes wait to be written, so idle connections cost no
+// buffer: an idle logged-in client is a 504-byte struct and a map entry
+// (about 1 KB of RSS each, against PgBouncer's 0.8 to 0.9; bench/chaos
+// measures both). A client that must wait for a server
 // stops being read, its request left in its buffer; the release that
 // hands it a server sends that request in the same turn of the loop,
 // before the reply to the releasing client is written, so the server
@@ -132,9 +182,10 @@
 // # Ownership and shutdown
 //
 // Every goroutine is started by the Proxy and counted in one WaitGroup:
-// the loop, the accept loop, one per connection while it logs in (and for
-// the console, while it lasts), one per server login and one per forwarded
-// cancel (two more per server connection behind TLS, which the loop reaches
+// the loop, the accept loop, the one that gives free heap back to the
+// operating system (memory.go), one per connection while it logs in (and
+// for the console, while it lasts), one per server login and one per
+// forwarded cancel (two more per server connection behind TLS, which the loop reaches
 // through a socket pair). Pools, logged-in clients and servers belong to
 // the loop; the other goroutines hand it work (Proxy.loop.post and call)
 // and never touch that state themselves, so it needs no locks. The loop also
@@ -143,8 +194,8 @@
 // only after all goroutines have ended. When its context is done Serve
 // stops accepting, closes clients that are between transactions, lets the
 // others finish for up to ShutdownTimeout, then closes every connection and
-// stops the loop. Start-up and authentication are bounded by a 60 s login
-// timeout, server logins by ServerConnectTimeout, forwarded cancels by 10 s;
+// stops the loop. Start-up and authentication are bounded by
+// ClientLoginTimeout, server logins by ServerConnectTimeout, forwarded cancels by 10 s;
 // everything else ends when its peer closes or shutdown closes it.
 //
 // The loop needs Linux (epoll); elsewhere Serve fails with an error that

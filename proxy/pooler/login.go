@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -18,61 +19,152 @@ import (
 	"github.com/poolsim/poolsim/models/poolmode"
 )
 
-// clientLoginTimeout bounds a client's start-up and authentication
-// (PgBouncer's client_login_timeout).
-const clientLoginTimeout = 60 * time.Second
-
 // adminDB is the virtual database of the admin console.
 const adminDB = "pgbouncer"
 
+// loginBufs are the buffered reader and writer a connection uses while it
+// logs in (and for the console), PktBuf bytes each, reused across logins so
+// that a storm of logins leaves no garbage the size of its buffers.
+type loginBufs struct {
+	r *bufio.Reader
+	w *bufio.Writer
+}
+
+func newClient(p *Proxy, conn net.Conn) *client {
+	return &client{
+		id:          clientIDs.Add(1),
+		px:          p,
+		lg:          &loginIO{conn: conn},
+		connectTime: stampOf(time.Now()),
+		txStatus:    poolmode.Idle,
+	}
+}
+
+// addrPort is a TCP address without an allocation per client; zero for
+// other addresses.
+func addrPort(a net.Addr) netip.AddrPort {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort()
+	}
+	return netip.AddrPort{}
+}
+
+// authFailureText is what a client whose authentication failed is told:
+// the failure itself, or PgBouncer's "bad packet" for a message that broke
+// the exchange (never a Go error's text).
+func authFailureText(err error) string {
+	if errors.Is(err, errProtocol) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isClosed(err) {
+		return "bad packet"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return "bad packet"
+	}
+	return err.Error()
+}
+
+// errLoginTimeout is client_login_timeout firing.
+var errLoginTimeout = errors.New("client_login_timeout")
+
+// loginTimeoutError is what a client whose login timed out is told.
+type loginTimeoutError string
+
+func (e loginTimeoutError) Error() string { return string(e) }
+
 // handle runs one accepted connection: start-up, then a cancel request, the
-// admin console or a pooled client session.
-func (p *Proxy) handle(conn net.Conn) {
+// admin console or a pooled client session. consoleOnly is set for a
+// connection past the descriptor limit: only the console may take it.
+func (p *Proxy) handle(c *client, consoleOnly bool) {
 	defer p.wg.Done()
-	defer conn.Close()
+	conn := c.lg.conn
+	handed := false // the loop owns the client (and its connection's place)
+	defer func() {
+		_ = conn.Close()
+		if !handed {
+			p.connClosed(c)
+		}
+	}()
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	_ = conn.SetDeadline(time.Now().Add(clientLoginTimeout))
+	var deadline time.Time
+	if d := p.conf().ClientLoginTimeout; d > 0 {
+		deadline = c.connectTime.time().Add(d)
+	}
+	_ = conn.SetDeadline(deadline)
 	// A connection accepted just as shutdown starts is closed by its owner
 	// here rather than leaked past Serve.
 	stop := context.AfterFunc(p.base, func() { _ = conn.Close() })
 	defer stop()
 
-	c := &client{
-		id:          clientIDs.Add(1),
-		px:          p,
-		conn:        conn,
-		r:           bufio.NewReaderSize(conn, readBufSize),
-		w:           bufio.NewWriterSize(conn, writeBufSize),
-		connectTime: time.Now(),
-		remote:      conn.RemoteAddr(),
-		local:       conn.LocalAddr(),
-		txStatus:    poolmode.Idle,
+	bufs, _ := p.login.Get().(*loginBufs)
+	if bufs == nil {
+		bufs = &loginBufs{r: bufio.NewReaderSize(nil, p.conf().PktBuf), w: bufio.NewWriterSize(nil, p.conf().PktBuf)}
 	}
-	startup, ok := p.startup(c)
+	bufs.r.Reset(conn)
+	bufs.w.Reset(conn)
+	c.lg.r, c.lg.w = bufs.r, bufs.w
+	lg := c.lg
+	defer func() {
+		if lg.r != nil { // not handed to the loop, which drops them
+			bufs.r.Reset(nil)
+			bufs.w.Reset(nil)
+			p.login.Put(bufs)
+		}
+	}()
+	// timedOut answers a read that hit client_login_timeout, as PgBouncer's
+	// janitor does, and reports whether it did.
+	timedOut := func(err error) bool {
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			return false
+		}
+		p.stats.loginTimeouts.Add(1)
+		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+		sendFatal(c.lg.w, poolerError("client_login_timeout"))
+		return true
+	}
+
+	startup, ok := p.startup(c, timedOut)
 	if !ok {
 		return
 	}
+	if consoleOnly {
+		p.identified(c)
+	}
 	user, db := startup["user"], startup["database"]
 	if user == "" {
-		sendFatal(c.w, fatal("28000", "no PostgreSQL user name specified in startup packet"))
+		sendFatal(c.lg.w, fatal("28000", "no PostgreSQL user name specified in startup packet"))
 		return
 	}
 	if db == "" {
 		db = user
 	}
-	c.appName = startup["application_name"]
+	c.lg.appName = startup["application_name"]
 	p.mu.Lock()
 	ignore := p.ignore
 	p.mu.Unlock()
 	want, extra, refuse := parseStartup(startup, ignore)
 	if refuse != "" {
-		sendFatal(c.w, poolerError(string(refuse)))
+		sendFatal(c.lg.w, poolerError(string(refuse)))
+		return
+	}
+	c.remote, c.local = addrPort(conn.RemoteAddr()), addrPort(conn.LocalAddr())
+	if db == adminDB {
+		p.enterConsole(c)
+	} else if consoleOnly {
+		p.stats.refusedFDLimit.Add(1)
+		sendFatal(c.lg.w, poolerError(errFDLimit))
+		return
+	} else if p.overMaxClientConn() {
+		p.stats.refusedMaxClient.Add(1)
+		sendFatal(c.lg.w, poolerError(poolmode.ErrMaxClientConn))
 		return
 	}
 	if err := p.authenticate(c, user); err != nil {
-		sendFatal(c.w, poolerError(err.Error())) // 08P01, as PgBouncer sends it
+		if !timedOut(err) {
+			sendFatal(c.lg.w, poolerError(authFailureText(err))) // 08P01, as PgBouncer sends it
+		}
 		return
 	}
 	var key [8]byte
@@ -81,38 +173,45 @@ func (p *Proxy) handle(conn net.Conn) {
 	c.secret = binary.BigEndian.Uint32(key[4:])
 
 	if db == adminDB {
-		p.admin(c, user, db)
+		role := p.consoleRole(user)
+		if role == roleNone {
+			// PgBouncer's admin_post_login: after authentication.
+			sendFatal(c.lg.w, poolerError("not allowed"))
+			return
+		}
+		p.admin(c, consoleUser{name: user, role: role})
 		return
 	}
 	if p.stoppingNow() {
-		sendFatal(c.w, poolerError("pgbouncer is shutting down"))
+		sendFatal(c.lg.w, poolerError("pgbouncer is shutting down"))
+		return
+	}
+	if p.dbDisabled(db) {
+		sendFatal(c.lg.w, poolerError(errDisabled(db)))
 		return
 	}
 	c.st.logins = 1
-	if !p.addClient(c, true) {
-		sendFatal(c.w, poolerError(poolmode.ErrMaxClientConn))
-		return
-	}
 	pl, err := p.getPool(db, user)
 	if err != nil {
 		if !errors.Is(err, errNoSuchDatabase) {
 			p.logf("client %d: %v", c.id, err)
 		}
-		sendFatal(c.w, poolerError("no such database: "+db))
-		p.dropClient(c)
+		sendFatal(c.lg.w, poolerError("no such database: "+db))
 		return
 	}
 	c.pool = pl
+	p.addClient(c)
 
-	ctx := p.base
-	if d := p.conf().QueryWaitTimeout; d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d+p.conf().ServerConnectTimeout)
-		defer cancel()
-	}
-	params, err := pl.awaitWelcome(ctx)
+	params, err := pl.awaitWelcome(p.base, deadline)
 	if err != nil {
-		sendFatal(c.w, serverErrorResponse(err))
+		if errors.Is(err, errLoginTimeout) {
+			// PgBouncer's janitor: the pool never got a server to take its
+			// welcome from. The cause is in the proxy's log.
+			p.stats.loginTimeouts.Add(1)
+			err = loginTimeoutError("client_login_timeout (server down)")
+		}
+		_ = conn.SetWriteDeadline(time.Now().Add(time.Second)) // the login deadline may have passed
+		sendFatal(c.lg.w, serverErrorResponse(err))
 		p.dropClient(c)
 		return
 	}
@@ -129,18 +228,22 @@ func (p *Proxy) handle(conn net.Conn) {
 	b = append(b, welcomeFor(params, &c.want, c.extra)...)
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: binary.BigEndian.AppendUint32(nil, c.secret)}).Encode(b)
 	b, _ = (&pgproto3.ReadyForQuery{TxStatus: byte(poolmode.Idle)}).Encode(b)
-	_, _ = c.w.Write(b)
-	if err := c.w.Flush(); err != nil {
+	_, _ = c.lg.w.Write(b)
+	if err := c.lg.w.Flush(); err != nil {
 		p.dropClient(c)
 		return
 	}
 	// The loop takes the connection over, with anything the client sent
 	// past its login.
 	_ = conn.SetDeadline(time.Time{})
-	buffered, _ := c.r.Peek(c.r.Buffered())
+	buffered, _ := c.lg.r.Peek(c.lg.r.Buffered())
 	buffered = append([]byte(nil), buffered...)
-	c.r, c.w = nil, nil
+	bufs.r.Reset(nil)
+	bufs.w.Reset(nil)
+	p.login.Put(bufs)
+	lg.r, lg.w = nil, nil
 	fd, err := p.detach(conn)
+	c.lg = nil // the connection is closed by detach (or bridged): the loop has fd
 	if err != nil {
 		p.logf("client %d: take over connection: %v", c.id, err)
 		p.dropClient(c)
@@ -149,28 +252,34 @@ func (p *Proxy) handle(conn net.Conn) {
 	if !p.loop.post(func() { c.adopt(fd, buffered) }) {
 		_ = sysClose(fd)
 		p.dropClient(c)
+		return
 	}
+	handed = true
 }
 
 // startup reads the start-up packets: SSLRequest and GSSENCRequest are
 // declined with 'N', a CancelRequest is carried out, a StartupMessage
 // returns its parameters.
-func (p *Proxy) startup(c *client) (map[string]string, bool) {
+func (p *Proxy) startup(c *client, timedOut func(error) bool) (map[string]string, bool) {
 	for range 3 {
-		buf, err := readStartup(c.r)
+		buf, err := readStartup(c.lg.r)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !isClosed(err) {
-				sendFatal(c.w, poolerError("bad packet header"))
+			var he headerError
+			switch {
+			case timedOut(err):
+			case errors.As(err, &he):
+				// PgBouncer's text, with the bytes it read in hex.
+				sendFatal(c.lg.w, poolerError(fmt.Sprintf("bad packet header: '%x'", he.head)))
 			}
 			return nil, false
 		}
 		code := binary.BigEndian.Uint32(buf)
 		switch {
 		case code == codeSSLRequest || code == codeGSSENCRequest:
-			if len(buf) != 4 || c.r.Buffered() > 0 {
+			if len(buf) != 4 || c.lg.r.Buffered() > 0 {
 				return nil, false // no bytes may follow before our answer
 			}
-			if _, err := c.conn.Write([]byte{encryptionDeclined}); err != nil {
+			if _, err := c.lg.conn.Write([]byte{encryptionDeclined}); err != nil {
 				return nil, false
 			}
 		case code == codeCancelRequest:
@@ -182,7 +291,7 @@ func (p *Proxy) startup(c *client) (map[string]string, bool) {
 		case code>>16 == 3:
 			var sm pgproto3.StartupMessage
 			if err := sm.Decode(buf); err != nil {
-				sendFatal(c.w, poolerError("bad startup packet"))
+				sendFatal(c.lg.w, poolerError("bad startup packet"))
 				return nil, false
 			}
 			// Minor versions above 3.0 and _pq_ options are declined, so the
@@ -194,18 +303,28 @@ func (p *Proxy) startup(c *client) (map[string]string, bool) {
 				}
 			}
 			if code != protocol30 || len(unknown) > 0 {
-				_ = send(c.w, &pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknown})
+				_ = send(c.lg.w, &pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknown})
 			}
 			return sm.Parameters, true
 		default:
-			sendFatal(c.w, poolerError("unsupported startup parameter or protocol version"))
+			sendFatal(c.lg.w, poolerError("unsupported startup parameter or protocol version"))
 			return nil, false
 		}
 	}
 	return nil, false
 }
 
-// readStartup reads one untyped start-up packet and returns its body.
+// headerError is a start-up packet whose length is out of bounds; head is
+// what was read of it (up to 8 bytes, as PgBouncer prints).
+type headerError struct{ head []byte }
+
+func (e headerError) Error() string {
+	return fmt.Sprintf("%v: start-up packet header %x", errProtocol, e.head)
+}
+
+// readStartup reads one untyped start-up packet and returns its body. A
+// length outside 8..MAX_STARTUP_PACKET_LENGTH is a headerError, found
+// before anything is allocated for the body.
 func readStartup(r *bufio.Reader) ([]byte, error) {
 	var h [4]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
@@ -213,7 +332,8 @@ func readStartup(r *bufio.Reader) ([]byte, error) {
 	}
 	n := int(int32(binary.BigEndian.Uint32(h[:]))) - 4
 	if n < 4 || n > maxStartupLen {
-		return nil, fmt.Errorf("%w: start-up packet length %d", errProtocol, n+4)
+		more, _ := r.Peek(min(4, r.Buffered()))
+		return nil, headerError{head: append(h[:], more...)}
 	}
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(r, buf); err != nil {
@@ -225,21 +345,28 @@ func readStartup(r *bufio.Reader) ([]byte, error) {
 func isClosed(err error) bool { return errors.Is(err, net.ErrClosed) }
 
 // serverErrorResponse turns a server login error into what the client sees:
-// the server's own ErrorResponse (e.g. 53300 sorry, too many clients
-// already), or a pooler error naming the failure.
+// the server's own message (e.g. "sorry, too many clients already") as a
+// FATAL 08P01, as PgBouncer 1.18 sends it, or PgBouncer's text naming the
+// setting or state that fired.
+// Nothing of the upstream (its address, the driver's error text) reaches
+// the client: that detail is in the proxy's log.
 func serverErrorResponse(err error) *pgproto3.ErrorResponse {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return fatal(pe.Code, pe.Message)
+		// PgBouncer's kill_pool_logins: the server's message, as a pooler
+		// error (08P01).
+		return poolerError(pe.Message)
 	}
-	if errors.Is(err, errServerLoginFailing) {
+	var le loginTimeoutError
+	switch {
+	case errors.As(err, &le):
+		return poolerError(string(le))
+	case errors.Is(err, errServerLoginFailing):
 		return poolerError(poolmode.ErrServerLoginFailing)
-	}
-	if errors.Is(err, errQueryWaitTimeout) || errors.Is(err, context.DeadlineExceeded) {
-		return poolerError("query_wait_timeout")
-	}
-	if errors.Is(err, errShuttingDown) || errors.Is(err, context.Canceled) {
+	case errors.Is(err, errQueryWaitTimeout):
+		return poolerError(poolmode.ErrQueryWaitTimeout)
+	case errors.Is(err, errShuttingDown) || errors.Is(err, context.Canceled):
 		return poolerError("pgbouncer is shutting down")
 	}
-	return poolerError(err.Error())
+	return poolerError("server login failed")
 }

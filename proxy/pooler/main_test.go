@@ -54,6 +54,7 @@ func startProxy(t *testing.T, edit func(*Config)) *testProxy {
 	cfg.ShutdownTimeout = 2 * time.Second
 	cfg.Logf = t.Logf
 	cfg.Verbose = true
+	cfg.AdminUsers = []string{"poolsim"} // the tests' console user
 	if edit != nil {
 		edit(&cfg)
 	}

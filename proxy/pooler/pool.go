@@ -61,13 +61,32 @@ type pool struct {
 	loginFailing bool
 	lastLaunch   time.Time
 	clients      int // logged-in clients of this pool
+	// auto: no [databases] entry names the pool's database, so
+	// autodb_idle_timeout may drop it.
+	auto bool
+	// refs counts the clients holding the pool, logging in or logged in;
+	// it is guarded by Proxy.mu, so that a pool is never dropped
+	// (autodb_idle_timeout) under a client that has just found it.
+	refs int
 
 	retired counters // SHOW STATS counts of clients that have left
 }
 
 // dbCount counts the server connections of one database across its pools,
 // for max_db_connections.
-type dbCount struct{ n atomic.Int64 }
+type dbCount struct {
+	n atomic.Int64
+	// idleSince is when the database's pools were last seen with no client
+	// and no server (loop-owned; zero while in use), for
+	// autodb_idle_timeout.
+	idleSince time.Time
+}
+
+// inUse reports whether the pool has clients, servers, a login in flight
+// or anyone waiting. It runs on the loop with Proxy.mu held.
+func (p *pool) inUse() bool {
+	return p.refs > 0 || p.clients > 0 || p.nservers > 0 || p.login || len(p.waiters) > 0 || len(p.welcomeQ) > 0
+}
 
 // reserve takes a slot unless max (0 = unlimited) is reached.
 func (d *dbCount) reserve(max int) bool {
@@ -85,7 +104,7 @@ func (d *dbCount) reserve(max int) bool {
 // waiter is a client waiting for a server: its place in the pool's queue.
 type waiter struct {
 	c     *client
-	since time.Time // when the request reached the proxy
+	since stamp // when the request reached the proxy
 }
 
 // counters are PgBouncer's SHOW STATS counters. Times are in
@@ -118,17 +137,18 @@ func (a *counters) add(b *counters) {
 
 // awaitWelcome returns the ParameterStatus values of the pool's first
 // server, opening one if none has been seen yet. It runs on a login
-// goroutine; the map is not changed afterwards.
-func (p *pool) awaitWelcome(ctx context.Context) (map[string]string, error) {
+// goroutine; the map is not changed afterwards. As in PgBouncer 1.18 the
+// client waits while server logins fail without an answer from PostgreSQL
+// (refused, unreachable, server_connect_timeout), one attempt per
+// server_login_retry, until deadline (client_login_timeout; zero waits for
+// ever): then errLoginTimeout. A login PostgreSQL refuses with an error
+// ends the wait with that error.
+func (p *pool) awaitWelcome(ctx context.Context, deadline time.Time) (map[string]string, error) {
 	var params map[string]string
-	var failing bool
 	ch := make(chan error, 1)
 	if !p.px.loop.call(func() {
 		if p.params != nil {
 			params = p.params
-			return
-		}
-		if failing = p.failingFast(); failing {
 			return
 		}
 		p.welcomeQ = append(p.welcomeQ, ch)
@@ -136,18 +156,32 @@ func (p *pool) awaitWelcome(ctx context.Context) (map[string]string, error) {
 	}) {
 		return nil, errShuttingDown
 	}
-	if failing {
-		return nil, errServerLoginFailing
-	}
 	if params != nil {
 		return params, nil
+	}
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	forget := func() {
+		p.px.loop.post(func() {
+			if i := slices.Index(p.welcomeQ, ch); i >= 0 {
+				p.welcomeQ = slices.Delete(p.welcomeQ, i, i+1)
+			}
+		})
 	}
 	select {
 	case err := <-ch:
 		if err != nil {
 			return nil, err
 		}
+	case <-timeout:
+		forget()
+		return nil, errLoginTimeout
 	case <-ctx.Done():
+		forget()
 		return nil, ctx.Err()
 	case <-p.px.stopping:
 		return nil, errShuttingDown
@@ -198,7 +232,7 @@ func (p *pool) enqueue(c *client, since time.Time) error {
 		return errShuttingDown
 	}
 	w := &c.wait
-	w.c, w.since = c, since
+	w.c, w.since = c, stampOf(since)
 	p.waiters = append(p.waiters, w)
 	p.launch()
 	return nil
@@ -225,7 +259,7 @@ func (p *pool) failWaiters(e func() *pgproto3.ErrorResponse) {
 // expireWaiters fails the clients that have waited longer than d
 // (query_wait_timeout); the queue is in arrival order.
 func (p *pool) expireWaiters(now time.Time, d time.Duration) {
-	for len(p.waiters) > 0 && now.Sub(p.waiters[0].since) > d {
+	for len(p.waiters) > 0 && now.Sub(p.waiters[0].since.time()) > d {
 		w := p.waiters[0]
 		p.waiters = slices.Delete(p.waiters, 0, 1)
 		p.px.stats.waitTimeouts.Add(1)
@@ -281,6 +315,7 @@ func (p *pool) start() {
 	p.login = true
 	p.lastLaunch = now
 	p.nservers++
+	p.px.serverOpened()
 	p.px.wg.Add(1)
 	go p.connect()
 }
@@ -292,7 +327,8 @@ func (p *pool) start() {
 // the server's error, as in PgBouncer.
 func (p *pool) connect() {
 	defer p.px.wg.Done()
-	ctx, cancel := context.WithTimeout(p.px.base, p.px.conf().ServerConnectTimeout)
+	timeout := p.px.conf().ServerConnectTimeout
+	ctx, cancel := context.WithTimeout(p.px.base, timeout)
 	s, params, err := dialServer(ctx, p)
 	cancel()
 	if err == nil {
@@ -309,16 +345,30 @@ func (p *pool) connect() {
 		}
 		return
 	}
+	if errors.Is(err, context.DeadlineExceeded) && p.px.base.Err() == nil {
+		err = fmt.Errorf("server_connect_timeout (%v) fired: %w", timeout, err)
+	}
 	p.px.loop.post(func() { p.loginFailed(err) })
 }
 
+// loginFailed handles a failed server login. When PostgreSQL refused it
+// with an error and the pool has no server, every client logging in to the
+// pool and every client waiting for a server gets that error (PgBouncer's
+// kill_pool_logins). A login that failed without an answer (connection
+// refused, server_connect_timeout) fails no one: the clients keep waiting
+// for the next attempt, server_login_retry later, within
+// client_login_timeout or query_wait_timeout, while new requests of a pool
+// with no server are refused at once (check_fast_fail). The detail goes to
+// the log only.
 func (p *pool) loginFailed(err error) {
 	p.login = false
 	p.loginFailing = true
 	p.nservers--
 	p.db.n.Add(-1)
 	p.user.n.Add(-1)
-	if p.nservers == 0 {
+	p.px.serverClosed()
+	var pe *pgconn.PgError
+	if p.nservers == 0 && errors.As(err, &pe) {
 		failed := p.waiters
 		p.waiters = nil
 		welcomeQ := p.welcomeQ
@@ -409,7 +459,7 @@ func (p *pool) release(s *server) {
 		w := p.waiters[0]
 		p.waiters = slices.Delete(p.waiters, 0, 1)
 		s.state = stateActive
-		if w.c.handOver(s, w.since) {
+		if w.c.handOver(s, w.since.time()) {
 			return
 		}
 	}
@@ -438,6 +488,7 @@ func (p *pool) closeServer(s *server, reason string) {
 	p.nservers--
 	p.db.n.Add(-1)
 	p.user.n.Add(-1)
+	p.px.serverClosed()
 	p.px.loop.close(&s.sk)
 	s.ps.release(&p.px.ps) // the connection is closed: its statements are gone
 	if reason != "" {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -28,6 +29,7 @@ type Proxy struct {
 
 	ready    chan struct{} // closed when the listener is known
 	addr     net.Addr
+	listenFD int           // the listener's descriptor (SHOW FDS); -1 if unknown
 	stopping chan struct{} // closed when graceful shutdown starts
 	stopOnce sync.Once
 	stopReq  chan struct{} // closed by Shutdown
@@ -46,15 +48,18 @@ type Proxy struct {
 	nextTick  time.Time
 	values    map[string]string // interned setting values (varcache.go)
 	pause     pauseState        // PAUSE, SUSPEND (pause.go)
+	console   consoles          // the console's connections and state (console.go)
+	counts    statsState        // SHOW STATS averages (stats.go)
 
-	mu       sync.Mutex
-	pools    map[poolKey]*pool
-	dbs      map[string]*dbCount
-	users    map[string]*dbCount // server connections per user, for max_user_connections
-	clients  map[*client]struct{}
-	keys     map[uint64]*client // BackendKeyData -> client, for cancels
-	nclients int                // clients that count against max_client_conn
-	served   bool
+	mu     sync.Mutex
+	pools  map[poolKey]*pool
+	dbs    map[string]*dbCount
+	users  map[string]*dbCount // server connections per user, for max_user_connections
+	keys   map[uint64]*client  // BackendKeyData -> client: every logged-in client, for cancels and SHOW CLIENTS
+	served bool
+
+	conns conns     // client connections, for max_client_conn and the descriptor limit
+	login sync.Pool // *loginBufs of PktBuf bytes, reused across logins
 
 	stats proxyStats
 
@@ -69,6 +74,8 @@ func (p *Proxy) conf() *Config { return p.live.Load() }
 
 type proxyStats struct {
 	refusedMaxClient, waitTimeouts atomic.Int64
+	acceptErrors, refusedFDLimit   atomic.Int64
+	loginTimeouts                  atomic.Int64
 }
 
 // New checks cfg and builds a proxy. Nothing is opened until Serve.
@@ -87,9 +94,9 @@ func New(cfg Config) (*Proxy, error) {
 		pools:    map[poolKey]*pool{},
 		dbs:      map[string]*dbCount{},
 		users:    map[string]*dbCount{},
-		clients:  map[*client]struct{}{},
 		keys:     map[uint64]*client{},
 		waits:    waitLog{max: cfg.WaitLog},
+		listenFD: -1,
 	}
 	if err := p.setConfig(&cfg); err != nil {
 		return nil, fmt.Errorf("proxy config: %w", err)
@@ -104,7 +111,7 @@ func (p *Proxy) setConfig(cfg *Config) error {
 	var up *pgconn.Config
 	if cfg.Upstream != "" {
 		var err error
-		if up, err = pgconn.ParseConfig(cfg.Upstream); err != nil {
+		if up, err = parseUpstream(cfg.Upstream); err != nil {
 			return fmt.Errorf("upstream: %w", err)
 		}
 	}
@@ -151,7 +158,15 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	p.served = true
 	p.mu.Unlock()
 	p.addr = ln.Addr()
-	err := checkListen(ln.Addr().String(), p.conf().AuthType)
+	p.listenFD = listenerFD(ln)
+	cfg := p.conf()
+	limit, inUse := fdBudget()
+	p.conns.fdCap = limit
+	if limit > 0 && limit-cfg.PoolSize < cfg.MaxClientConn {
+		p.logf("file descriptor limit: at most %d client connections (RLIMIT_NOFILE less %d open, %d for the console and default_pool_size %d for servers), below max_client_conn %d",
+			max(limit-cfg.PoolSize, 1), inUse, fdConsoleReserve, cfg.PoolSize, cfg.MaxClientConn)
+	}
+	err := checkListen(ln.Addr().String(), cfg.AuthType)
 	if err == nil {
 		p.loop, err = newLoop(p)
 	}
@@ -167,7 +182,11 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	l := p.loop
 
 	acceptErr := make(chan error, 1)
-	p.wg.Add(2)
+	p.wg.Add(3)
+	go func() {
+		defer p.wg.Done()
+		returnMemory(p.base)
+	}()
 	go func() {
 		defer p.wg.Done()
 		l.run()
@@ -189,29 +208,25 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
+// listenerFD is ln's descriptor, or -1.
+func listenerFD(ln net.Listener) int {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	_ = rc.Control(func(u uintptr) { fd = int(u) })
+	return fd
+}
+
 // Addr is the listening address. It blocks until Serve has been called.
 func (p *Proxy) Addr() net.Addr {
 	<-p.ready
 	return p.addr
-}
-
-func (p *Proxy) accept(ln net.Listener) error {
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if p.stoppingNow() || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond)
-				continue
-			}
-			return err
-		}
-		p.wg.Add(1)
-		go p.handle(conn)
-	}
 }
 
 // ShutdownMode says how Shutdown ends the clients' work.
@@ -316,6 +331,8 @@ func (p *Proxy) tick(now time.Time) {
 		return
 	}
 	p.nextTick = now.Add(janitorPeriod)
+	p.suspendProgress(now)
+	p.statsTick(now)
 	if d := p.conf().QueryWaitTimeout; d > 0 {
 		for _, pl := range p.loopPools {
 			pl.expireWaiters(now, d)
@@ -326,6 +343,66 @@ func (p *Proxy) tick(now time.Time) {
 			pl.closeIdle(now, d, "server idle timeout")
 		}
 		pl.launch() // waiters may need a login (e.g. after a failed one)
+	}
+	if d := p.conf().AutodbIdleTimeout; d > 0 {
+		p.dropIdleDatabases(now, d)
+	}
+}
+
+// dropIdleDatabases drops the auto-created databases (those no
+// [databases] entry names) whose pools have had no client and no server for
+// longer than d (autodb_idle_timeout), with their pools, as PgBouncer drops
+// inactive auto-databases. It runs on the loop.
+func (p *Proxy) dropIdleDatabases(now time.Time, d time.Duration) {
+	if len(p.loopPools) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	busy := map[*dbCount]bool{}
+	for _, pl := range p.pools { // a pool the loop does not know yet is held by its client
+		if pl.inUse() {
+			busy[pl.db] = true
+		}
+	}
+	drop := map[*dbCount]bool{}
+	for _, pl := range p.loopPools {
+		db := pl.db
+		switch {
+		case !pl.auto:
+		case busy[db]:
+			db.idleSince = time.Time{}
+		case db.idleSince.IsZero():
+			db.idleSince = now
+		case now.Sub(db.idleSince) > d:
+			drop[db] = true
+		}
+	}
+	if len(drop) == 0 {
+		return
+	}
+	kept := p.loopPools[:0]
+	for _, pl := range p.loopPools {
+		if !drop[pl.db] {
+			kept = append(kept, pl)
+			continue
+		}
+		delete(p.pools, pl.key)
+		if p.dbs[pl.key.db] == pl.db {
+			delete(p.dbs, pl.key.db)
+			p.logf("dropping database %q: inactive auto-database (autodb_idle_timeout %v)", pl.key.db, d)
+		}
+	}
+	clear(p.loopPools[len(kept):])
+	p.loopPools = kept
+	users := map[*dbCount]bool{}
+	for _, pl := range p.pools {
+		users[pl.user] = true
+	}
+	for u, n := range p.users {
+		if !users[n] {
+			delete(p.users, u)
+		}
 	}
 }
 
@@ -348,6 +425,7 @@ func (p *Proxy) getPool(db, user string) (*pool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if pl := p.pools[k]; pl != nil {
+		pl.refs++
 		return pl, nil
 	}
 	conf, err := p.serverConfig(ent, user)
@@ -360,8 +438,16 @@ func (p *Proxy) getPool(db, user string) (*pool, error) {
 		}
 		return m[k]
 	}
+	// A database no [databases] entry names is auto-created (the upstream
+	// or the "*" entry serves it): autodb_idle_timeout may drop it.
+	auto := true
+	for _, d := range cfg.Databases {
+		if d.Name == db {
+			auto = false
+		}
+	}
 	pl := &pool{px: p, key: k, conf: conf, db: count(p.dbs, db), user: count(p.users, user),
-		servers: map[*server]struct{}{}, waitKey: p.waits.key(k), entry: ent}
+		servers: map[*server]struct{}{}, waitKey: p.waits.key(k), entry: ent, refs: 1, auto: auto}
 	pl.apply(ps)
 	pl.psOn = cfg.MaxPreparedStatements > 0 && pl.mode != poolmode.Session
 	pl.psMax = cfg.MaxPreparedStatements
@@ -453,32 +539,27 @@ func (p *Proxy) evictIdle(blocked *pool) {
 	}
 }
 
-// addClient registers a logged-in client; it fails when max_client_conn
-// clients are connected (the admin console is exempt).
-func (p *Proxy) addClient(c *client, counted bool) bool {
+// addClient registers a logged-in client for SHOW CLIENTS and cancels.
+func (p *Proxy) addClient(c *client) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if counted {
-		if p.nclients >= p.conf().MaxClientConn {
-			p.stats.refusedMaxClient.Add(1)
-			return false
-		}
-		p.nclients++
-		p.clients[c] = struct{}{}
-		p.keys[cancelKey(c.pid, c.secret)] = c
+	for p.keys[cancelKey(c.pid, c.secret)] != nil { // keys name clients: no two alike
+		c.secret++
 	}
-	return true
+	p.keys[cancelKey(c.pid, c.secret)] = c
 }
 
 // removeClient forgets a client that has left and adds its counters to its
 // pool's. It runs on the loop.
 func (p *Proxy) removeClient(c *client) {
 	p.mu.Lock()
-	_, ok := p.clients[c]
+	k := cancelKey(c.pid, c.secret)
+	ok := p.keys[k] == c
 	if ok {
-		delete(p.clients, c)
-		delete(p.keys, cancelKey(c.pid, c.secret))
-		p.nclients--
+		delete(p.keys, k)
+		if c.pool != nil {
+			c.pool.refs--
+		}
 	}
 	p.mu.Unlock()
 	if ok && c.pool != nil {
@@ -494,10 +575,11 @@ func (p *Proxy) removeClient(c *client) {
 func (p *Proxy) dropClient(c *client) {
 	if !p.loop.post(func() { p.removeClient(c) }) {
 		p.mu.Lock()
-		if _, ok := p.clients[c]; ok {
-			delete(p.clients, c)
-			delete(p.keys, cancelKey(c.pid, c.secret))
-			p.nclients--
+		if k := cancelKey(c.pid, c.secret); p.keys[k] == c {
+			delete(p.keys, k)
+			if c.pool != nil {
+				c.pool.refs--
+			}
 		}
 		p.mu.Unlock()
 	}
@@ -505,8 +587,8 @@ func (p *Proxy) dropClient(c *client) {
 
 func (p *Proxy) clientList() []*client {
 	p.mu.Lock()
-	out := make([]*client, 0, len(p.clients))
-	for c := range p.clients {
+	out := make([]*client, 0, len(p.keys))
+	for _, c := range p.keys {
 		out = append(out, c)
 	}
 	p.mu.Unlock()

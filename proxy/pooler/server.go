@@ -148,7 +148,7 @@ func (s *server) step() int {
 		return 5
 	}
 	typ, ln := sk.header()
-	if ln < 4 || ln > maxMsgLen {
+	if ln < 4 || ln+1 > s.pool.px.conf().MaxPacketSize {
 		s.lost(fmt.Errorf("%w: server message %q with length %d", errProtocol, typ, ln))
 		return -1
 	}

@@ -44,8 +44,12 @@ type waitRec struct {
 	key      int32 // index into waitLog.keys
 }
 
-// key returns the index of k, adding it; pools call it once.
+// key returns the index of k, adding it; pools call it once. With no log
+// kept nothing is added (pools come and go: autodb_idle_timeout).
 func (l *waitLog) key(k poolKey) int32 {
+	if l.max <= 0 {
+		return -1
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.keys = append(l.keys, k)

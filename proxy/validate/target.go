@@ -111,6 +111,7 @@ func startProxy(ctx context.Context, srv server, ps poolSettings) (*running, err
 	cfg.QueryWaitTimeout = ps.queryWaitTimeout
 	cfg.ShutdownTimeout = 2 * time.Second
 	cfg.MaxPreparedStatements = ps.maxPrepared
+	cfg.StatsUsers = []string{srv.user} // the validator reads SHOW STATS as the load's role
 	px, err := pooler.New(cfg)
 	if err != nil {
 		return nil, err

@@ -27,7 +27,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +68,10 @@ type Options struct {
 	Command string
 	// Logf receives progress lines; nil = none.
 	Logf func(format string, args ...any)
+	// Progress, when set, is told the phase and how many of the live runs
+	// and probes are done out of how many (starting PostgreSQL and the
+	// statement's calibration count as phases of their own, with done 0).
+	Progress func(phase string, done, total int)
 }
 
 // settle is the pause between the clients' logins and time zero.
@@ -88,6 +91,26 @@ type lab struct {
 	backendGone func(context.Context, uint32) error
 	// bouncerVersion is the installed pgbouncer's version ("" if none).
 	bouncerVersion string
+	// done and total count live runs and probes for Options.Progress;
+	// at is the phase under way.
+	done, total int
+	at          string
+}
+
+// phase reports a new phase to Options.Progress.
+func (l *lab) phase(what string) {
+	l.at = what
+	if l.o.Progress != nil {
+		l.o.Progress(what, l.done, l.total)
+	}
+}
+
+// step counts a finished live run or probe.
+func (l *lab) step() {
+	l.done++
+	if l.o.Progress != nil {
+		l.o.Progress(l.at, l.done, l.total)
+	}
 }
 
 // Run validates o.Scenario and returns the report.
@@ -135,6 +158,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if l.logf == nil {
 		l.logf = func(string, ...any) {}
 	}
+	l.total = len(points) * l.repeats()
+	if !o.Quick || o.Probes {
+		modes := map[poolmode.Mode]bool{}
+		for _, p := range points {
+			if m := p.Config.Pooler.Mode; !(o.Target == TargetDirect && m.Pooled()) {
+				modes[m] = true
+			}
+		}
+		l.total += len(modes)
+	}
+	l.phase("starting PostgreSQL")
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Source: sc.Source, Seed: sc.Base.Seed, Target: o.Target, Command: o.Command}
 
 	if o.DSN == "" {
@@ -176,6 +210,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Quick {
 		samples = 60
 	}
+	l.phase("calibrating the statement")
 	stmt, err := statement(ctx, l.srv.dsn, sc.Base, l.backendGone)
 	if err != nil {
 		return nil, err
@@ -199,11 +234,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				continue
 			}
 			seen[m] = true
+			l.phase(fmt.Sprintf("probing session features in %s mode", m))
 			pr, err := l.probe(ctx, m, p.Config.Pooler.MaxPreparedStatements)
 			if err != nil {
 				return nil, err
 			}
 			rep.Probes = append(rep.Probes, pr)
+			l.step()
 		}
 	}
 	rep.Notes = append(rep.Notes, notes(o.Target, points)...)
@@ -258,12 +295,14 @@ func (l *lab) row(ctx context.Context, p scenarios.Point, model system.Metrics, 
 	l.logf("validate: row %s", row.Title())
 	loadStart := loadAvg()
 	var runs []attempt
-	for range l.repeats() {
+	for r := range l.repeats() {
+		l.phase(fmt.Sprintf("row %s, run %d of %d", row.Title(), r+1, l.repeats()))
 		a, err := l.once(ctx, c, stmt, samples)
 		if err != nil {
 			return row, err
 		}
 		runs = append(runs, a)
+		l.step()
 	}
 	var xs []Measured
 	var cals []Calibration
@@ -352,13 +391,9 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 		}
 	}
 	tracked := prepared && t.px != nil && preparedTracked(mode, c.Pooler.MaxPreparedStatements)
-	admin := l.srv
-	admin.database = "pgbouncer"
-	adminDSN := ""
 	var sp0, b0, cp0 int64
 	if tracked {
-		adminDSN = admin.dsnAt("127.0.0.1", t.px.Addr().(*net.TCPAddr).Port)
-		if sp0, b0, cp0, err = proxyStats(ctx, adminDSN, l.srv.database); err != nil {
+		if sp0, b0, cp0, err = proxyStats(ctx, t.px, l.srv.database); err != nil {
 			return a, err
 		}
 	}
@@ -383,7 +418,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	if prepared {
 		var sp, b, cp int64
 		if tracked {
-			if sp, b, cp, err = settledStats(ctx, adminDSN, l.srv.database); err != nil {
+			if sp, b, cp, err = settledStats(ctx, t.px, l.srv.database); err != nil {
 				return a, err
 			}
 		}
@@ -585,7 +620,7 @@ func notes(target string, points []scenarios.Point) []string {
 		n[3] = "Each statement is one of workload.statements fixed texts (the live statement with its time as the bind parameter $1 and its number in a comment), chosen with the workload's Zipf popularity, and runs with the extended protocol as the model's driver does: an unnamed Parse/Bind/Execute/Sync until the text has run prepare_threshold times on the connection (0: always), then a named Parse once, in the same round trip as its first Bind/Execute, and Bind/Execute/Sync after that. Names are unique per client (poolsim_<client>_<k>), as the model's (connection, statement) pairs are. BEGIN and COMMIT travel unnamed in the same round trip as a transaction's first and last statements, so a transaction costs stmts_per_txn round trips, as in the model."
 		n = append(n,
 			"Every PostgreSQL connection of the run (calibration, the proxy's servers, direct clients) starts with plan_cache_mode = force_generic_plan: without it PostgreSQL plans a named statement with parameters afresh for its first five executions, where the model's prepared statement is parsed and planned once. The measured parse is PostgreSQL's parse and plan of the statement.",
-			"Prepared hit rate, as in the model: the share of executions of named statements that needed no Parse at their server, among those that did not fail. With the proxy tracking prepared statements (transaction mode, max_prepared_statements > 0) it is 1 − SHOW STATS total_server_parse_count / total_bind_count over the run (each Bind of a named statement, and the proxy's count of named Parses it forwarded or injected); otherwise every named Parse the driver sends reaches a server, and the driver counts it and the executions that succeeded without one. Server parses = named Parses at the servers + the driver's unnamed executions (each is a Parse), per second of the run's wall.",
+			"Prepared hit rate, as in the model: the share of executions of named statements that needed no Parse at their server, among those that did not fail. With the proxy tracking prepared statements (transaction mode, max_prepared_statements > 0) it is 1 − the proxy's server parses / binds over the run (Proxy.Stats) (each Bind of a named statement, and the proxy's count of named Parses it forwarded or injected); otherwise every named Parse the driver sends reaches a server, and the driver counts it and the executions that succeeded without one. Server parses = named Parses at the servers + the driver's unnamed executions (each is a Parse), per second of the run's wall.",
 			"A Bind of a statement missing on its server fails (SQLSTATE 26000): the live client then sends ROLLBACK, one round trip the model does not have, and goes on with its next transaction still believing the statement prepared, as the model's driver does.",
 			"The model gives the driver and the in-process proxy no CPU time; on this machine they share the cores with PostgreSQL. The live statement is scaled so that its CPU time dwarfs theirs (see the scenario).",
 		)

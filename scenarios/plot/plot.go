@@ -1,7 +1,12 @@
-// Package plot draws a sweep: throughput, p50 and p99 transaction latency
-// and the p99 wait for a server against one swept key, one line per value
-// of the other swept keys (e.g. one per pool mode), four panels in one
-// PNG or SVG image (gonum.org/v1/plot).
+// Package plot draws a sweep so that it answers its question: throughput,
+// p50 and p99 transaction latency (with the SLO as a line when one is
+// given), the wait for a server, the clients refused and timed out, and
+// how busy the server connections were, against one swept key, one line
+// per value of the other swept keys (e.g. one per pool mode), six panels in
+// one PNG or SVG image (gonum.org/v1/plot). With replications each line
+// carries its 95 % confidence interval as a shaded band; a chosen
+// configuration is marked on every panel; axes whose values span decades
+// are logarithmic.
 package plot
 
 import (
@@ -38,40 +43,74 @@ type Input struct {
 	// logarithmic. Keys not listed get a log axis when their values are
 	// positive, span a factor of 50 or more and are not evenly spaced.
 	LogKeys map[string]bool
+	// SLOP99Ms draws the p99 SLO as a line on the p99 panels (0: none).
+	SLOP99Ms float64
+	// Chosen marks these rows (by index) on every panel: the answer.
+	Chosen []int
+	// ChosenLabel names the mark in the legend ("answer" when empty).
+	ChosenLabel string
 }
 
-// Panel is one of the four panels: a metric and its axis label.
+// Series is one metric drawn as a line in a panel; dashed series share
+// their line's colour.
+type Series struct {
+	Label  string // in the legend when a panel has several series ("" for one)
+	Metric string // the metric's JSON name
+	Dashed bool
+	Dotted bool
+}
+
+// Panel is one panel: its title, axis label and series.
 type Panel struct {
-	Title string
-	YAxis string
-	Value func(m *system.Metrics) float64
+	Title  string
+	YAxis  string
+	Series []Series
+	// SLO marks the panel that carries the p99 SLO line.
+	SLO bool
 }
 
 // Panels are drawn left to right, top to bottom.
 var Panels = []Panel{
-	{"Throughput", "transactions per second", func(m *system.Metrics) float64 { return m.TPS }},
-	{"Transaction latency, p50", "p50 latency (ms)", func(m *system.Metrics) float64 { return m.P50Ms }},
-	{"Transaction latency, p99", "p99 latency (ms)", func(m *system.Metrics) float64 { return m.P99Ms }},
-	{"Wait for a server connection, p99", "p99 acquire wait (ms)", func(m *system.Metrics) float64 { return m.WaitP99Ms }},
+	{Title: "Throughput (steady)", YAxis: "transactions per second", Series: []Series{{Metric: "tps_steady"}}},
+	{Title: "Transaction latency, p50", YAxis: "p50 latency (ms)", Series: []Series{{Metric: "p50_ms"}}},
+	{Title: "Transaction latency, p99", YAxis: "p99 latency (ms)", Series: []Series{{Metric: "p99_ms"}}, SLO: true},
+	{Title: "Wait for a server connection, p99", YAxis: "p99 acquire wait (ms)", Series: []Series{{Metric: "wait_p99_ms"}}},
+	{Title: "Refused (solid) and timed out (dashed)", YAxis: "connections or clients", Series: []Series{{Label: "refused", Metric: "conn_refused"}, {Label: "timed out", Metric: "wait_timeouts", Dashed: true}}},
+	{Title: "Server connections busy (solid) and linked (dashed)", YAxis: "share of the pool", Series: []Series{{Label: "busy", Metric: "server_busy"}, {Label: "linked", Metric: "server_linked", Dashed: true}}},
 }
 
-// appPanel replaces the last panel when the rows use an application pool:
+// appPanel replaces the wait panel when the rows use an application pool:
 // the wait the application sees (for a pooled connection) and, on a CPU
 // server, the wait it cannot see (queueing for the server's CPU).
-var appPanel = Panel{"Visible wait (app pool, solid) vs hidden wait (CPU queue, dashed), p99", "p99 wait per transaction (ms)",
-	func(m *system.Metrics) float64 { return m.DecAppWaitP99Ms }}
+var appPanel = Panel{Title: "Visible wait (app pool, solid) vs hidden wait (CPU queue, dashed), p99", YAxis: "p99 wait per transaction (ms)",
+	Series: []Series{{Label: "app pool", Metric: "app_wait_txn_p99_ms"}, {Label: "CPU queue", Metric: "cpu_queue_txn_p99_ms", Dashed: true}}}
 
-// hidden is appPanel's second, dashed series.
-func hidden(m *system.Metrics) float64 { return m.DecCPUQueueP99Ms }
+// requestPanel replaces the p50 panel when the rows have requests: the
+// request latency the SLO is about.
+var requestPanel = Panel{Title: "Request latency, p50 (solid) and p99 (dashed)", YAxis: "request latency (ms)",
+	Series: []Series{{Label: "p50", Metric: "req_p50_ms"}, {Label: "p99", Metric: "req_p99_ms", Dashed: true}}}
 
 // panels chooses the panels for the rows.
 func panels(in Input) []Panel {
+	out := append([]Panel(nil), Panels...)
 	for _, r := range in.Rows {
 		if r.Config.AppPool.Mode != system.NoAppPool {
-			return append(Panels[:3:3], appPanel)
+			out[3] = appPanel
+		}
+		if r.Config.Workload.RequestLevel() {
+			out[1] = requestPanel
 		}
 	}
-	return Panels
+	// App-pool timeouts count with the pooler's.
+	for _, r := range in.Rows {
+		if r.Config.AppPool.Mode == system.QueuePool {
+			p := out[4]
+			p.Series = append(append([]Series(nil), p.Series...), Series{Label: "app-pool timeouts (dotted)", Metric: "app_timeouts", Dotted: true})
+			out[4] = p
+			break
+		}
+	}
+	return out
 }
 
 // CheckPath accepts .png and .svg file names.
@@ -234,18 +273,23 @@ func Draw(in Input, svg bool) (vg.CanvasWriterTo, error) {
 		xlabel += ", log scale"
 	}
 
-	plots := make([][]*gplot.Plot, 2)
-	for pi, panel := range panels(in) {
+	pans := panels(in)
+	plots := make([][]*gplot.Plot, (len(pans)+1)/2)
+	chosen := map[int]bool{}
+	for _, j := range in.Chosen {
+		chosen[j] = true
+	}
+	markLegend := false
+	for pi, panel := range pans {
 		p := gplot.New()
 		p.Title.Text = panel.Title
-		p.Title.TextStyle.Font.Size = vg.Points(13)
+		p.Title.TextStyle.Font.Size = vg.Points(12)
 		p.X.Label.Text = xlabel
 		p.Y.Label.Text = panel.YAxis
-		p.X.Label.TextStyle.Font.Size = vg.Points(11)
-		p.Y.Label.TextStyle.Font.Size = vg.Points(11)
-		p.X.Tick.Label.Font.Size = vg.Points(10)
-		p.Y.Tick.Label.Font.Size = vg.Points(10)
-		p.Y.Min = 0
+		p.X.Label.TextStyle.Font.Size = vg.Points(10)
+		p.Y.Label.TextStyle.Font.Size = vg.Points(10)
+		p.X.Tick.Label.Font.Size = vg.Points(9)
+		p.Y.Tick.Label.Font.Size = vg.Points(9)
 		p.Add(plotter.NewGrid())
 		if logX {
 			p.X.Scale = gplot.LogScale{}
@@ -254,28 +298,75 @@ func Draw(in Input, svg bool) (vg.CanvasWriterTo, error) {
 		if !numeric {
 			p.X.Tick.Marker = categoryTicks(cats)
 		}
-		values := []func(*system.Metrics) float64{panel.Value}
-		if panel.Title == appPanel.Title {
-			values = append(values, hidden)
+		// The y axis is logarithmic when the panel's values are all above
+		// zero and span a factor of 50 or more (latency from 5 ms to 5 s).
+		var ys []float64
+		for _, se := range panel.Series {
+			f, _ := system.FieldByName(se.Metric)
+			for j := range in.Rows {
+				ys = append(ys, f.Get(&in.Rows[j].Metrics))
+			}
 		}
-		for vi, value := range values {
+		if panel.SLO && in.SLOP99Ms > 0 {
+			ys = append(ys, in.SLOP99Ms)
+		}
+		logY := spansDecades(ys)
+		if logY {
+			p.Y.Scale = gplot.LogScale{}
+			p.Y.Tick.Marker = ticks125{}
+			p.Y.Label.Text += ", log scale"
+		} else {
+			p.Y.Min = 0
+		}
+		for si, se := range panel.Series {
+			f, ok := system.FieldByName(se.Metric)
+			if !ok {
+				return nil, fmt.Errorf("plot: no metric %s", se.Metric)
+			}
 			for li, l := range lines {
-				pts := make(plotter.XYs, 0, len(l.idx))
+				var pts, lo, hi plotter.XYs
+				var marks plotter.XYs
 				for _, j := range l.idx {
-					y := value(&in.Rows[j].Metrics)
-					if math.IsNaN(y) || math.IsInf(y, 0) {
+					r := &in.Rows[j]
+					y, half := r.Stat(f)
+					if len(r.Reps) == 0 {
+						y, half = f.Get(&r.Metrics), 0
+					}
+					if math.IsNaN(y) || math.IsInf(y, 0) || (logY && y <= 0) {
 						continue
 					}
 					pts = append(pts, plotter.XY{X: xs[j], Y: y})
+					lo = append(lo, plotter.XY{X: xs[j], Y: y - half})
+					hi = append(hi, plotter.XY{X: xs[j], Y: y + half})
+					if chosen[j] {
+						marks = append(marks, plotter.XY{X: xs[j], Y: y})
+					}
 				}
-				sort.SliceStable(pts, func(a, b int) bool { return pts[a].X < pts[b].X })
+				if len(pts) == 0 {
+					continue
+				}
+				byX := func(v plotter.XYs) { sort.SliceStable(v, func(a, b int) bool { return v[a].X < v[b].X }) }
+				byX(pts)
+				byX(lo)
+				byX(hi)
+				col := lineColor(li)
+				if band := ciBand(lo, hi, col, logY); band != nil {
+					p.Add(band)
+				}
 				ln, err := plotter.NewLine(pts)
 				if err != nil {
 					return nil, fmt.Errorf("plot: %s: %v", l.label, err)
 				}
-				ln.Color = lineColor(li)
-				ln.Width = vg.Points(1.8)
-				ln.Dashes = plotutil.Dashes(li/len(palette) + vi)
+				ln.Color = col
+				ln.Width = vg.Points(1.6)
+				dash := li / len(palette)
+				if se.Dashed {
+					dash++
+				}
+				if se.Dotted {
+					dash += 3
+				}
+				ln.Dashes = plotutil.Dashes(dash)
 				p.Add(ln)
 				var sc *plotter.Scatter
 				if len(pts) <= 40 {
@@ -283,35 +374,71 @@ func Draw(in Input, svg bool) (vg.CanvasWriterTo, error) {
 					if err != nil {
 						return nil, err
 					}
-					sc.Color = ln.Color
+					sc.Color = col
 					sc.Shape = plotutil.Shape(li)
-					sc.Radius = vg.Points(2.5)
+					sc.Radius = vg.Points(2.2)
 					p.Add(sc)
 				}
-				if pi == 0 && vi == 0 && l.label != "" {
+				if len(marks) > 0 {
+					mk, err := plotter.NewScatter(marks)
+					if err != nil {
+						return nil, err
+					}
+					mk.Shape = draw.RingGlyph{}
+					mk.Radius = vg.Points(7)
+					mk.Color = color.RGBA{200, 0, 0, 255}
+					p.Add(mk)
+					if pi == 0 && si == 0 && !markLegend {
+						markLegend = true
+						label := in.ChosenLabel
+						if label == "" {
+							label = "answer"
+						}
+						p.Legend.Add(label, mk)
+					}
+				}
+				switch {
+				case pi == 0 && si == 0 && l.label != "":
 					if sc != nil {
 						p.Legend.Add(l.label, ln, sc)
 					} else {
 						p.Legend.Add(l.label, ln)
 					}
+				case li == 0 && len(panel.Series) > 1:
+					p.Legend.Add(se.Label, ln)
 				}
 			}
 		}
+		if panel.SLO && in.SLOP99Ms > 0 {
+			x0, x1 := minMax(xs)
+			slo, err := plotter.NewLine(plotter.XYs{{X: x0, Y: in.SLOP99Ms}, {X: x1, Y: in.SLOP99Ms}})
+			if err != nil {
+				return nil, err
+			}
+			slo.Color = color.RGBA{200, 0, 0, 255}
+			slo.Width = vg.Points(1.4)
+			slo.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+			p.Add(slo)
+			p.Legend.Add(fmt.Sprintf("SLO p99 %g ms", in.SLOP99Ms), slo)
+		}
 		p.Legend.Top = true
 		p.Legend.Left = true
-		p.Legend.TextStyle.Font.Size = vg.Points(10)
+		p.Legend.TextStyle.Font.Size = vg.Points(9)
 		p.Legend.XOffs = vg.Points(8)
 		p.Legend.YOffs = -vg.Points(4)
 		// Headroom so the legend and the top line do not collide.
-		_, _, _, ymax := p.X.Min, p.X.Max, p.Y.Min, p.Y.Max
-		p.Y.Max = ymax * 1.12
-		if p.Y.Max == 0 {
-			p.Y.Max = 1
+		if logY {
+			p.Y.Max *= 2
+		} else {
+			p.Y.Max *= 1.15
+			if p.Y.Max == 0 {
+				p.Y.Max = 1
+			}
 		}
 		plots[pi/2] = append(plots[pi/2], p)
 	}
 
-	const w, h = 12 * vg.Inch, 8.5 * vg.Inch
+	w, h := 12*vg.Inch, 4.1*vg.Inch*vg.Length(len(plots))
 	var cw vg.CanvasWriterTo
 	if svg {
 		cw = vgsvg.New(w, h)
@@ -330,7 +457,7 @@ func Draw(in Input, svg bool) (vg.CanvasWriterTo, error) {
 		dc.FillText(sty, vg.Point{X: w / 2, Y: h - vg.Points(8)}, title)
 	}
 	body := draw.Crop(dc, 0, 0, 0, -titleH)
-	tiles := draw.Tiles{Rows: 2, Cols: 2, PadX: vg.Points(18), PadY: vg.Points(18), PadLeft: vg.Points(8), PadRight: vg.Points(14), PadBottom: vg.Points(8), PadTop: vg.Points(4)}
+	tiles := draw.Tiles{Rows: len(plots), Cols: 2, PadX: vg.Points(18), PadY: vg.Points(18), PadLeft: vg.Points(8), PadRight: vg.Points(14), PadBottom: vg.Points(8), PadTop: vg.Points(4)}
 	canvases := gplot.Align(plots, tiles, body)
 	for r := range plots {
 		for c := range plots[r] {
@@ -338,6 +465,113 @@ func Draw(in Input, svg bool) (vg.CanvasWriterTo, error) {
 		}
 	}
 	return cw, nil
+}
+
+// FirstMeeting is, for each line of rows (the combinations of the keys
+// other than the first numeric one, as Draw groups them), the row with the
+// smallest x whose p99 is within sloMs and which refused and timed out
+// nothing: in a pool-size sweep, the smallest pool that meets the SLO.
+func FirstMeeting(rows []scenarios.Row, sloMs float64) []int {
+	if len(rows) == 0 || len(rows[0].Params) == 0 {
+		return nil
+	}
+	xi := 0
+	for i := range rows[0].Params {
+		all := true
+		for _, r := range rows {
+			_, _, ok := number(r.Params[i].Value)
+			all = all && ok
+		}
+		if all {
+			xi = i
+			break
+		}
+	}
+	best := map[string]int{}
+	var order []string
+	for j, r := range rows {
+		m := &r.Metrics
+		if m.P99Ms > sloMs || m.ConnRefused > 0 || m.WaitTimeouts > 0 || m.AppTimeouts > 0 || m.OKTxns == 0 {
+			continue
+		}
+		var key []string
+		for i, p := range r.Params {
+			if i != xi {
+				key = append(key, p.Value)
+			}
+		}
+		k := strings.Join(key, "\x00")
+		x, _, _ := number(r.Params[xi].Value)
+		if b, ok := best[k]; ok {
+			if bx, _, _ := number(rows[b].Params[xi].Value); x >= bx {
+				continue
+			}
+		} else {
+			order = append(order, k)
+		}
+		best[k] = j
+	}
+	out := make([]int, 0, len(order))
+	for _, k := range order {
+		out = append(out, best[k])
+	}
+	sort.Ints(out)
+	return out
+}
+
+// ciBand is the shaded 95 % interval between lo and hi (nil when every
+// half-width is zero: one replication, or a deterministic point).
+func ciBand(lo, hi plotter.XYs, col color.Color, logY bool) *plotter.Polygon {
+	wide := false
+	for i := range lo {
+		wide = wide || hi[i].Y > lo[i].Y
+	}
+	if !wide || len(lo) < 2 {
+		return nil
+	}
+	var ring plotter.XYs
+	for _, p := range hi {
+		ring = append(ring, p)
+	}
+	for i := len(lo) - 1; i >= 0; i-- {
+		p := lo[i]
+		if logY && p.Y <= 0 {
+			p.Y = hi[i].Y / 1e3
+		}
+		ring = append(ring, p)
+	}
+	poly, err := plotter.NewPolygon(ring)
+	if err != nil {
+		return nil
+	}
+	r, g, b, _ := col.RGBA()
+	poly.Color = color.NRGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), 50}
+	poly.LineStyle.Width = 0
+	return poly
+}
+
+// spansDecades: every value above zero, the largest at least 50 times the
+// smallest.
+func spansDecades(ys []float64) bool {
+	if len(ys) < 2 {
+		return false
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, y := range ys {
+		if !(y > 0) || math.IsInf(y, 0) {
+			return false
+		}
+		lo, hi = min(lo, y), max(hi, y)
+	}
+	return hi/lo >= 50
+}
+
+func minMax(xs []float64) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, x := range xs {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return lo, hi
 }
 
 // palette: distinguishable colours (Okabe-Ito, colour-blind safe).

@@ -91,6 +91,21 @@ func constraintWords(req advise.Request) string {
 	return s
 }
 
+// adviceAssumptions are what the advice rests on: the scenario's
+// assumptions for the modes it evaluated.
+func adviceAssumptions(in AdviceInput) []string {
+	var rows []scenarios.Row
+	for _, v := range in.Advice.Modes {
+		if len(v.Evals) > 0 {
+			c := in.Request.Base
+			c.Pooler.Mode = v.Mode
+			c.Pooler.MaxPreparedStatements = v.MaxPrepared
+			rows = append(rows, scenarios.Row{Config: c})
+		}
+	}
+	return Assumptions(rows)
+}
+
 // loadWords says what load the configurations had to carry.
 func loadWords(a *advise.Advice) string {
 	if a.OfferedOpen {
@@ -150,6 +165,10 @@ func WriteAdviceText(w io.Writer, in AdviceInput) error {
 		for _, s := range sureWords(a, verdictOf(a, a.Answer)) {
 			p("  - %s.", s)
 		}
+		p("Assumptions:")
+		for _, s := range adviceAssumptions(in) {
+			p("  - %s.", s)
+		}
 	} else {
 		p("Answer: no configuration qualifies - none of the modes and pool sizes tried meets the constraints (%s).", constraintWords(req))
 		if c := a.Closest; c != nil {
@@ -160,6 +179,10 @@ func WriteAdviceText(w io.Writer, in AdviceInput) error {
 		}
 		for _, s := range a.Help {
 			p("What would help: %s.", s)
+		}
+		p("Assumptions:")
+		for _, s := range adviceAssumptions(in) {
+			p("  - %s.", s)
 		}
 	}
 	p("")
@@ -288,6 +311,7 @@ type adviceJSON struct {
 	PoolLow       int            `json:"answer_pool_low"`
 	PoolHigh      int            `json:"answer_pool_high"`
 	Sure          []string       `json:"how_sure"`
+	Assumptions   []string       `json:"assumptions"`
 	RunnerUp      *evalJSON      `json:"runner_up"`
 	Tied          []evalJSON     `json:"tied"`
 	NoneMeets     bool           `json:"none_meets"`
@@ -347,6 +371,7 @@ func WriteAdviceJSON(w io.Writer, in AdviceInput) error {
 		Answer: toEvalJSON(a.Answer), RunnerUp: toEvalJSON(a.RunnerUp), Tied: []evalJSON{}, NoneMeets: a.Answer == nil,
 		Closest: toEvalJSON(a.Closest), Binding: append([]string{}, a.Binding...), Help: append([]string{}, a.Help...),
 		Classic: a.Classic, Notes: append([]string{}, a.Notes...), Sure: []string{}, Evaluated: []evalJSON{},
+		Assumptions: append([]string{}, adviceAssumptions(in)...),
 	}
 	if e := a.Answer; e != nil {
 		v := verdictOf(a, e)

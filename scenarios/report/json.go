@@ -79,23 +79,40 @@ type jsonRow struct {
 	Deterministic bool          `json:"deterministic,omitempty"`
 	Metrics       Metrics       `json:"metrics"`
 	Compat        compat.Matrix `json:"compat"`
+	Classes       []jsonClass   `json:"classes,omitempty"`
+}
+
+// jsonClass is one client class's figures at a point.
+type jsonClass struct {
+	Name    string        `json:"name"`
+	Mode    string        `json:"mode"`
+	Metrics Metrics       `json:"metrics"`
+	Compat  compat.Matrix `json:"compat"`
 }
 
 // WriteJSON writes {"scenario", "seed", "rows": [{"params", "replications",
 // "metrics", "compat"}]}.
 func WriteJSON(w io.Writer, r Report) error {
 	out := struct {
-		Scenario   string    `json:"scenario"`
-		Seed       uint64    `json:"seed"`
-		Incomplete string    `json:"incomplete,omitempty"`
-		Rows       []jsonRow `json:"rows"`
-	}{Scenario: r.Scenario, Seed: r.Seed, Rows: make([]jsonRow, len(r.Rows))}
+		Scenario    string    `json:"scenario"`
+		Seed        uint64    `json:"seed"`
+		Incomplete  string    `json:"incomplete,omitempty"`
+		Assumptions []string  `json:"assumptions"`
+		Rows        []jsonRow `json:"rows"`
+	}{Scenario: r.Scenario, Seed: r.Seed, Assumptions: r.assumptions(), Rows: make([]jsonRow, len(r.Rows))}
+	if out.Assumptions == nil {
+		out.Assumptions = []string{}
+	}
 	if r.Missing > 0 {
 		out.Incomplete = r.incompleteWords()
 	}
 	for i := range r.Rows {
 		x := &r.Rows[i]
 		out.Rows[i] = jsonRow{Params: Params(x.Params), Replications: len(x.Reps), Deterministic: x.Deterministic, Metrics: Metrics{x}, Compat: x.Compat}
+		for k := range x.Classes {
+			cr := classRow(x, k)
+			out.Rows[i].Classes = append(out.Rows[i].Classes, jsonClass{Name: x.Classes[k].Name, Mode: cr.Config.Pooler.Mode.String(), Metrics: Metrics{cr}, Compat: cr.Compat})
+		}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

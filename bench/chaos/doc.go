@@ -1,0 +1,37 @@
+// Package chaos is the fault-injection suite of poolsim's pooling proxy: the
+// same attacks and failures run against `poolsim proxy` (the real binary,
+// built by the suite) and against a real PgBouncer 1.18 with the same
+// settings, in front of one throwaway PostgreSQL, and each is checked by
+// what a client can observe.
+//
+// It is a test package: `go test ./bench/chaos` runs the short version
+// (CI runs it, about two minutes on two cores); POOLSIM_CHAOS=full runs the
+// long one (thousands of idle clients, a soak of POOLSIM_CHAOS_SOAK,
+// default 10m) and POOLSIM_CHAOS_OUT=file.md writes the figures table
+// (bench/chaos.sh does both). Scenarios:
+//
+//   - backend kills under load, with a commit ledger: every commit a client
+//     saw acknowledged must be in the table afterwards;
+//   - a PostgreSQL crash-restart under load (SIGKILL of one backend makes
+//     the postmaster restart all of them), ledger checked;
+//   - PostgreSQL down at start, then up; a hung upstream (accepts, never
+//     answers);
+//   - a client killed (RST) while holding an ACCESS EXCLUSIVE lock inside
+//     a transaction: the lock must be free again;
+//   - slowloris logins (a byte at a time) while other clients work;
+//   - descriptor exhaustion under `ulimit -n 256` with 300 idle
+//     connections: the pooler stays up and serves afterwards;
+//   - console and client length bombs (headers claiming 1 GiB) under a
+//     3 GiB address-space limit: the pooler stays up, RSS under 200 MB;
+//   - many idle logged-in clients: memory per client, the proxy's against
+//     PgBouncer's, measured the same way in one run (RSS before and after,
+//     once it has settled);
+//   - a soak under load sampling RSS, descriptors, threads and (for the
+//     proxy, through --pprof-listen) goroutines.
+//
+// What it owns: the poolsim binary it builds (or POOLSIM_BIN), the proxy and
+// PgBouncer processes it starts (each stopped by the test that started it;
+// both die with the test process), one PostgreSQL cluster for the package.
+// Everything talks over loopback only. Without PostgreSQL or PgBouncer the
+// tests skip, except under CI=true, where that is a failure.
+package chaos

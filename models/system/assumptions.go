@@ -1,0 +1,64 @@
+package system
+
+import (
+	"fmt"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+)
+
+// Assumptions are the things an answer about c rests on that a reader
+// could otherwise not see: the defaults in effect that change numbers,
+// whose behaviour the pooler follows, and what the model leaves out. Each
+// is one sentence, the ones that matter most for c first.
+func Assumptions(c Config) []string {
+	w, p, s := c.Workload, c.Pooler, c.Server
+	var out []string
+	pooled := false
+	for _, pl := range c.PoolModes() {
+		pooled = pooled || pl.Pooled()
+	}
+	if pooled {
+		out = append(out, "the pooler behaves as PgBouncer 1.18 to 1.24: a client gets a server at its first statement, waiters are served first come first served, idle servers last in first out, one server login at a time per pool")
+		if p.TimeoutCheck > 0 {
+			out = append(out, fmt.Sprintf("query_wait_timeout (%v) is checked every %v, as PgBouncer's janitor does (pooler.timeout_check)", p.QueryWaitTimeout, p.TimeoutCheck))
+		} else {
+			out = append(out, fmt.Sprintf("query_wait_timeout (%v) fires at the exact instant (pooler.timeout_check 0s); PgBouncer checks it every 1/3 s", p.QueryWaitTimeout))
+		}
+		if p.CPUPerMsg == 0 && p.Wakeup == 0 {
+			out = append(out, "the pooler's own CPU is left out (pooler.cpu_per_msg 0): it relays messages instantly, where one PgBouncer process is a single thread (seed 002 saw one saturate near 86,000 one-statement transactions/s)")
+		}
+		if p.Hop == 0 {
+			out = append(out, "no latency between client and pooler (pooler.hop 0s)")
+		} else {
+			out = append(out, fmt.Sprintf("every message takes %v each way between client and pooler (pooler.hop); the pooler-server hop is left out", p.Hop))
+		}
+		for _, m := range c.PoolModes() {
+			if m == poolmode.Transaction || m == poolmode.Statement {
+				out = append(out, fmt.Sprintf("max_prepared_statements is %d (PgBouncer 1.24's default is 200; PgBouncer 1.18, which poolsim validate runs, has no such setting and breaks protocol-level prepared statements in transaction pooling)", p.MaxPreparedStatements))
+				break
+			}
+		}
+		if p.ResetCost == 0 {
+			out = append(out, "server_reset_query (DISCARD ALL) costs nothing before a session-mode server is reused (pooler.reset_cost 0s)")
+		}
+	}
+	if s.Cores == 0 {
+		out = append(out, "the server's CPU is not modelled (server.cores 0): statement time is a fixed delay, so adding connections never slows the statements; set server.cores (and contention, coherency) for a CPU-bound server")
+	} else {
+		out = append(out, fmt.Sprintf("the server has %d cores shared by running statements' workload.cpu (processor sharing, USL contention %.3g, coherency %.3g)", s.Cores, s.Contention, s.Coherency))
+	}
+	if s.Connect.MeanValue() == 0 {
+		out = append(out, "opening a backend costs nothing (server.connect 0s); PostgreSQL takes milliseconds per connection")
+	}
+	if w.Open() {
+		warm := fmt.Sprintf("a %v warm-up", w.Warmup)
+		if w.WarmupAuto {
+			warm = fmt.Sprintf("a warm-up found by MSER-5 on %d pilot runs", Pilots)
+		}
+		out = append(out, fmt.Sprintf("arrivals for %v (Poisson, %g sessions/s); the figures are the steady window after %s, up to the end of arrivals", w.Duration, w.ArrivalRate, warm))
+	} else {
+		out = append(out, fmt.Sprintf("%d clients connect at t = 0 and each runs %.4g transactions; tps_steady covers the time while every client still runs, tps the whole run", w.Clients, w.MeanTxnsPerSession()))
+	}
+	out = append(out, "left out: network bandwidth and packet loss, disk and WAL beyond workload.query, locks between transactions, autovacuum and checkpoints, TLS, the clients' own CPU, reserve_pool, min_pool_size, server_lifetime and server_idle_timeout reconnects")
+	return out
+}
