@@ -127,8 +127,8 @@ func roundAll(ds []time.Duration) []time.Duration {
 	return out
 }
 
-// loginError logs in through dsn and returns the error and how long it took.
-func loginError(dsn string) (error, time.Duration) {
+// loginError logs in through dsn and returns how long it took and the error.
+func loginError(dsn string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -137,7 +137,7 @@ func loginError(dsn string) (error, time.Duration) {
 		err = sqlExec(ctx, conn, "SELECT 1")
 		conn.Close(ctx)
 	}
-	return err, time.Since(start)
+	return time.Since(start), err
 }
 
 // checkClean fails t if a client-facing error shows the upstream's address
@@ -179,7 +179,7 @@ func TestUpstreamDownHung(t *testing.T) {
 				deadline := time.Now().Add(20 * time.Second)
 				start := time.Now()
 				for {
-					if err, _ = loginError(tg.dsn()); err == nil || time.Now().After(deadline) {
+					if _, err = loginError(tg.dsn()); err == nil || time.Now().After(deadline) {
 						break
 					}
 				}
@@ -196,7 +196,7 @@ func TestUpstreamDownHung(t *testing.T) {
 			if phase == "hung" {
 				dsn = strings.Replace(dsn, "/poolsim?", "/postgres?", 1)
 			}
-			err, took = loginError(dsn)
+			took, err = loginError(dsn)
 			var pe *pgconn.PgError
 			if !errors.As(err, &pe) || pe.Code != "08P01" || pe.Message != "client_login_timeout (server down)" {
 				t.Errorf("%s: %v, want FATAL 08P01 \"client_login_timeout (server down)\"", phase, err)
@@ -317,7 +317,7 @@ func TestSlowloris(t *testing.T) {
 		var lat []time.Duration
 		for time.Since(start) < loginTimeout {
 			qs := time.Now()
-			err, _ := loginError(tg.dsn())
+			_, err := loginError(tg.dsn())
 			if err != nil {
 				t.Errorf("a normal client during the slowloris: %v", err)
 				break

@@ -63,7 +63,7 @@ func TestFDExhaustion(t *testing.T) {
 		start := time.Now()
 		var err error
 		for time.Since(start) < 30*time.Second {
-			if err, _ = loginError(tg.dsn()); err == nil {
+			if _, err = loginError(tg.dsn()); err == nil {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -168,7 +168,7 @@ func TestLengthBombs(t *testing.T) {
 			c.Close()
 		}
 		conns = nil
-		if err, _ := loginError(tg.dsn()); err != nil {
+		if _, err := loginError(tg.dsn()); err != nil {
 			t.Errorf("client after the bombs: %v", err)
 		}
 	})

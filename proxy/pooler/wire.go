@@ -12,13 +12,6 @@ import (
 	"github.com/poolsim/poolsim/models/poolmode"
 )
 
-// Buffer sizes for the two directions. Messages that fit are forwarded from
-// the read buffer without a copy; larger ones are streamed.
-const (
-	readBufSize  = 16 << 10
-	writeBufSize = 16 << 10
-)
-
 // maxMsgLen bounds a protocol message's length (PostgreSQL's own limit on a
 // query string is 1 GB). Larger lengths are a protocol violation.
 const maxMsgLen = 1 << 30

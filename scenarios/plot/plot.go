@@ -529,10 +529,7 @@ func ciBand(lo, hi plotter.XYs, col color.Color, logY bool) *plotter.Polygon {
 	if !wide || len(lo) < 2 {
 		return nil
 	}
-	var ring plotter.XYs
-	for _, p := range hi {
-		ring = append(ring, p)
-	}
+	ring := append(plotter.XYs(nil), hi...)
 	for i := len(lo) - 1; i >= 0; i-- {
 		p := lo[i]
 		if logY && p.Y <= 0 {

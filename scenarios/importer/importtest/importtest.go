@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -170,7 +169,6 @@ type Pgbench struct {
 	prefix  string
 	done    chan struct{}
 	waitErr error
-	once    sync.Once
 }
 
 // StartPgbench runs pgbench against dsn with script for duration with
