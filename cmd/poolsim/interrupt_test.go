@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +35,19 @@ func poolsimProcess(t *testing.T, stdout string, args ...string) (*exec.Cmd, *sy
 	return cmd, errBuf
 }
 
+// runsDone is the run count of the last progress line in stderr
+// ("21/600 runs"), 0 before the first.
+func runsDone(stderr string) int {
+	m := progressRuns.FindAllStringSubmatch(stderr, -1)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[len(m)-1][1])
+	return n
+}
+
+var progressRuns = regexp.MustCompile(`(\d+)/\d+ runs`)
+
 // SIGINT to a long sweep whose output goes to a file: it stops within a
 // second, the file holds the finished points marked incomplete, and the
 // status is 130.
@@ -41,12 +55,13 @@ func TestSweepInterruptWritesFinishedPoints(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "sweep.csv")
 	cmd, stderr := poolsimProcess(t, out, "sweep", "web-app", "--vary", "pooler.default_pool_size=1..60",
 		"--replications", "5", "--format", "csv", "--workers", "1")
-	// Wait for progress on stderr: the sweep is under way and has finished
-	// some points (the first line comes after two seconds).
+	// Wait for progress on stderr that counts a finished point (5 runs with
+	// one worker): the first line comes after two seconds, and on a busy
+	// machine it may count fewer runs than a point needs.
 	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(stderr.String(), "runs") {
+	for runsDone(stderr.String()) < 5 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no progress on stderr after 2 minutes: %q", stderr.String())
+			t.Fatalf("no finished point on stderr after 2 minutes: %q", stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
