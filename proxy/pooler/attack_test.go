@@ -324,24 +324,34 @@ func TestAutodbIdleTimeout(t *testing.T) {
 	}
 	before := heapInUse()
 	const n = 300
+	// Each client stays connected until all n pools exist: a pool with a
+	// client is not idle, so autodb_idle_timeout cannot drop the first
+	// ones while a busy machine is still making the last.
+	conns := make([]*pgconn.PgConn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close(ctx)
+		}
+	}()
 	for i := range n {
 		conn, err := pgconn.Connect(ctx, fmt.Sprintf("postgres://u%d@%s/db%d?sslmode=disable", i, tp.Addr(), i))
 		if err != nil {
 			t.Fatal(err)
 		}
+		conns = append(conns, conn)
 		if err := conn.Exec(ctx, "select 1").Close(); err != nil {
 			t.Fatal(err)
 		}
-		conn.Close(ctx)
 	}
 	if got := pools(); got != n {
 		t.Fatalf("%d pools after %d users, want %d", got, n, n)
 	}
-	grown := heapInUse()
-	deadline := time.Now().Add(20 * time.Second)
-	for pools() > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	for _, c := range conns {
+		c.Close(ctx)
 	}
+	conns = nil
+	grown := heapInUse()
+	waitFor(ctx, func() bool { return pools() == 0 })
 	if got := pools(); got != 0 {
 		t.Fatalf("%d pools left after autodb_idle_timeout, want 0", got)
 	}
