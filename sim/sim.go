@@ -12,7 +12,9 @@ type Handler interface {
 type Sim struct {
 	now     Time
 	seq     uint64
-	events  eventHeap
+	events  eventHeap // stray events and the head of every busy lane
+	lanes   [nLanes]lane
+	pending int
 	handled uint64
 	stopped bool
 }
@@ -21,7 +23,7 @@ type Sim struct {
 func (s *Sim) Now() Time { return s.now }
 
 // Pending is the number of scheduled events not yet handled.
-func (s *Sim) Pending() int { return len(s.events) }
+func (s *Sim) Pending() int { return s.pending }
 
 // Handled is the number of events handled so far.
 func (s *Sim) Handled() uint64 { return s.handled }
@@ -33,7 +35,22 @@ func (s *Sim) At(t Time, kind, id int32, arg int64) {
 		panic(fmt.Sprintf("sim: event kind %d for %d scheduled at %v, before now (%v)", kind, id, t, s.now))
 	}
 	s.seq++
-	s.events.push(Event{At: t, seq: s.seq, Kind: kind, ID: id, Arg: arg})
+	s.pending++
+	e := Event{At: t, seq: s.seq << laneBits, Kind: kind, ID: id, Arg: arg}
+	l := laneOf(kind)
+	ln := &s.lanes[l-1]
+	switch {
+	case !ln.busy: // the lane's head: into the heap
+		ln.busy, ln.last = true, t
+		e.seq |= l
+		s.events.push(e)
+	case t >= ln.last: // later than the lane's last (and scheduled after it)
+		ln.last = t
+		e.seq |= l
+		ln.put(e)
+	default:
+		s.events.push(e)
+	}
 }
 
 // After schedules an event d after now; d must not be negative.
@@ -49,11 +66,27 @@ func (s *Sim) Step(h Handler) bool {
 	if len(s.events) == 0 {
 		return false
 	}
-	e := s.events.pop()
+	e := s.next()
 	s.now = e.At
 	s.handled++
 	h.Handle(s, e)
 	return true
+}
+
+// next removes the earliest event: the heap's top, whose place goes to the
+// next event of its lane if it came from one.
+func (s *Sim) next() Event {
+	s.pending--
+	e := s.events[0]
+	if l := e.seq & laneMask; l != 0 {
+		ln := &s.lanes[l-1]
+		if ln.n > 0 {
+			s.events.replaceTop(ln.take())
+			return e
+		}
+		ln.busy = false
+	}
+	return s.events.pop()
 }
 
 // Run handles events until none are left or Stop is called.
