@@ -135,9 +135,10 @@ func simulate(cfg Config) (*model, *sim.Sim) { return simulateWith(cfg, options{
 
 // options are a run's internal variants.
 type options struct {
-	pilot bool            // take a snapshot at every point of the warm-up grid
-	trace bool            // record every client's query times (tests)
-	done  <-chan struct{} // stop when it is closed (a context's Done)
+	pilot      bool            // take a snapshot at every point of the warm-up grid
+	trace      bool            // record every client's query times (tests)
+	done       <-chan struct{} // stop when it is closed (a context's Done)
+	exactLimit int             // samples each recorder keeps exactly (0: sim.ExactLimit; tests)
 }
 
 // simulateWith runs cfg with options.
@@ -164,6 +165,12 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 	m.initClasses()
 	m.prep.init(cfg)
 	m.results.init(cfg.Pooler.Processes)
+	switch {
+	case o.pilot: // reads only its latency sums: the recorders go straight to their histograms
+		m.setExactLimit(1)
+	case o.exactLimit > 0:
+		m.setExactLimit(o.exactLimit)
+	}
 	m.srv.init(cfg.Server)
 	var s sim.Sim
 	m.window.init(m, &s, o.pilot)
