@@ -125,13 +125,11 @@ func (s *Samples) newChunk(t Time) {
 	s.cur[0] = t
 }
 
-// each calls f on the nonzero samples a..b−1 (counted among the nonzero
-// ones, in the order added).
-func (s *Samples) each(a, b int, f func(Time)) {
+// spans calls f on the runs of nonzero samples a..b−1 (counted among the
+// nonzero ones, in the order added), chunk by chunk.
+func (s *Samples) spans(a, b int, f func([]Time)) {
 	if s.flat != nil {
-		for _, t := range s.flat[a:b] {
-			f(t)
-		}
+		f(s.flat[a:b])
 		return
 	}
 	at := 0
@@ -141,17 +139,26 @@ func (s *Samples) each(a, b int, f func(Time)) {
 			c = s.chunks[i]
 		}
 		lo, hi := min(max(a-at, 0), len(c)), min(b-at, len(c))
-		for _, t := range c[lo:max(lo, hi)] {
-			f(t)
+		if lo < hi {
+			f(c[lo:hi])
 		}
 		at += len(c)
 	}
 }
 
+// each calls f on the nonzero samples a..b−1.
+func (s *Samples) each(a, b int, f func(Time)) {
+	s.spans(a, b, func(ts []Time) {
+		for _, t := range ts {
+			f(t)
+		}
+	})
+}
+
 // nonzero is a copy of the nonzero samples a..b−1.
 func (s *Samples) nonzero(a, b int) []Time {
 	out := make([]Time, 0, b-a)
-	s.each(a, b, func(t Time) { out = append(out, t) })
+	s.spans(a, b, func(ts []Time) { out = append(out, ts...) })
 	return out
 }
 

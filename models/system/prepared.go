@@ -109,7 +109,7 @@ func (m *model) parseCost(c int32) (parse sim.Time, fail bool) {
 	k = min(k, int32(len(cdf)-1)) + p.offset[us.cls]
 	d := &cn.driver
 	d.execs[k]++
-	cost := m.draw(w.Parse, m.parse, cn.user)
+	cost := m.draw(&w.Parse, m.parse, cn.user)
 	if w.PrepareThreshold == 0 || int(d.execs[k]) < w.PrepareThreshold {
 		p.parses++ // an unnamed statement: parsed every time
 		return cost, false

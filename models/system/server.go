@@ -114,8 +114,8 @@ func (m *model) startBackend(s *sim.Sim, c int32) {
 func (m *model) execute(s *sim.Sim, c int32) {
 	cn := &m.conns[c]
 	w := m.wl(cn.user)
-	cn.cpuDemand = m.draw(w.CPU, m.cpu, cn.user)
-	cn.fixed = m.draw(w.Query, m.query, cn.user)
+	cn.cpuDemand = m.draw(&w.CPU, m.cpu, cn.user)
+	cn.fixed = m.draw(&w.Query, m.query, cn.user)
 	if m.trace != nil {
 		k := m.users[cn.user].session
 		m.trace[k] = append(m.trace[k], cn.fixed)
