@@ -14,12 +14,9 @@ package sim
 
 const (
 	nLanes   = 16 // kinds share them modulo 16
-	laneBits = 5  // a sequence number's low bits: 0 outside a lane, else the lane's number 1..nLanes
+	laneBits = 5  // a sequence number's low bits: 0 outside a lane, else the lane's index + 1
 	laneMask = 1<<laneBits - 1
 )
-
-// laneOf is the number of an event kind's lane: 1..nLanes.
-func laneOf(kind int32) uint64 { return 1 + uint64(kind)&(nLanes-1) }
 
 // lane is one kind's FIFO of events behind its head (which is in the heap).
 type lane struct {
@@ -29,16 +26,21 @@ type lane struct {
 	last    Time // At of its last event
 }
 
-func (l *lane) put(e Event) {
+func (l *lane) put(t Time, seq uint64, kind, id int32, arg int64) {
 	if l.n == len(l.buf) {
-		nb := make([]Event, max(16, 2*len(l.buf)))
-		for i := 0; i < l.n; i++ {
-			nb[i] = l.buf[(l.head+i)&(len(l.buf)-1)]
-		}
-		l.buf, l.head = nb, 0
+		l.grow()
 	}
-	l.buf[(l.head+l.n)&(len(l.buf)-1)] = e
+	e := &l.buf[(l.head+l.n)&(len(l.buf)-1)]
+	e.At, e.seq, e.Kind, e.ID, e.Arg = t, seq, kind, id, arg
 	l.n++
+}
+
+func (l *lane) grow() {
+	nb := make([]Event, max(16, 2*len(l.buf)))
+	for i := 0; i < l.n; i++ {
+		nb[i] = l.buf[(l.head+i)&(len(l.buf)-1)]
+	}
+	l.buf, l.head = nb, 0
 }
 
 func (l *lane) take() Event {

@@ -32,33 +32,47 @@ func (s *Sim) Handled() uint64 { return s.handled }
 // model and panics.
 func (s *Sim) At(t Time, kind, id int32, arg int64) {
 	if t < s.now {
-		panic(fmt.Sprintf("sim: event kind %d for %d scheduled at %v, before now (%v)", kind, id, t, s.now))
+		s.pastPanic(t, kind, id)
 	}
-	s.seq++
-	s.pending++
-	e := Event{At: t, seq: s.seq << laneBits, Kind: kind, ID: id, Arg: arg}
-	l := laneOf(kind)
-	ln := &s.lanes[l-1]
-	switch {
-	case !ln.busy: // the lane's head: into the heap
-		ln.busy, ln.last = true, t
-		e.seq |= l
-		s.events.push(e)
-	case t >= ln.last: // later than the lane's last (and scheduled after it)
-		ln.last = t
-		e.seq |= l
-		ln.put(e)
-	default:
-		s.events.push(e)
-	}
+	s.schedule(t, kind, id, arg)
 }
 
 // After schedules an event d after now; d must not be negative.
 func (s *Sim) After(d Time, kind, id int32, arg int64) {
 	if d < 0 {
-		panic(fmt.Sprintf("sim: event kind %d for %d scheduled %v after now: negative delay", kind, id, d))
+		negativePanic(d, kind, id)
 	}
-	s.At(s.now+d, kind, id, arg)
+	s.schedule(s.now+d, kind, id, arg)
+}
+
+func (s *Sim) pastPanic(t Time, kind, id int32) {
+	panic(fmt.Sprintf("sim: event kind %d for %d scheduled at %v, before now (%v)", kind, id, t, s.now))
+}
+
+func negativePanic(d Time, kind, id int32) {
+	panic(fmt.Sprintf("sim: event kind %d for %d scheduled %v after now: negative delay", kind, id, d))
+}
+
+// schedule queues an event at t (not before now): behind its kind's lane
+// when it is not earlier than the lane's last, else in the heap - as the
+// lane's head when the lane is empty.
+func (s *Sim) schedule(t Time, kind, id int32, arg int64) {
+	s.seq++
+	s.pending++
+	i := uint64(kind) & (nLanes - 1)
+	ln := &s.lanes[i]
+	seq := s.seq<<laneBits | (i + 1)
+	if ln.busy && t >= ln.last { // later than the lane's last (and scheduled after it)
+		ln.last = t
+		ln.put(t, seq, kind, id, arg)
+		return
+	}
+	if ln.busy {
+		seq &^= laneMask // out of order: the heap's alone
+	} else {
+		ln.busy, ln.last = true, t
+	}
+	s.events.push(Event{At: t, seq: seq, Kind: kind, ID: id, Arg: arg})
 }
 
 // Step handles the earliest pending event and reports whether there was one.
@@ -81,7 +95,7 @@ func (s *Sim) next() Event {
 	if l := e.seq & laneMask; l != 0 {
 		ln := &s.lanes[l-1]
 		if ln.n > 0 {
-			s.events.replaceTop(ln.take())
+			s.events.siftDown(ln.take())
 			return e
 		}
 		ln.busy = false
@@ -92,7 +106,11 @@ func (s *Sim) next() Event {
 // Run handles events until none are left or Stop is called.
 func (s *Sim) Run(h Handler) {
 	s.stopped = false
-	for !s.stopped && s.Step(h) {
+	for !s.stopped && len(s.events) > 0 {
+		e := s.next()
+		s.now = e.At
+		s.handled++
+		h.Handle(s, e)
 	}
 }
 
