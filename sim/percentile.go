@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -31,13 +32,16 @@ type Samples struct {
 	lo, hi Time    // the least and greatest sample (n > 0)
 
 	// Exact mode (h == nil): the nonzero samples in the order added, in
-	// chunks and cur; or, once a percentile was asked, in flat (sorted
-	// unless sorted is false) and the order added is gone.
+	// chunks and cur; or, once a percentile was asked, in flat, partly
+	// ordered by the selections that answered (fixed: the positions that
+	// hold their rank's value, everything before them no greater and
+	// everything after no less), and the order added is gone.
 	chunks [][]Time
 	cur    []Time
 	nz     int // nonzero samples (in either mode)
 	flat   []Time
-	sorted bool
+	fixed  []int
+	negs   int // negative samples in flat, once counted (-1 until then)
 
 	h   *hist        // histogram mode
 	cps []checkpoint // positions marked by Checkpoint, in order
@@ -104,7 +108,7 @@ func (s *Samples) Add(t Time) {
 	switch {
 	case s.flat != nil:
 		s.flat = append(s.flat, t)
-		s.sorted = false
+		s.fixed, s.negs = s.fixed[:0], -1
 	case len(s.cur) < cap(s.cur):
 		s.cur = append(s.cur, t)
 	default:
@@ -175,7 +179,7 @@ func (s *Samples) toHist() {
 	}
 	s.each(at, s.nz, h.add)
 	s.h = h
-	s.chunks, s.cur, s.flat, s.sorted = nil, nil, nil, false
+	s.chunks, s.cur, s.flat, s.fixed = nil, nil, nil, nil
 }
 
 // Exact reports whether s still holds every sample exactly.
@@ -209,28 +213,96 @@ func (s *Samples) Percentile(p float64) Time {
 		// The least and greatest samples bound every bucket's midpoint.
 		return min(max(s.h.rank(k, s.zeros), s.lo), s.hi)
 	}
-	s.sort()
-	neg, _ := slices.BinarySearch(s.flat, 0) // the negative samples come first, then the zeros
-	switch i := k - 1; {
-	case i < neg:
-		return s.flat[i]
-	case i < neg+s.zeros:
+	s.flatten()
+	if s.negs < 0 {
+		s.negs = 0
+		for _, t := range s.flat {
+			if t < 0 {
+				s.negs++
+			}
+		}
+	}
+	switch i := k - 1; { // the negative samples come first, then the zeros
+	case i < s.negs:
+		return s.nth(i)
+	case i < s.negs+s.zeros:
 		return 0
 	default:
-		return s.flat[i-s.zeros]
+		return s.nth(i - s.zeros)
 	}
 }
 
-// sort gathers the exact samples into flat and sorts them; the order they
-// were added in is gone.
-func (s *Samples) sort() {
-	if s.flat == nil {
-		s.flat = s.nonzero(0, s.nz)
-		s.chunks, s.cur = nil, nil
+// nth is the i-th smallest (0-based) nonzero sample, found by selection in
+// the stretch of flat between the positions already fixed around i.
+func (s *Samples) nth(i int) Time {
+	j, found := slices.BinarySearch(s.fixed, i)
+	if !found {
+		lo, hi := 0, len(s.flat)
+		if j > 0 {
+			lo = s.fixed[j-1] + 1
+		}
+		if j < len(s.fixed) {
+			hi = s.fixed[j]
+		}
+		selectNth(s.flat[lo:hi], i-lo)
+		s.fixed = slices.Insert(s.fixed, j, i)
 	}
-	if !s.sorted {
-		slices.Sort(s.flat)
-		s.sorted = true
+	return s.flat[i]
+}
+
+// selectNth moves the k-th smallest of v to v[k], the smaller ones before
+// it and the greater after (introselect: three-way partitions around a
+// median of three, a sort when they do not shrink v fast enough).
+func selectNth(v []Time, k int) {
+	budget := 2 * bits.Len(uint(len(v)))
+	for len(v) > 16 {
+		if budget == 0 {
+			slices.Sort(v)
+			return
+		}
+		budget--
+		a, b, c := v[0], v[len(v)/2], v[len(v)-1]
+		p := max(min(a, b), min(max(a, b), c))
+		lt, i, gt := 0, 0, len(v)
+		for i < gt {
+			switch x := v[i]; {
+			case x < p:
+				v[lt], v[i] = x, v[lt]
+				lt++
+				i++
+			case x > p:
+				gt--
+				v[i], v[gt] = v[gt], x
+			default:
+				i++
+			}
+		}
+		switch {
+		case k < lt:
+			v = v[:lt]
+		case k >= gt:
+			v, k = v[gt:], k-gt
+		default:
+			return // v[k] == p, in its place
+		}
+	}
+	slices.Sort(v)
+}
+
+// flatten gathers the exact samples into flat; the order they were added
+// in is gone.
+func (s *Samples) flatten() {
+	if s.flat == nil {
+		switch {
+		case len(s.chunks) > 0:
+			s.flat = s.nonzero(0, s.nz)
+		case s.cur != nil:
+			s.flat = s.cur // one chunk: ordered where it is
+		default:
+			s.flat = []Time{}
+		}
+		s.chunks, s.cur = nil, nil
+		s.fixed, s.negs = nil, -1
 	}
 }
 
@@ -335,7 +407,7 @@ func (s *Samples) Merge(o *Samples) {
 		more := o.nonzero(0, o.nz)
 		if s.flat != nil {
 			s.flat = append(s.flat, more...)
-			s.sorted = false
+			s.fixed, s.negs = s.fixed[:0], -1
 		} else if len(more) > 0 {
 			if s.cur != nil {
 				s.chunks = append(s.chunks, s.cur)
