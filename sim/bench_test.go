@@ -97,6 +97,29 @@ func BenchmarkSamples(b *testing.B) {
 	b.ReportMetric(float64(b.N)*n/b.Elapsed().Seconds(), "samples/s")
 }
 
+// BenchmarkSamplesPastLimit records 1e6 samples into a recorder past its
+// exact limit (the histogram) and asks two percentiles.
+func BenchmarkSamplesPastLimit(b *testing.B) {
+	const n = 1_000_000
+	r := NewRand(2, "samples")
+	d := ExpDist(Millisecond)
+	v := make([]Time, n)
+	for i := range v {
+		v[i] = d.Sample(r)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var s Samples
+		s.SetExactLimit(1000)
+		for _, x := range v {
+			s.Add(x)
+		}
+		_ = s.Percentile(50)
+		_ = s.Percentile(99)
+	}
+	b.ReportMetric(float64(b.N)*n/b.Elapsed().Seconds(), "samples/s")
+}
+
 // BenchmarkFIFO is a steady queue of about 64 waiters: each op pushes one
 // and serves one, and every eighth op one waiter at the head gives up.
 func BenchmarkFIFO(b *testing.B) {
