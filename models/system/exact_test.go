@@ -100,3 +100,32 @@ func compareApprox(t *testing.T, prefix string, exact, approx *Metrics) {
 		t.Errorf("%sonly %d nonzero percentiles compared", prefix, percentiles)
 	}
 }
+
+// TestAssumptionExactLimit: a run that may pass the exact limit says so in
+// its assumptions, with the declared error; one that cannot says nothing
+// (its output is as it always was).
+func TestAssumptionExactLimit(t *testing.T) {
+	has := func(c Config) string {
+		for _, a := range Assumptions(c) {
+			if strings.HasPrefix(a, "percentiles are exact up to") {
+				return a
+			}
+		}
+		return ""
+	}
+	small := speedConfig() // 600,000 statements
+	if a := has(small); a != "" {
+		t.Errorf("a run of 600,000 statements declares %q", a)
+	}
+	big := speedConfig()
+	big.Workload.TxnsPerSession = 5000
+	a := has(big)
+	for _, want := range []string{"1,000,000", "6,000,000", "0.098%"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("assumption %q does not say %s", a, want)
+		}
+	}
+	if grouped(-1234567) != "-1,234,567" || grouped(999) != "999" || grouped(int64(1000)) != "1,000" {
+		t.Errorf("grouped: %s %s %s", grouped(-1234567), grouped(999), grouped(int64(1000)))
+	}
+}
