@@ -12,10 +12,12 @@
 #      transactions: exact samples below sim.ExactLimit, histograms past it;
 #   4. 1,000 sweep points x 10 replications of the stochastic built-in
 #      prepared-statements-live on two workers;
-#   5. the Go benchmarks of the hot paths.
+#   5. with BASE=<commit>, the speed scenario as built at that commit beside
+#      today's, in turn: the speedup of the whole process;
+#   6. the Go benchmarks of the hot paths.
 # The machine is shared: every time is a median of RUNS runs, the model and
 # the reference run in turn, and the load average is printed at both ends.
-# Usage: bench/model-speed.sh     (from anywhere; RUNS=5, SWEEP_RUNS=3; HUGE=0 leaves out 10^7)
+# Usage: bench/model-speed.sh     (from anywhere; RUNS=5, SWEEP_RUNS=3; HUGE=0 leaves out 10^7; BASE=commit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -85,6 +87,24 @@ points=$(($(wc -l <"$tmp/sweep.csv") - 1))
 sw=$(cut -d' ' -f1 "$tmp/sweep.t" | median); sc=$(cut -d' ' -f2 "$tmp/sweep.t" | median)
 awk -v p="$points" -v w="$sw" -v c="$sc" -v n="$sweepRuns" 'BEGIN {printf "%d points x 10 replications (%d runs): median of %d %.2f s wall, %.2f s cpu on 2 workers\n", p, p*10, n, w, c}'
 
-# 5: the hot paths in process.
+# 5: against an earlier build.
+if [ -n "${BASE:-}" ]; then
+	mkdir "$tmp/base"
+	git archive "$BASE" | tar -x -C "$tmp/base"
+	(cd "$tmp/base" && go build -o "$tmp/poolsim-base" ./cmd/poolsim)
+	echo "# poolsim run bench/model-speed.yaml built at $BASE and now, in turn"
+	for _ in $(seq "$runs"); do
+		timed "$tmp/base.json" "$tmp/poolsim-base" run bench/model-speed.yaml --format json --quiet >>"$tmp/base.t"
+		timed "$tmp/now.json" "${model[@]}" >>"$tmp/now.t"
+	done
+	bw=$(cut -d' ' -f1 "$tmp/base.t" | median); bc=$(cut -d' ' -f2 "$tmp/base.t" | median)
+	nw=$(cut -d' ' -f1 "$tmp/now.t" | median); nc=$(cut -d' ' -f2 "$tmp/now.t" | median)
+	awk -v bw="$bw" -v bc="$bc" -v nw="$nw" -v nc="$nc" -v n="$runs" -v ev="$events" 'BEGIN {
+		printf "median of %d: at BASE %.2f s wall, %.2f s cpu; now %.2f s wall, %.2f s cpu\n", n, bw, bc, nw, nc
+		printf "now / BASE: %.2fx wall, %.2fx cpu; events per second by cpu time: %.1f M at BASE, %.1f M now\n", nw/bw, nc/bc, ev/bc/1e6, ev/nc/1e6
+	}'
+fi
+
+# 6: the hot paths in process.
 go test -run '^$' -bench 'Lanes|Hold/pending=100$|SamplesPastLimit' -benchtime 1s ./sim | grep -E '^Benchmark'
 echo "# load average at the end $(cut -d" " -f1-3 /proc/loadavg)"

@@ -61,3 +61,17 @@ func BenchmarkSpeedScenario(b *testing.B) {
 	}
 	b.ReportMetric(float64(m.Events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// BenchmarkTinyRun is one client running one one-statement transaction
+// (a handful of events): the cost of a run's setup and results.
+func BenchmarkTinyRun(b *testing.B) {
+	cfg := Default()
+	cfg.Pooler.Mode = poolmode.Transaction
+	cfg.Workload.Query = sim.ConstDist(sim.Millisecond)
+	var m Metrics
+	b.ReportAllocs()
+	for b.Loop() {
+		m = Run(cfg).Metrics
+	}
+	b.ReportMetric(float64(m.Events), "events")
+}
