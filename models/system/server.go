@@ -166,19 +166,18 @@ func (m *model) cpuDone(s *sim.Sim, gen int64) {
 	v.advance(now)
 	finished := v.done[:0]
 	kept := v.running[:0]
+	least := math.Inf(1)
 	for _, j := range v.running {
 		if j.left <= 0.5 { // within half a nanosecond: done
 			finished = append(finished, j)
 			continue
 		}
-		if len(kept) == 0 {
-			v.least = j.left
-		} else {
-			v.least = min(v.least, j.left)
+		if j.left < least { // both above 0.5: no NaN or signed zero for min to mind
+			least = j.left
 		}
 		kept = append(kept, j)
 	}
-	v.running, v.done = kept, finished
+	v.running, v.done, v.least = kept, finished, least
 	v.count(now)
 	v.reschedule(s)
 	for _, j := range finished {
