@@ -36,7 +36,7 @@ func (l *lane) put(t Time, seq uint64, kind, id int32, arg int64) {
 }
 
 func (l *lane) grow() {
-	nb := make([]Event, max(16, 2*len(l.buf)))
+	nb := make([]Event, max(4, 2*len(l.buf)))
 	for i := 0; i < l.n; i++ {
 		nb[i] = l.buf[(l.head+i)&(len(l.buf)-1)]
 	}

@@ -63,10 +63,10 @@ type checkpoint struct {
 	h     *hist // a copy, in histogram mode
 }
 
-// Chunks of exact samples grow from 64 to 64 Ki samples: small recorders
+// Chunks of exact samples grow from 16 to 64 Ki samples: small recorders
 // stay small, and a large one never copies what it holds.
 const (
-	firstChunk = 64
+	firstChunk = 16
 	maxChunk   = 64 << 10
 )
 
@@ -318,6 +318,9 @@ func (s *Samples) Checkpoint() int {
 	cp := checkpoint{n: s.n, nz: s.nz, sum: s.sum}
 	if s.h != nil {
 		cp.h = s.h.clone()
+	}
+	if s.cps == nil {
+		s.cps = make([]checkpoint, 0, 4) // a run's window takes three or four
 	}
 	s.cps = append(s.cps, cp)
 	return s.n

@@ -28,14 +28,14 @@ type results struct {
 func (r *results) init(procs int) { r.procConns = make([]int64, procs) }
 
 // recorders are the per-event samples, in a fixed order (the latency
-// first: MSER-5's pilots read it).
-func (r *results) recorders() []*sim.Samples {
-	out := []*sim.Samples{&r.lat}
-	for i := range r.dec {
-		out = append(out, &r.dec[i])
-	}
-	return append(out, &r.waits, &r.appWaits, &r.sessionLat, &r.reqLat)
+// first).
+func (r *results) recorders() [nRecorders]*sim.Samples {
+	d := &r.dec
+	return [...]*sim.Samples{&r.lat, &d[0], &d[1], &d[2], &d[3], &d[4], &d[5], &d[6], &d[7], &r.waits, &r.appWaits, &r.sessionLat, &r.reqLat}
 }
+
+// nRecorders is how many recorders a set of results has.
+const nRecorders = 13
 
 // setExactLimit sets every recorder's exact limit.
 func (m *model) setExactLimit(n int) {

@@ -147,7 +147,7 @@ func (w *window) init(m *model, s *sim.Sim, pilot bool) {
 func (m *model) marks() []setMark {
 	var out []setMark
 	for _, r := range m.sets() {
-		sm := setMark{ok: r.m.OKTxns, waited: r.waited}
+		sm := setMark{ok: r.m.OKTxns, waited: r.waited, counts: make([]int, 0, nRecorders)}
 		for _, rec := range r.recorders() {
 			sm.counts = append(sm.counts, rec.Checkpoint())
 		}
