@@ -77,29 +77,13 @@ func BenchmarkHoldSample(b *testing.B) {
 }
 
 // BenchmarkSamples records 1e6 samples and asks two percentiles.
-func BenchmarkSamples(b *testing.B) {
-	const n = 1_000_000
-	r := NewRand(2, "samples")
-	d := ExpDist(Millisecond)
-	v := make([]Time, n)
-	for i := range v {
-		v[i] = d.Sample(r)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		var s Samples
-		for _, x := range v {
-			s.Add(x)
-		}
-		_ = s.Percentile(50)
-		_ = s.Percentile(99)
-	}
-	b.ReportMetric(float64(b.N)*n/b.Elapsed().Seconds(), "samples/s")
-}
+func BenchmarkSamples(b *testing.B) { benchSamples(b, ExactLimit) }
 
-// BenchmarkSamplesPastLimit records 1e6 samples into a recorder past its
-// exact limit (the histogram) and asks two percentiles.
-func BenchmarkSamplesPastLimit(b *testing.B) {
+// BenchmarkSamplesPastLimit is BenchmarkSamples past the exact limit: the
+// histogram.
+func BenchmarkSamplesPastLimit(b *testing.B) { benchSamples(b, 1000) }
+
+func benchSamples(b *testing.B, limit int) {
 	const n = 1_000_000
 	r := NewRand(2, "samples")
 	d := ExpDist(Millisecond)
@@ -110,7 +94,7 @@ func BenchmarkSamplesPastLimit(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var s Samples
-		s.SetExactLimit(1000)
+		s.SetExactLimit(limit)
 		for _, x := range v {
 			s.Add(x)
 		}
