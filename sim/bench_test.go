@@ -77,7 +77,13 @@ func BenchmarkHoldSample(b *testing.B) {
 }
 
 // BenchmarkSamples records 1e6 samples and asks two percentiles.
-func BenchmarkSamples(b *testing.B) {
+func BenchmarkSamples(b *testing.B) { benchSamples(b, ExactLimit) }
+
+// BenchmarkSamplesPastLimit is BenchmarkSamples past the exact limit: the
+// histogram.
+func BenchmarkSamplesPastLimit(b *testing.B) { benchSamples(b, 1000) }
+
+func benchSamples(b *testing.B, limit int) {
 	const n = 1_000_000
 	r := NewRand(2, "samples")
 	d := ExpDist(Millisecond)
@@ -88,6 +94,7 @@ func BenchmarkSamples(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var s Samples
+		s.SetExactLimit(limit)
 		for _, x := range v {
 			s.Add(x)
 		}
@@ -118,4 +125,44 @@ func BenchmarkFIFO(b *testing.B) {
 		}
 		q.Pop(now)
 	}
+}
+
+// laneModel is the shape of a pooled model's events: every client goes
+// round four kinds with constant delays (a hop, the statement, a hop
+// back, a think time), and each round leaves a timeout pending (a
+// query_wait_timeout that the answer makes void), so most events ride in
+// lanes and thousands of timeouts are pending.
+type laneModel struct{ rounds int }
+
+func (h *laneModel) Handle(s *Sim, e Event) {
+	switch e.Kind {
+	case 0:
+		s.After(25*Microsecond, 1, e.ID, 0)
+		s.After(100*Millisecond, 4, e.ID, 0)
+	case 1:
+		s.After(300*Microsecond, 2, e.ID, 0)
+	case 2:
+		s.After(25*Microsecond, 3, e.ID, 0)
+	case 3:
+		h.rounds++
+		s.After(800*Microsecond, 0, e.ID, 0)
+	}
+}
+
+// BenchmarkLanes is the engine under laneModel with 200 clients (about
+// 17,000 timeouts pending): each op is one event.
+func BenchmarkLanes(b *testing.B) {
+	var s Sim
+	h := &laneModel{}
+	for i := range 200 {
+		s.At(Time(i), 0, int32(i), 0)
+	}
+	for range 200_000 { // until the timeouts come due as fast as they are set
+		s.Step(h)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Step(h)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }

@@ -144,7 +144,50 @@ func TestPercentileExpOracle(t *testing.T) {
 		t.Errorf("mean %v, want 5s", got)
 	}
 	// Percentile answers are recorded values.
-	if !slices.Contains(s.v, s.Percentile(99.9)) {
+	if !slices.Contains(s.flat, s.Percentile(99.9)) {
 		t.Error("p99.9 is not a recorded sample")
+	}
+}
+
+// TestPercentileSelection asks many percentiles in random order of
+// recorders whose samples come in shapes that trouble a selection
+// (sorted, reversed, all equal, few values, organ pipe, random with zeros
+// and negatives), with samples added between the questions, and checks
+// every answer against a sort.
+func TestPercentileSelection(t *testing.T) {
+	r := NewRand(12, "select")
+	shapes := map[string]func(i, n int) Time{
+		"sorted":   func(i, n int) Time { return Time(i + 1) },
+		"reversed": func(i, n int) Time { return Time(n - i) },
+		"equal":    func(i, n int) Time { return 7 },
+		"few":      func(i, n int) Time { return Time(r.IntN(3)) - 1 },
+		"organ":    func(i, n int) Time { return Time(min(i, n-i) + 1) },
+		"random":   func(i, n int) Time { return Time(r.IntN(1000)) - 100 },
+	}
+	for name, f := range shapes {
+		for _, n := range []int{1, 5, 17, 100, 5000, 70_000} {
+			var s Samples
+			var all []Time
+			for round := 0; round < 3; round++ {
+				for i := range n {
+					x := f(i, n)
+					s.Add(x)
+					all = append(all, x)
+				}
+				sorted := slices.Clone(all)
+				slices.Sort(sorted)
+				for q := 0; q < 25; q++ {
+					p := float64(r.IntN(100_001)) / 1000
+					k := int(math.Ceil(p*float64(len(sorted))/100 - 1e-9))
+					k = min(max(k, 1), len(sorted))
+					if got := s.Percentile(p); got != sorted[k-1] {
+						t.Fatalf("%s n=%d round %d: p%v = %v, want %v", name, n, round, p, got, sorted[k-1])
+					}
+				}
+				if s.Max() != sorted[len(sorted)-1] || s.Percentile(0) != sorted[0] {
+					t.Fatalf("%s n=%d: max %v min %v, want %v %v", name, n, s.Max(), s.Percentile(0), sorted[len(sorted)-1], sorted[0])
+				}
+			}
+		}
 	}
 }

@@ -38,12 +38,22 @@ func (h *eventHeap) pop() Event {
 	top := s[0]
 	n := len(s) - 1
 	last := s[n]
-	s = s[:n]
-	*h = s
-	if n == 0 {
-		return top
+	*h = s[:n]
+	if n > 0 {
+		h.siftDown(last)
 	}
-	lt, lq := uint64(last.At), last.seq
+	return top
+}
+
+// replaceTop removes the least event and pushes e in one sift.
+func (h *eventHeap) replaceTop(e Event) { h.siftDown(e) }
+
+// siftDown puts e in the root's place and moves it down to where it
+// belongs.
+func (h *eventHeap) siftDown(e Event) {
+	s := *h
+	n := len(s)
+	lt, lq := uint64(e.At), e.seq
 	i := 0
 	for {
 		c := 4*i + 1
@@ -69,8 +79,7 @@ func (h *eventHeap) pop() Event {
 		s[i] = s[m]
 		i = m
 	}
-	s[i] = last
-	return top
+	s[i] = e
 }
 
 // earlier is 1 when (t1, q1) comes before (t2, q2), else 0: the borrow of

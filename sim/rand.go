@@ -12,6 +12,11 @@ type Rand struct{ s [4]uint64 }
 // different names are independent for practical purposes, so adding a new
 // purpose never shifts the numbers an existing one draws.
 func NewRand(seed uint64, name string) *Rand {
+	r := newRand(seed, name)
+	return &r
+}
+
+func newRand(seed uint64, name string) Rand {
 	h := uint64(14695981039346656037) // FNV-1a of the name
 	for i := 0; i < len(name); i++ {
 		h ^= uint64(name[i])
@@ -22,7 +27,7 @@ func NewRand(seed uint64, name string) *Rand {
 	for i := range r.s {
 		x, r.s[i] = splitmix64(x)
 	}
-	return &r
+	return r
 }
 
 func splitmix64(x uint64) (next, out uint64) {
@@ -96,7 +101,7 @@ type Streams struct{ base uint64 }
 
 // NewStreams returns the family named name of the given seed.
 func NewStreams(seed uint64, name string) Streams {
-	r := NewRand(seed, name)
+	r := newRand(seed, name)
 	return Streams{base: r.Uint64()}
 }
 

@@ -133,6 +133,63 @@ func TestSimRandomOrder(t *testing.T) {
 	}
 }
 
+// TestSimLanesOrder drives the lanes the way models do: kinds (more than
+// there are lanes, so some share one) that always wait the same delay,
+// kinds that wait one of two delays or a random one, kinds scheduled at
+// instants on a grid, with many ties. Every event must be handled in
+// (time, scheduling order), however it was queued.
+func TestSimLanesOrder(t *testing.T) {
+	r := NewRand(4, "lanes")
+	var s Sim
+	var all []Event
+	sched := func(at Time, kind, id int32) {
+		s.At(at, kind, id, int64(len(all)))
+		all = append(all, Event{At: at, seq: uint64(len(all) + 1), Kind: kind, ID: id, Arg: int64(len(all))})
+	}
+	const kinds = 21
+	delay := func(kind int32, now Time) Time {
+		switch kind % 4 {
+		case 0: // constant
+			return Time(kind+1) * 10
+		case 1: // one of two
+			return Time(5 + 50*r.IntN(2))
+		case 2: // random, ties likely
+			return Time(r.IntN(40))
+		default: // on a grid of 100 after a constant wait
+			return (now+333)/100*100 + 100 - now
+		}
+	}
+	for i := 0; i < 500; i++ {
+		k := int32(r.IntN(kinds))
+		sched(Time(r.IntN(200)), k, int32(i))
+	}
+	h := &recorder{then: func(s *Sim, e Event) {
+		if len(all) < 60_000 {
+			k := int32((int(e.Kind) + int(r.IntN(3))) % kinds)
+			sched(s.Now()+delay(k, s.Now()), k, e.ID)
+		}
+	}}
+	s.Run(h)
+	want := slices.Clone(all)
+	slices.SortFunc(want, cmpEvent)
+	if len(h.got) != len(want) || s.Pending() != 0 {
+		t.Fatalf("handled %d, want %d; %d pending", len(h.got), len(want), s.Pending())
+	}
+	inLane := 0
+	for i := range want {
+		g, w := h.got[i], want[i]
+		if g.At != w.At || g.Kind != w.Kind || g.ID != w.ID || g.Arg != w.Arg {
+			t.Fatalf("event %d: got %+v, want %+v", i, g, w)
+		}
+		if g.seq&laneMask != 0 {
+			inLane++
+		}
+	}
+	if inLane < len(want)/2 {
+		t.Errorf("only %d of %d events went through a lane", inLane, len(want))
+	}
+}
+
 // TestSimTiesFIFO: events at the same instant run in scheduling order, and
 // one scheduled at now from a handler runs after those already pending.
 func TestSimTiesFIFO(t *testing.T) {
@@ -286,7 +343,7 @@ func TestSimDeterministic(t *testing.T) {
 		var s Sim
 		r := NewRand(9, "det")
 		h := &recorder{then: func(s *Sim, e Event) {
-			if len(s.events) < 200 {
+			if s.Pending() < 200 {
 				s.After(Time(r.IntN(5)), e.Kind+1, e.ID, e.Arg+1)
 			}
 		}, stopAt: 5000}

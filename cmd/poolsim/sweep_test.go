@@ -269,3 +269,16 @@ func TestProgressLine(t *testing.T) {
 		t.Error("a regular file is a terminal")
 	}
 }
+
+// BenchmarkStochasticSweep is bench/model-speed.sh's study: 1,000 points of
+// the stochastic built-in prepared-statements-live (40 pool sizes x 5 client
+// counts x its 5 variants) with 10 replications each, on two workers.
+func BenchmarkStochasticSweep(b *testing.B) {
+	args := []string{"sweep", "prepared-statements-live", "--vary", "pooler.default_pool_size=1..40", "--vary", "workload.clients=10,20,30,40,50",
+		"--replications", "10", "--workers", "2", "--format", "csv", "--quiet"}
+	for b.Loop() {
+		if code, _, errOut := runCmd(args...); code != 0 {
+			b.Fatal(errOut)
+		}
+	}
+}

@@ -2,8 +2,10 @@ package system
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/sim"
 )
 
 // Assumptions are the things an answer about c rests on that a reader
@@ -70,6 +72,35 @@ func Assumptions(c Config) []string {
 			out = append(out, fmt.Sprintf("%s%d clients connect at t = 0 and each runs %.4g transactions; tps_steady covers the time while every client still runs, tps the whole run", who, w.Clients, w.MeanTxnsPerSession()))
 		}
 	}
+	if n := c.mostSamples(); n > sim.ExactLimit {
+		out = append(out, fmt.Sprintf("percentiles are exact up to %s samples of a figure; past that (this run may record up to %s) a figure's samples go into a histogram and its percentiles are within %.2g%% of the exact value, its counts and means still exact",
+			grouped(sim.ExactLimit), grouped(int64(n)), 100*sim.HistogramError))
+	}
 	out = append(out, "left out: network bandwidth and packet loss, disk and WAL beyond workload.query, locks between transactions, autovacuum and checkpoints, TLS, the clients' own CPU, reserve_pool, min_pool_size, server_lifetime and server_idle_timeout reconnects")
 	return out
+}
+
+// mostSamples bounds the samples any one recorder of a run of c takes: one
+// per statement (waits for a server in statement mode), summed over the
+// classes (the run's recorders take every class's).
+func (c Config) mostSamples() float64 {
+	var n float64
+	for _, cl := range c.ClassList() {
+		w := cl.Workload
+		sessions := float64(w.Clients)
+		if w.Open() {
+			sessions = w.ArrivalRate * w.Duration.Seconds()
+		}
+		n += sessions * w.MeanTxnsPerSession() * float64(max(w.StmtsPerTxn, 1))
+	}
+	return n
+}
+
+// grouped writes n with thousands separators.
+func grouped[T int | int64](n T) string {
+	s := strconv.FormatInt(int64(n), 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

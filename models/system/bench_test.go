@@ -35,3 +35,43 @@ func BenchmarkClosedSixStatements(b *testing.B) {
 	}
 	b.ReportMetric(float64(m.Events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// speedConfig is bench/model-speed.yaml: 200 clients x 500 transactions x
+// 6 statements (100,000 transactions) through a transaction pooler with
+// 20 servers, constant times.
+func speedConfig() Config {
+	cfg := Default()
+	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Workload.StmtsPerTxn = 200, 500, 6
+	cfg.Workload.Query, cfg.Workload.Think = sim.ConstDist(300*sim.Microsecond), sim.ConstDist(800*sim.Microsecond)
+	cfg.Pooler.Mode = poolmode.Transaction
+	cfg.Pooler.Hop = 25 * sim.Microsecond
+	cfg.Pooler.MaxClientConn = 1000
+	cfg.Pooler.MaxPreparedStatements = 0
+	cfg.Server.MaxConnections = 20
+	return cfg
+}
+
+// BenchmarkSpeedScenario is bench/model-speed.yaml in process.
+func BenchmarkSpeedScenario(b *testing.B) {
+	cfg := speedConfig()
+	var m Metrics
+	b.ReportAllocs()
+	for b.Loop() {
+		m = Run(cfg).Metrics
+	}
+	b.ReportMetric(float64(m.Events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkTinyRun is one client running one one-statement transaction
+// (a handful of events): the cost of a run's setup and results.
+func BenchmarkTinyRun(b *testing.B) {
+	cfg := Default()
+	cfg.Pooler.Mode = poolmode.Transaction
+	cfg.Workload.Query = sim.ConstDist(sim.Millisecond)
+	var m Metrics
+	b.ReportAllocs()
+	for b.Loop() {
+		m = Run(cfg).Metrics
+	}
+	b.ReportMetric(float64(m.Events), "events")
+}

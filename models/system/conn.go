@@ -36,7 +36,7 @@ func (m *model) openConn(s *sim.Sim, u int32) {
 	m.tally(cl, func(r *results) { r.m.ConnsOpened++ })
 	m.conns[c].serial = m.results.m.ConnsOpened
 	if m.prep.on {
-		d.reset()
+		d.reset(m.prep.n)
 		m.conns[c].driver = d
 	}
 	k.app.opens++

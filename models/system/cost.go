@@ -1,5 +1,7 @@
 package system
 
+import "github.com/poolsim/poolsim/sim"
+
 // Cost is what one run of a configuration is expected to take, estimated
 // from its size before it runs (Estimate). The constants are measured on
 // the model (events per statement and per session, bytes per transaction
@@ -13,9 +15,11 @@ type Cost struct {
 
 // The estimate's constants (measured: a statement costs about 4 events, 6
 // on a CPU server, 8 with a pooler thread; a transaction keeps about 11
-// samples of 8 bytes, with slice growth up to twice that, plus the
-// requests' and sessions'; a client in flight holds its user, connection
-// and pending events).
+// samples of 8 bytes up to the recorders' exact limit (sim.ExactLimit),
+// plus the requests' and sessions' and the collector's slack, and past it
+// their histograms and the copies the steady window cuts hold a few
+// megabytes whatever the run's length; a client in flight holds its user,
+// connection and pending events).
 const (
 	EventsPerSecond   = 5e6
 	eventsPerStmt     = 4
@@ -23,6 +27,7 @@ const (
 	bytesPerTxn       = 300
 	bytesPerClient    = 500
 	bytesPerRunBase   = 4 << 20
+	bytesHistograms   = 16 << 20
 	concurrentOpenMin = 1000
 )
 
@@ -47,6 +52,9 @@ func (c Config) Estimate() Cost {
 		perStmt += 2
 	}
 	events := txns*float64(w.StmtsPerTxn)*perStmt + sessions*eventsPerSession
-	bytes := bytesPerRunBase + txns*bytesPerTxn + clients*bytesPerClient
+	bytes := bytesPerRunBase + min(txns, sim.ExactLimit)*bytesPerTxn + clients*bytesPerClient
+	if txns > sim.ExactLimit {
+		bytes += bytesHistograms
+	}
 	return Cost{Txns: txns, Events: events, Bytes: bytes}
 }

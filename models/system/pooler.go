@@ -53,7 +53,7 @@ func (m *model) toPooler(s *sim.Sim, c int32, response bool) {
 	if response {
 		msg = ^c
 	}
-	cfg := m.cfg.Pooler
+	cfg := &m.cfg.Pooler
 	if cfg.CPUPerMsg == 0 && cfg.Wakeup == 0 {
 		m.relay(s, msg)
 		return

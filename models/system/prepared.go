@@ -23,10 +23,11 @@ import (
 // on whichever server the client's Parse went to, and a later execution on
 // another server fails (prepared statement does not exist).
 
-// stmtCache is one server connection's prepared statements (LRU), or a
-// client connection's own (direct, session).
+// stmtCache is one server connection's prepared statements (LRU).
+// Statements are numbered densely, so slices indexed by them replace maps.
 type stmtCache struct {
-	used map[int32]int64 // statement -> last use tick
+	used    []int64 // statement -> last use tick, 0 when not held
+	present []int32 // the statements held, in no order
 }
 
 // prep is the model's prepared-statement state.
@@ -34,15 +35,17 @@ type prep struct {
 	on      bool
 	cdf     [][]float64 // each class's Zipf popularity, cumulative
 	offset  []int32     // each class's first statement number (classes run texts of their own)
+	n       int32       // statements in all classes
 	tick    int64
 	servers []stmtCache       // per pooler server connection (max_prepared_statements > 0)
 	owners  []map[uint64]bool // per pooler server: (connection serial, statement) pairs prepared on it (max_prepared_statements = 0)
-	seen    map[int32]bool    // distinct statements prepared anywhere (the pooler's global cache)
-	hits    int64             // prepared executions whose server held the statement
-	misses  int64             // prepared executions that needed a Parse
-	parses  int64             // Parse (and plan) done by the server
-	execs   int64             // statements executed
-	errors  int64             // executions that failed: statement missing on this server
+	seen    []bool            // statements prepared anywhere (the pooler's global cache)
+	nSeen   int
+	hits    int64 // prepared executions whose server held the statement
+	misses  int64 // prepared executions that needed a Parse
+	parses  int64 // Parse (and plan) done by the server
+	execs   int64 // statements executed
+	errors  int64 // executions that failed: statement missing on this server
 }
 
 func (p *prep) init(c Config) {
@@ -69,18 +72,28 @@ func (p *prep) init(c Config) {
 		p.offset = append(p.offset, next)
 		next += int32(len(cdf))
 	}
-	p.seen = map[int32]bool{}
+	p.n = next
+	p.seen = make([]bool, next)
+}
+
+// see notes statement k prepared somewhere.
+func (p *prep) see(k int32) {
+	if !p.seen[k] {
+		p.seen[k] = true
+		p.nSeen++
+	}
 }
 
 // driver is a client connection's driver state for prepared statements.
 type driver struct {
-	execs    map[int32]int32 // executions of each statement, for the threshold
-	prepared map[int32]bool  // statements it prepared (it believes they exist)
+	execs    []int32 // executions of each statement, for the threshold
+	prepared []bool  // statements it prepared (it believes they exist)
 }
 
-func (d *driver) reset() {
+// reset forgets every statement of n.
+func (d *driver) reset(n int32) {
 	if d.execs == nil {
-		d.execs, d.prepared = map[int32]int32{}, map[int32]bool{}
+		d.execs, d.prepared = make([]int32, n), make([]bool, n)
 		return
 	}
 	clear(d.execs)
@@ -109,7 +122,7 @@ func (m *model) parseCost(c int32) (parse sim.Time, fail bool) {
 	k = min(k, int32(len(cdf)-1)) + p.offset[us.cls]
 	d := &cn.driver
 	d.execs[k]++
-	cost := m.draw(w.Parse, m.parse, cn.user)
+	cost := m.draw(&w.Parse, m.parse, cn.user)
 	if w.PrepareThreshold == 0 || int(d.execs[k]) < w.PrepareThreshold {
 		p.parses++ // an unnamed statement: parsed every time
 		return cost, false
@@ -122,12 +135,12 @@ func (m *model) parseCost(c int32) (parse sim.Time, fail bool) {
 			return 0, false
 		}
 		d.prepared[k] = true
-		p.seen[k] = true
+		p.see(k)
 		p.misses++
 		p.parses++
 		return cost, false
 	case m.cfg.Pooler.MaxPreparedStatements > 0:
-		p.seen[k] = true
+		p.see(k)
 		if p.lookup(cn.server, k, m.cfg.Pooler.MaxPreparedStatements) {
 			p.hits++
 			return 0, false
@@ -159,25 +172,27 @@ func (m *model) parseCost(c int32) (parse sim.Time, fail bool) {
 // recently used statement when the cache is full.
 func (p *prep) lookup(srv, k int32, n int) bool {
 	for int(srv) >= len(p.servers) {
-		p.servers = append(p.servers, stmtCache{used: map[int32]int64{}})
+		p.servers = append(p.servers, stmtCache{used: make([]int64, p.n)})
 	}
 	c := &p.servers[srv]
 	p.tick++
-	if _, ok := c.used[k]; ok {
+	if c.used[k] != 0 {
 		c.used[k] = p.tick
 		return true
 	}
-	if len(c.used) >= n {
-		var oldest int32
-		least := int64(math.MaxInt64)
-		for s, t := range c.used {
-			if t < least || (t == least && s < oldest) {
-				oldest, least = s, t
+	if len(c.present) >= n { // evict the least recently used (ticks are unique)
+		j := 0
+		for i, s := range c.present {
+			if c.used[s] < c.used[c.present[j]] {
+				j = i
 			}
 		}
-		delete(c.used, oldest)
+		c.used[c.present[j]] = 0
+		c.present[j] = c.present[len(c.present)-1]
+		c.present = c.present[:len(c.present)-1]
 	}
 	c.used[k] = p.tick
+	c.present = append(c.present, k)
 	return false
 }
 
@@ -211,6 +226,6 @@ func (m *model) prepMetrics(mt *Metrics, wall sim.Time) {
 		tracked = tracked || sp.Mode == poolmode.Transaction || sp.Mode == poolmode.Statement
 	}
 	if tracked && m.cfg.Pooler.MaxPreparedStatements > 0 {
-		mt.PoolerCacheMB = float64(int64(len(p.seen))*w.StmtTextSize) / (1 << 20)
+		mt.PoolerCacheMB = float64(int64(p.nSeen)*w.StmtTextSize) / (1 << 20)
 	}
 }

@@ -21,25 +21,38 @@ type results struct {
 	hopTotal              sim.Time
 	closed                []sim.Time // close times of connections maybe still in TIME_WAIT, oldest first
 	closedHead            int
-	partsOff              int64 // transactions whose parts do not add up to their latency (a bug)
+	partsOff              int64   // transactions whose parts do not add up to their latency (a bug)
+	latSum, latN          float64 // latencies since the last snapshot (a pilot's)
 }
 
 func (r *results) init(procs int) { r.procConns = make([]int64, procs) }
 
 // recorders are the per-event samples, in a fixed order (the latency
-// first: MSER-5's pilots read it).
-func (r *results) recorders() []*sim.Samples {
-	out := []*sim.Samples{&r.lat}
-	for i := range r.dec {
-		out = append(out, &r.dec[i])
+// first).
+func (r *results) recorders() [nRecorders]*sim.Samples {
+	d := &r.dec
+	return [...]*sim.Samples{&r.lat, &d[0], &d[1], &d[2], &d[3], &d[4], &d[5], &d[6], &d[7], &r.waits, &r.appWaits, &r.sessionLat, &r.reqLat}
+}
+
+// nRecorders is how many recorders a set of results has.
+const nRecorders = 13
+
+// setExactLimit sets every recorder's exact limit.
+func (m *model) setExactLimit(n int) {
+	for _, r := range m.sets() {
+		for _, rec := range r.recorders() {
+			rec.SetExactLimit(n)
+		}
 	}
-	return append(out, &r.waits, &r.appWaits, &r.sessionLat, &r.reqLat)
 }
 
 // txnDone records a completed transaction.
 func (r *results) txnDone(now sim.Time, u *user) {
 	r.m.OKTxns++
-	r.lat.Add(now - u.txnStart)
+	lat := now - u.txnStart
+	r.lat.Add(lat)
+	r.latSum += float64(lat)
+	r.latN++
 	p := u.part
 	sum := sim.Time(0)
 	for i, v := range [...]sim.Time{p.appWait, p.connect, p.wait, p.cpuQueue, p.service, p.hop, p.think, p.pooler} {

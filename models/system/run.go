@@ -76,6 +76,16 @@ type classRun struct {
 	arrive   *sim.Rand
 	sessions uint64 // sessions started (open workload: the arrival number)
 	base     uint64 // added to a session's number for its draws: the class's own range
+
+	// The workload's settings read per statement, resolved once (its
+	// methods take it by value, a copy each time).
+	stmts    int         // statements per transaction
+	requests int         // requests per session
+	txnsPer  sim.IntDist // transactions per request
+	pause    sim.Dist    // between a request's statements and transactions
+	appSet   bool        // pause is workload.app (its own stream), not think
+	noApp    bool        // no application pool: a connection per session
+	open     bool
 }
 
 // tally records into the run's results and, with classes, class cl's.
@@ -135,9 +145,10 @@ func simulate(cfg Config) (*model, *sim.Sim) { return simulateWith(cfg, options{
 
 // options are a run's internal variants.
 type options struct {
-	pilot bool            // take a snapshot at every point of the warm-up grid
-	trace bool            // record every client's query times (tests)
-	done  <-chan struct{} // stop when it is closed (a context's Done)
+	pilot      bool            // take a snapshot at every point of the warm-up grid
+	trace      bool            // record every client's query times (tests)
+	done       <-chan struct{} // stop when it is closed (a context's Done)
+	exactLimit int             // samples each recorder keeps exactly (0: sim.ExactLimit; tests)
 }
 
 // simulateWith runs cfg with options.
@@ -164,6 +175,12 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 	m.initClasses()
 	m.prep.init(cfg)
 	m.results.init(cfg.Pooler.Processes)
+	switch {
+	case o.pilot: // reads only its latency sums: the recorders go straight to their histograms
+		m.setExactLimit(1)
+	case o.exactLimit > 0:
+		m.setExactLimit(o.exactLimit)
+	}
 	m.srv.init(cfg.Server)
 	var s sim.Sim
 	m.window.init(m, &s, o.pilot)
@@ -204,7 +221,7 @@ func (m *model) firstThink(w Workload, u int32) sim.Time {
 
 // draw samples d from the family f at client u's current statement: its
 // session and its position in it (transaction, statement).
-func (m *model) draw(d sim.Dist, f sim.Streams, u int32) sim.Time {
+func (m *model) draw(d *sim.Dist, f sim.Streams, u int32) sim.Time {
 	if !d.Random() {
 		return d.Mean
 	}
@@ -258,6 +275,10 @@ func (m *model) initClasses() {
 	for i, cl := range c.ClassList() {
 		k := classRun{cfg: cl, spec: max(c.poolOf(cl), 0)}
 		k.mode = m.specs[k.spec].Mode
+		w := cl.Workload
+		k.stmts, k.pause, k.appSet, k.open = w.StmtsPerTxn, w.AppPause(), w.AppSet, w.Open()
+		k.requests, k.txnsPer = w.Requests()
+		k.noApp = cl.AppPool.Mode == NoAppPool
 		k.app.init()
 		name := "arrivals"
 		if m.multi {

@@ -16,6 +16,8 @@ type server struct {
 	busy     sim.Level     // direct mode: backends in use by a client
 
 	running []cpuJob  // statements in their CPU phase, in arrival order
+	least   float64   // the least work left among them
+	done    []cpuJob  // cpuDone's buffer
 	last    sim.Time  // when their work left was last brought up to date
 	gen     int64     // generation of the pending CPU-done event
 	jobs    sim.Level // statements in their CPU phase
@@ -58,15 +60,27 @@ func (v *server) rate(n int) float64 {
 	return share / (1 + v.cfg.Contention*(k-1) + v.cfg.Coherency*k*(k-1))
 }
 
-// advance brings the running statements' work left up to now.
+// advance brings the running statements' work left up to now. Rounding
+// is monotonic, so the least work left is the least less the same work.
 func (v *server) advance(now sim.Time) {
 	if n := len(v.running); n > 0 && now > v.last {
 		done := float64(now-v.last) * v.rate(n)
 		for i := range v.running {
 			v.running[i].left -= done
 		}
+		v.least -= done
 	}
 	v.last = now
+}
+
+// run adds a job to the running ones.
+func (v *server) run(j cpuJob) {
+	if len(v.running) == 0 {
+		v.least = j.left
+	} else {
+		v.least = min(v.least, j.left)
+	}
+	v.running = append(v.running, j)
 }
 
 func (v *server) count(now sim.Time) {
@@ -83,11 +97,7 @@ func (v *server) reschedule(s *sim.Sim) {
 	if n == 0 {
 		return
 	}
-	least := v.running[0].left
-	for _, j := range v.running[1:] {
-		least = min(least, j.left)
-	}
-	dt := sim.Time(math.Ceil(max(least, 0) / v.rate(n)))
+	dt := sim.Time(math.Ceil(max(v.least, 0) / v.rate(n)))
 	s.After(dt, evCPUDone, 0, v.gen)
 }
 
@@ -101,7 +111,7 @@ func (m *model) startBackend(s *sim.Sim, c int32) {
 	if d > 0 && v.cfg.Cores > 0 {
 		now := s.Now()
 		v.advance(now)
-		v.running = append(v.running, cpuJob{conn: c, startup: true, left: float64(d)})
+		v.run(cpuJob{conn: c, startup: true, left: float64(d)})
 		v.count(now)
 		v.reschedule(s)
 		return
@@ -114,8 +124,8 @@ func (m *model) startBackend(s *sim.Sim, c int32) {
 func (m *model) execute(s *sim.Sim, c int32) {
 	cn := &m.conns[c]
 	w := m.wl(cn.user)
-	cn.cpuDemand = m.draw(w.CPU, m.cpu, cn.user)
-	cn.fixed = m.draw(w.Query, m.query, cn.user)
+	cn.cpuDemand = m.draw(&w.CPU, m.cpu, cn.user)
+	cn.fixed = m.draw(&w.Query, m.query, cn.user)
 	if m.trace != nil {
 		k := m.users[cn.user].session
 		m.trace[k] = append(m.trace[k], cn.fixed)
@@ -135,7 +145,7 @@ func (m *model) execute(s *sim.Sim, c int32) {
 		now := s.Now()
 		v.advance(now)
 		cn.cpuStart = now
-		v.running = append(v.running, cpuJob{conn: c, left: float64(cn.cpuDemand)})
+		v.run(cpuJob{conn: c, left: float64(cn.cpuDemand)})
 		v.count(now)
 		v.reschedule(s)
 		return
@@ -154,16 +164,20 @@ func (m *model) cpuDone(s *sim.Sim, gen int64) {
 	now := s.Now()
 	m.end = now
 	v.advance(now)
-	var finished []cpuJob
+	finished := v.done[:0]
 	kept := v.running[:0]
+	least := math.Inf(1)
 	for _, j := range v.running {
 		if j.left <= 0.5 { // within half a nanosecond: done
 			finished = append(finished, j)
-		} else {
-			kept = append(kept, j)
+			continue
 		}
+		if j.left < least { // both above 0.5: no NaN or signed zero for min to mind
+			least = j.left
+		}
+		kept = append(kept, j)
 	}
-	v.running = kept
+	v.running, v.done, v.least = kept, finished, least
 	v.count(now)
 	v.reschedule(s)
 	for _, j := range finished {

@@ -49,13 +49,9 @@ func RunPilot(ctx context.Context, c Config, i int) (Pilot, error) {
 		return Pilot{}, ctx.Err()
 	}
 	p := Pilot{Sum: make([]float64, PilotGrid), Count: make([]float64, PilotGrid)}
-	lat := m.results.lat.Series()
 	sn := m.window.snaps
 	for k := 1; k < len(sn) && k <= PilotGrid; k++ {
-		for _, t := range lat[sn[k-1].sets[0].counts[0]:sn[k].sets[0].counts[0]] {
-			p.Sum[k-1] += float64(t)
-			p.Count[k-1]++
-		}
+		p.Sum[k-1], p.Count[k-1] = sn[k].latSum, sn[k].latN
 	}
 	return p, nil
 }

@@ -29,13 +29,17 @@ type snapshot struct {
 	at       sim.Time
 	levels   []sim.Mark
 	queues   []sim.QueueMark
-	sets     []setMark // the run's results, then each class's
+	sets     []setMark // the run's results, then each class's (none in a pilot)
 	sessions int64     // sessions in the system
+
+	// A pilot's: the run's transaction latencies completed since the
+	// snapshot before, their sum (ns, added in order) and count.
+	latSum, latN float64
 }
 
 // setMark is one set of results at a snapshot.
 type setMark struct {
-	counts []int // samples held by each recorder
+	counts []int // samples held by each recorder: its checkpoint
 	ok     int64 // transactions completed
 	waited int64 // assignments that waited
 }
@@ -43,6 +47,7 @@ type setMark struct {
 // window holds the snapshots of an open run and the bounds of a closed
 // one's steady window.
 type window struct {
+	pilot bool       // a pilot run: snapshots on the grid, latency sums only
 	snaps []snapshot // open: at t = 0, at the end of the warm-up, at the end of arrivals (a pilot: at every grid point)
 
 	// Closed: the first completion and the first finished session of a
@@ -121,6 +126,7 @@ func (w *window) init(m *model, s *sim.Sim, pilot bool) {
 	if !c.Open() {
 		return
 	}
+	w.pilot = pilot
 	w.snap(m, 0)
 	d := c.Duration()
 	wl := c.ClassList()[0].Workload
@@ -141,9 +147,9 @@ func (w *window) init(m *model, s *sim.Sim, pilot bool) {
 func (m *model) marks() []setMark {
 	var out []setMark
 	for _, r := range m.sets() {
-		sm := setMark{ok: r.m.OKTxns, waited: r.waited}
+		sm := setMark{ok: r.m.OKTxns, waited: r.waited, counts: make([]int, 0, nRecorders)}
 		for _, rec := range r.recorders() {
-			sm.counts = append(sm.counts, rec.Count())
+			sm.counts = append(sm.counts, rec.Checkpoint())
 		}
 		out = append(out, sm)
 	}
@@ -152,7 +158,14 @@ func (m *model) marks() []setMark {
 
 // snap takes a snapshot at now.
 func (w *window) snap(m *model, now sim.Time) {
-	sn := snapshot{at: now, sessions: m.active, sets: m.marks()}
+	sn := snapshot{at: now, sessions: m.active}
+	if w.pilot {
+		r := &m.results
+		sn.latSum, sn.latN = r.latSum, r.latN
+		r.latSum, r.latN = 0, 0
+	} else {
+		sn.sets = m.marks()
+	}
 	for _, l := range m.levels() {
 		sn.levels = append(sn.levels, l.Mark(now))
 	}

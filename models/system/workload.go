@@ -42,7 +42,7 @@ func (m *model) ap(u int32) *AppPool { return &m.classes[m.users[u].cls].cfg.App
 // (drawn from the session's own stream at that request: common random
 // numbers).
 func (m *model) txnsOf(u int32, req int32) int32 {
-	_, d := m.wl(u).Requests()
+	d := &m.classes[m.users[u].cls].txnsPer
 	if !d.Random() {
 		return int32(d.Min)
 	}
@@ -105,8 +105,8 @@ func (m *model) startSession(s *sim.Sim, u int32) {
 		}
 	})
 	m.tally(us.cls, func(r *results) { r.m.Sessions++ })
-	n, _ := m.wl(u).Requests()
-	for q := range int32(n) {
+	k := &m.classes[us.cls]
+	for q := range int32(k.requests) {
 		t := m.txnsOf(u, q)
 		us.total += t
 		if q == 0 {
@@ -116,7 +116,7 @@ func (m *model) startSession(s *sim.Sim, u int32) {
 	m.tally(us.cls, func(r *results) { r.m.AttemptedTxns += int64(us.total) })
 	m.active++
 	us.begun = s.Now()
-	if m.ap(u).Mode == NoAppPool {
+	if k.noApp {
 		// The first transaction waits for the session's connection: its
 		// clock starts with the request to connect, so the connection
 		// set-up and its queue count in its latency.
@@ -153,7 +153,7 @@ func (m *model) send(s *sim.Sim, u int32) {
 		m.beginTxn(s, u)
 		return
 	}
-	if us.stmt == 0 && m.ap(u).Mode == NoAppPool {
+	if us.stmt == 0 && m.classes[us.cls].noApp {
 		if us.started {
 			us.started = false
 		} else {
@@ -185,15 +185,15 @@ func (m *model) reply(s *sim.Sim, c int32) {
 // the application (Workload.AppPause); between requests it thinks.
 func (m *model) recv(s *sim.Sim, u int32) {
 	us := &m.users[u]
-	w := m.wl(u)
-	pause := w.AppPause()
+	k := &m.classes[us.cls]
+	pause := &k.pause
 	stream := m.appGap
-	if !w.AppSet {
+	if !k.appSet {
 		stream = m.think
 	}
-	last := int(us.stmt)+1 == w.StmtsPerTxn || us.txnFailed
+	last := int(us.stmt)+1 == k.stmts || us.txnFailed
 	if last && us.reqLeft == 1 { // the request's last transaction: think follows
-		pause, stream = w.Think, m.think
+		pause, stream = &k.cfg.Workload.Think, m.think
 	}
 	gap := m.draw(pause, stream, u) // drawn at the position of the statement answered
 	us.stmt++
@@ -211,12 +211,12 @@ func (m *model) recv(s *sim.Sim, u int32) {
 		us.txn++
 		m.txnOver(s, u)
 		c := us.conn
-		if m.ap(u).Mode != NoAppPool {
+		if !k.noApp {
 			us.conn = -1
 			m.appRelease(s, c)
 		}
 		if us.txn == us.total {
-			if m.ap(u).Mode == NoAppPool {
+			if k.noApp {
 				us.conn = -1
 				m.closeConn(s, c)
 			}
@@ -246,7 +246,7 @@ func (m *model) txnOver(s *sim.Sim, u int32) {
 	}
 	us.req++
 	us.reqFailed, us.reqFirst = false, true
-	if n, _ := m.wl(u).Requests(); int(us.req) < n {
+	if int(us.req) < m.classes[us.cls].requests {
 		us.reqLeft = m.txnsOf(u, us.req)
 	}
 }
@@ -258,8 +258,8 @@ func (m *model) txnOver(s *sim.Sim, u int32) {
 func (m *model) failTxn(s *sim.Sim, u int32, counter func(*Metrics) *int64) {
 	us := &m.users[u]
 	us.conn = -1
-	w := m.wl(u)
-	if m.ap(u).Mode == NoAppPool {
+	k := &m.classes[us.cls]
+	if k.noApp {
 		n, left := int64(us.total-us.txn), int64(m.requestsLeft(u))
 		m.tally(us.cls, func(r *results) {
 			*counter(&r.m) += n
@@ -270,12 +270,12 @@ func (m *model) failTxn(s *sim.Sim, u int32, counter func(*Metrics) *int64) {
 	}
 	m.tally(us.cls, func(r *results) { *counter(&r.m)++ })
 	us.reqFailed = true
-	pause, stream := w.AppPause(), m.appGap
-	if !w.AppSet {
+	pause, stream := &k.pause, m.appGap
+	if !k.appSet {
 		stream = m.think
 	}
 	if us.reqLeft == 1 {
-		pause, stream = w.Think, m.think
+		pause, stream = &k.cfg.Workload.Think, m.think
 	}
 	gap := m.draw(pause, stream, u)
 	us.stmt = 0
@@ -291,8 +291,7 @@ func (m *model) failTxn(s *sim.Sim, u int32, counter func(*Metrics) *int64) {
 // requestsLeft is how many of client u's requests have not ended, the
 // current one included.
 func (m *model) requestsLeft(u int32) int32 {
-	n, _ := m.wl(u).Requests()
-	return int32(n) - m.users[u].req
+	return int32(m.classes[m.users[u].cls].requests) - m.users[u].req
 }
 
 func (m *model) endSession(s *sim.Sim, u int32) {
@@ -304,7 +303,7 @@ func (m *model) endSession(s *sim.Sim, u int32) {
 		m.tally(us.cls, func(r *results) { r.sessionLat.Add(d) })
 		m.window.sessionOver(m, s.Now())
 	}
-	if m.wl(u).Open() {
+	if m.classes[us.cls].open {
 		m.freeUsers = append(m.freeUsers, u)
 	}
 }
