@@ -1,0 +1,246 @@
+//go:build linux
+
+package uring
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
+// Linux's io_uring ABI (include/uapi/linux/io_uring.h).
+const (
+	sysSetup = 425
+	sysEnter = 426
+
+	opSend = 26
+	opRecv = 27
+
+	offSQRing = 0
+	offCQRing = 0x8000000
+	offSQEs   = 0x10000000
+
+	featSingleMmap = 1 << 0
+	enterGetEvents = 1 << 0
+
+	sqeSize = 64
+	cqeSize = 16
+)
+
+type sqringOffsets struct {
+	head, tail, ringMask, ringEntries, flags, dropped, array, resv1 uint32
+	userAddr                                                        uint64
+}
+
+type cqringOffsets struct {
+	head, tail, ringMask, ringEntries, overflow, cqes, flags, resv1 uint32
+	userAddr                                                        uint64
+}
+
+type params struct {
+	sqEntries, cqEntries, flags, sqThreadCPU, sqThreadIdle, features, wqFD uint32
+	resv                                                                   [3]uint32
+	sqOff                                                                  sqringOffsets
+	cqOff                                                                  cqringOffsets
+}
+
+type sqe struct {
+	opcode      uint8
+	flags       uint8
+	ioprio      uint16
+	fd          int32
+	off         uint64
+	addr        uint64
+	len         uint32
+	msgFlags    uint32
+	userData    uint64
+	bufIndex    uint16
+	personality uint16
+	spliceFDIn  int32
+	addr3       uint64
+	pad         uint64
+}
+
+type cqe struct {
+	userData uint64
+	res      int32
+	flags    uint32
+}
+
+// ErrUnsupported is returned by New when the kernel has no usable io_uring.
+var ErrUnsupported = errors.New("io_uring is not available")
+
+// Ring is one io_uring instance with its submission and completion
+// queues mapped into the process.
+type Ring struct {
+	fd      int
+	sqMem   []byte
+	cqMem   []byte // == sqMem with IORING_FEAT_SINGLE_MMAP
+	sqeMem  []byte
+	sqHead  *uint32
+	sqTail  *uint32
+	sqMask  uint32
+	sqArray []uint32
+	sqes    []sqe
+	cqHead  *uint32
+	cqTail  *uint32
+	cqMask  uint32
+	cqes    []cqe
+	entries uint32
+
+	queued  uint32 // operations queued since the last Submit
+	pending uint32 // completions not yet reaped
+}
+
+// New sets up a ring for up to entries operations per Submit (a power of
+// two from 1 to 4096).
+func New(entries uint32) (*Ring, error) {
+	if entries == 0 || entries > 4096 || entries&(entries-1) != 0 {
+		return nil, fmt.Errorf("uring: entries %d: want a power of two from 1 to 4096", entries)
+	}
+	var p params
+	fd, _, e := syscall.RawSyscall(sysSetup, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	if e != 0 {
+		return nil, fmt.Errorf("%w: io_uring_setup: %v", ErrUnsupported, e)
+	}
+	r := &Ring{fd: int(fd), entries: p.sqEntries}
+	if err := r.mmap(&p); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Ring) mmap(p *params) error {
+	if p.features&featSingleMmap == 0 {
+		return fmt.Errorf("%w: kernel lacks IORING_FEAT_SINGLE_MMAP (older than 5.4)", ErrUnsupported)
+	}
+	sqSize := int(p.sqOff.array + p.sqEntries*4)
+	cqSize := int(p.cqOff.cqes + p.cqEntries*cqeSize)
+	size := max(sqSize, cqSize)
+	mem, err := syscall.Mmap(r.fd, offSQRing, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("uring: mmap rings: %w", err)
+	}
+	r.sqMem, r.cqMem = mem, mem
+	r.sqeMem, err = syscall.Mmap(r.fd, offSQEs, int(p.sqEntries*sqeSize), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("uring: mmap submission entries: %w", err)
+	}
+	at := func(off uint32) unsafe.Pointer { return unsafe.Pointer(&mem[off]) }
+	r.sqHead = (*uint32)(at(p.sqOff.head))
+	r.sqTail = (*uint32)(at(p.sqOff.tail))
+	r.sqMask = *(*uint32)(at(p.sqOff.ringMask))
+	r.sqArray = unsafe.Slice((*uint32)(at(p.sqOff.array)), p.sqEntries)
+	r.sqes = unsafe.Slice((*sqe)(unsafe.Pointer(&r.sqeMem[0])), p.sqEntries)
+	r.cqHead = (*uint32)(at(p.cqOff.head))
+	r.cqTail = (*uint32)(at(p.cqOff.tail))
+	r.cqMask = *(*uint32)(at(p.cqOff.ringMask))
+	r.cqes = unsafe.Slice((*cqe)(at(p.cqOff.cqes)), p.cqEntries)
+	return nil
+}
+
+// Close unmaps the rings and closes the ring's descriptor.
+func (r *Ring) Close() {
+	if r.sqeMem != nil {
+		_ = syscall.Munmap(r.sqeMem)
+		r.sqeMem = nil
+	}
+	if r.sqMem != nil {
+		_ = syscall.Munmap(r.sqMem)
+		r.sqMem, r.cqMem = nil, nil
+	}
+	if r.fd >= 0 {
+		_ = syscall.Close(r.fd)
+		r.fd = -1
+	}
+}
+
+// Space is how many more operations can be queued before Submit.
+func (r *Ring) Space() int { return int(r.entries - r.queued) }
+
+// Send queues a send of b on the socket fd (MSG_DONTWAIT, MSG_NOSIGNAL);
+// its result comes back with tag. b must stay untouched until Submit
+// returns. It reports false when the ring is full.
+func (r *Ring) Send(fd int, b []byte, tag uint64) bool {
+	return r.queue(opSend, fd, b, syscall.MSG_DONTWAIT|syscall.MSG_NOSIGNAL, tag)
+}
+
+// Recv queues a receive into b from the socket fd (MSG_DONTWAIT).
+func (r *Ring) Recv(fd int, b []byte, tag uint64) bool {
+	return r.queue(opRecv, fd, b, syscall.MSG_DONTWAIT, tag)
+}
+
+func (r *Ring) queue(op uint8, fd int, b []byte, flags uint32, tag uint64) bool {
+	if r.queued == r.entries || len(b) == 0 {
+		return false
+	}
+	tail := *r.sqTail + r.queued // only this goroutine writes the tail
+	i := tail & r.sqMask
+	r.sqes[i] = sqe{
+		opcode:   op,
+		fd:       int32(fd),
+		addr:     uint64(uintptr(unsafe.Pointer(&b[0]))),
+		len:      uint32(len(b)),
+		msgFlags: flags,
+		userData: tag,
+	}
+	r.sqArray[i] = i
+	r.queued++
+	return true
+}
+
+// Submit hands the queued operations to the kernel in one system call and
+// calls done with each one's tag and result (bytes moved, 0 at end of
+// input, or a negated errno such as -EAGAIN), in completion order. Every
+// queued buffer is free again when it returns.
+func (r *Ring) Submit(done func(tag uint64, res int32)) error {
+	n := r.queued
+	if n == 0 {
+		return nil
+	}
+	atomic.StoreUint32(r.sqTail, *r.sqTail+n) // publishes the entries
+	r.queued = 0
+	r.pending += n
+	submitted := uint32(0)
+	for submitted < n {
+		got, _, e := syscall.RawSyscall6(sysEnter, uintptr(r.fd), uintptr(n-submitted), 0, 0, 0, 0)
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 {
+			// Operations not taken stay in the queue: take them back.
+			r.pending -= n - submitted
+			atomic.StoreUint32(r.sqTail, *r.sqTail-(n-submitted))
+			r.reap(done)
+			return fmt.Errorf("uring: io_uring_enter: %w", e)
+		}
+		submitted += uint32(got)
+	}
+	r.reap(done)
+	for r.pending > 0 {
+		// MSG_DONTWAIT operations complete inline; this wait is a
+		// safety net for a kernel that posts them later.
+		_, _, e := syscall.Syscall6(sysEnter, uintptr(r.fd), 0, uintptr(r.pending), enterGetEvents, 0, 0)
+		if e != 0 && e != syscall.EINTR {
+			return fmt.Errorf("uring: io_uring_enter wait: %w", e)
+		}
+		r.reap(done)
+	}
+	runtime.KeepAlive(r)
+	return nil
+}
+
+func (r *Ring) reap(done func(tag uint64, res int32)) {
+	head := *r.cqHead
+	tail := atomic.LoadUint32(r.cqTail)
+	for ; head != tail; head++ {
+		c := r.cqes[head&r.cqMask]
+		r.pending--
+		atomic.StoreUint32(r.cqHead, head+1)
+		done(c.userData, c.res)
+	}
+}
