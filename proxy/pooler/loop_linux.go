@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/poolsim/poolsim/proxy/uring"
 )
 
 // loop is the proxy's data plane: one goroutine that owns every logged-in
@@ -42,6 +44,15 @@ type loop struct {
 	free   [][]byte  // read buffers of sockBufSize not in use
 	broken []*sock   // sockets whose write failed
 	spare  []func()
+
+	// ring batches the reads of one epoll_wait's sockets, and the writes
+	// of one settle, into one system call each (nil: a read or sendto per
+	// socket; Config.PlainIO, or no io_uring here). batch is the sockets
+	// whose operation is in the ring, by tag.
+	ring           *uring.Ring
+	batch          []*sock
+	onRecv, onSent func(tag uint64, res int32)
+	events         []syscall.EpollEvent
 }
 
 func newLoop(px *Proxy) (*loop, error) {
@@ -60,8 +71,22 @@ func newLoop(px *Proxy) (*loop, error) {
 		_ = syscall.Close(int(efd))
 		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
 	}
-	return &loop{px: px, ep: ep, efd: int(efd), now: time.Now()}, nil
+	l := &loop{px: px, ep: ep, efd: int(efd), now: time.Now(), events: make([]syscall.EpollEvent, 256)}
+	l.onRecv, l.onSent = l.received, l.sent
+	if !px.conf().PlainIO {
+		r, err := uring.New(ringSize)
+		if err != nil {
+			px.logf("event loop: %v; one read or sendto system call per socket", err)
+		} else {
+			l.ring = r
+		}
+	}
+	return l, nil
 }
+
+// ringSize is the most operations one io_uring_enter carries; a larger
+// batch takes several.
+const ringSize = 256
 
 // post hands fn to the loop; false if the loop has stopped (fn will not run
 // and the caller cleans up what it meant to hand over).
@@ -100,7 +125,7 @@ func (l *loop) stop() {
 // run is the loop's goroutine. It returns after stop, closing every socket
 // it still owns.
 func (l *loop) run() {
-	events := make([]syscall.EpollEvent, 256)
+	events := l.events
 	for !l.quit {
 		n, err := syscall.EpollWait(l.ep, events, l.timeout())
 		if err != nil {
@@ -111,24 +136,31 @@ func (l *loop) run() {
 			}
 		}
 		l.now = time.Now()
+		// First what each event says about its socket, and the reads of
+		// the sockets that will be read, batched; then the events in order.
+		for i := 0; i < n; i++ {
+			if sk := l.sockOf(&events[i]); sk != nil {
+				l.note(sk, events[i].Events)
+			}
+		}
+		if l.ring != nil {
+			l.readAhead(events[:n])
+		}
 		for i := 0; i < n; i++ {
 			ev := &events[i]
-			fd := int(ev.Fd)
-			if fd == l.efd {
+			if int(ev.Fd) == l.efd {
 				l.runPosted()
 				continue
 			}
-			if fd >= len(l.socks) {
-				continue
+			if sk := l.sockOf(ev); sk != nil {
+				l.event(sk, ev.Events)
 			}
-			sk := l.socks[fd]
-			if sk == nil || sk.gen != uint32(ev.Pad) {
-				continue
-			}
-			l.event(sk, ev.Events)
 		}
 		l.tick()
 		l.settle()
+	}
+	if l.ring != nil {
+		l.ring.Close()
 	}
 	l.mu.Lock()
 	l.stopped = true
@@ -162,14 +194,32 @@ func (l *loop) runPosted() {
 	l.spare = fns[:0]
 }
 
-// event handles one epoll report for sk.
-func (l *loop) event(sk *sock, ev uint32) {
+// sockOf is the socket an epoll event is for, nil for the eventfd and for
+// a descriptor closed (or closed and reused) since the event was queued.
+func (l *loop) sockOf(ev *syscall.EpollEvent) *sock {
+	fd := int(ev.Fd)
+	if fd == l.efd || fd >= len(l.socks) {
+		return nil
+	}
+	sk := l.socks[fd]
+	if sk == nil || sk.gen != uint32(ev.Pad) {
+		return nil
+	}
+	return sk
+}
+
+// note records what an epoll report says about sk's input.
+func (l *loop) note(sk *sock, ev uint32) {
 	if ev&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 		sk.hup = true
 	}
 	if ev&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 		sk.more = true
 	}
+}
+
+// event handles one epoll report for sk (note has run for it).
+func (l *loop) event(sk *sock, ev uint32) {
 	if ev&syscall.EPOLLOUT != 0 && sk.pending() > 0 {
 		l.flush(sk)
 		if sk.pending() == 0 {
@@ -243,6 +293,10 @@ func (l *loop) settle() {
 		}
 		l.resume = l.resume[:0]
 		for len(l.dirty) > 0 {
+			if l.ring != nil && len(l.dirty) > 1 {
+				l.writeBatch()
+				continue
+			}
 			sk := l.dirty[len(l.dirty)-1]
 			l.dirty = l.dirty[:len(l.dirty)-1]
 			sk.dirty = false
@@ -383,15 +437,25 @@ func (l *loop) flush(sk *sock) {
 		case syscall.EAGAIN:
 			return // EPOLLOUT will tell when there is room
 		}
-		sk.out, sk.sent = sk.out[:0], 0
-		if !sk.werr {
-			sk.werr = true
-			l.broken = append(l.broken, sk)
-		}
+		l.writeFailed(sk)
 		return
 	}
-	// All written: the buffer goes back to the loop's free list, so an
-	// idle connection holds none (a large one is dropped).
+	l.written(sk)
+}
+
+// writeFailed marks sk broken: settle closes it.
+func (l *loop) writeFailed(sk *sock) {
+	sk.out, sk.sent = sk.out[:0], 0
+	if !sk.werr {
+		sk.werr = true
+		l.broken = append(l.broken, sk)
+	}
+}
+
+// written is called when sk has written everything: the buffer goes back
+// to the loop's free list, so an idle connection holds none (a large one
+// is dropped).
+func (l *loop) written(sk *sock) {
 	sk.sent = 0
 	if cap(sk.out) == sockBufSize && len(l.free) < maxFreeBufs {
 		l.free = append(l.free, sk.out[:sockBufSize])
