@@ -5,6 +5,7 @@ package pooler
 import (
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -44,6 +45,10 @@ type loop struct {
 	free   [][]byte  // read buffers of sockBufSize not in use
 	broken []*sock   // sockets whose write failed
 	spare  []func()
+
+	// busy is when the last epoll_wait returned events, yielded when the
+	// loop last let Go's scheduler run (see paceRuntime).
+	busy, yielded time.Time
 
 	// ring batches the reads of one epoll_wait's sockets, and the writes
 	// of one settle, into one system call each (nil: a read or sendto per
@@ -136,6 +141,7 @@ func (l *loop) run() {
 			}
 		}
 		l.now = time.Now()
+		l.paceRuntime(n)
 		// First what each event says about its socket, and the reads of
 		// the sockets that will be read, batched; then the events in order.
 		for i := 0; i < n; i++ {
@@ -319,13 +325,48 @@ func (l *loop) settle() {
 }
 
 // timeout is how long epoll_wait may sleep: until the next janitor tick
-// (query_wait_timeout is one of its checks).
+// (query_wait_timeout is one of its checks), and no more than busyWait
+// while the loop is busy (see paceRuntime).
 func (l *loop) timeout() int {
 	ms := time.Until(l.px.nextTick).Milliseconds() + 1
 	if ms < 0 {
 		return 0
 	}
+	if l.now.Sub(l.busy) < busyFor && ms > busyWait.Milliseconds() {
+		return int(busyWait.Milliseconds())
+	}
 	return int(ms)
+}
+
+// Go's runtime and the loop. Go's monitor thread (sysmon) takes the
+// processor from a goroutine that has been in one system call for 10 ms,
+// and preempts one that has run 10 ms without passing through the
+// scheduler, with a signal; on the next busy moment the loop then wakes
+// a second thread and moves over to it, and the monitor, woken from its
+// deep sleep, polls every 20 us for a millisecond before it backs off
+// again. Measured under pgbench -S on a loaded machine, that was 0.3
+// system calls (nanosleep, futex, tgkill) and 0.2 context switches per
+// transaction on top of the loop's own. So while busy the loop waits in
+// epoll_wait for at most busyWait, and every yieldEvery it yields to the
+// scheduler itself (runtime.Gosched: a wake-up of an idle thread at
+// most, no signal, no move). After busyFor with no event it sleeps until
+// the janitor's next tick, as PgBouncer does.
+const (
+	busyWait   = 5 * time.Millisecond
+	busyFor    = time.Second
+	yieldEvery = 8 * time.Millisecond
+)
+
+// paceRuntime notes whether the loop is busy (n events) and yields to Go's
+// scheduler when yieldEvery has passed since it last did.
+func (l *loop) paceRuntime(n int) {
+	if n > 0 {
+		l.busy = l.now
+	}
+	if l.now.Sub(l.yielded) >= yieldEvery {
+		runtime.Gosched()
+		l.yielded = l.now
+	}
 }
 
 func (l *loop) tick() { l.px.tick(l.now) }
