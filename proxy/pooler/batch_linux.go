@@ -138,6 +138,7 @@ func (l *loop) sent(tag uint64, res int32) {
 func (l *loop) submit(done func(tag uint64, res int32)) {
 	if err := l.ring.Submit(done); err != nil {
 		l.px.logf("event loop: %v; going on with one read or sendto system call per socket", err)
+		l.enters += l.ring.Enters()
 		l.ring.Close()
 		l.ring = nil
 	}

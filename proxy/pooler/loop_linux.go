@@ -55,9 +55,27 @@ type loop struct {
 	// socket; Config.PlainIO, or no io_uring here). batch is the sockets
 	// whose operation is in the ring, by tag.
 	ring           *uring.Ring
+	enters         int64 // io_uring_enter calls of rings closed since
 	batch          []*sock
 	onRecv, onSent func(tag uint64, res int32)
 	events         []syscall.EpollEvent
+
+	// calls counts the loop's system calls on its sockets, for tests and
+	// benchmarks (sysCalls).
+	calls sysCalls
+}
+
+// sysCalls counts system calls by kind.
+type sysCalls struct{ epollWait, reads, writes, ringEnters int64 }
+
+// sysCalls returns the loop's counts so far; it runs on the loop.
+func (l *loop) sysCalls() sysCalls {
+	c := l.calls
+	c.ringEnters = l.enters
+	if l.ring != nil {
+		c.ringEnters += l.ring.Enters()
+	}
+	return c
 }
 
 func newLoop(px *Proxy) (*loop, error) {
@@ -132,6 +150,7 @@ func (l *loop) stop() {
 func (l *loop) run() {
 	events := l.events
 	for !l.quit {
+		l.calls.epollWait++
 		n, err := syscall.EpollWait(l.ep, events, l.timeout())
 		if err != nil {
 			n = 0
@@ -166,7 +185,9 @@ func (l *loop) run() {
 		l.settle()
 	}
 	if l.ring != nil {
+		l.enters += l.ring.Enters()
 		l.ring.Close()
+		l.ring = nil
 	}
 	l.mu.Lock()
 	l.stopped = true
@@ -467,6 +488,7 @@ func (l *loop) pass(src *sock, left *int, dst *sock) int {
 func (l *loop) flush(sk *sock) {
 	for sk.sent < len(sk.out) {
 		rest := sk.out[sk.sent:]
+		l.calls.writes++
 		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(sk.fd), uintptr(unsafe.Pointer(&rest[0])),
 			uintptr(len(rest)), syscall.MSG_NOSIGNAL, 0, 0)
 		switch e {
@@ -530,6 +552,7 @@ func (l *loop) fill(sk *sock, need int) bool {
 	}
 	space := len(sk.buf) - sk.w
 	for {
+		l.calls.reads++
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(sk.fd), uintptr(unsafe.Pointer(&sk.buf[sk.w])), uintptr(space))
 		switch {
 		case e == syscall.EINTR:

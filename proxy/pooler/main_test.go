@@ -44,7 +44,7 @@ type testProxy struct {
 // startProxy starts a proxy in front of the shared cluster; edit adjusts
 // the config. It is stopped, and its Serve must have returned, when the test
 // ends.
-func startProxy(t *testing.T, edit func(*Config)) *testProxy {
+func startProxy(t testing.TB, edit func(*Config)) *testProxy {
 	t.Helper()
 	c := pgclustertest.Need(t, cluster)
 	cfg := DefaultConfig()
@@ -61,7 +61,7 @@ func startProxy(t *testing.T, edit func(*Config)) *testProxy {
 	return serveProxy(t, cfg)
 }
 
-func serveProxy(t *testing.T, cfg Config) *testProxy {
+func serveProxy(t testing.TB, cfg Config) *testProxy {
 	t.Helper()
 	p, err := New(cfg)
 	if err != nil {
@@ -99,7 +99,7 @@ func (tp *testProxy) adminDSN() string {
 	return strings.Replace(tp.dsn, "/poolsim?", "/pgbouncer?", 1)
 }
 
-func testCtx(t *testing.T, d time.Duration) context.Context {
+func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

@@ -93,7 +93,11 @@ type Ring struct {
 
 	queued  uint32 // operations queued since the last Submit
 	pending uint32 // completions not yet reaped
+	enters  int64  // io_uring_enter calls made
 }
+
+// Enters is the number of io_uring_enter system calls the ring has made.
+func (r *Ring) Enters() int64 { return r.enters }
 
 // New sets up a ring for up to entries operations per Submit (a power of
 // two from 1 to 4096).
@@ -207,6 +211,7 @@ func (r *Ring) Submit(done func(tag uint64, res int32)) error {
 	r.pending += n
 	submitted := uint32(0)
 	for submitted < n {
+		r.enters++
 		got, _, e := syscall.RawSyscall6(sysEnter, uintptr(r.fd), uintptr(n-submitted), 0, 0, 0, 0)
 		if e == syscall.EINTR {
 			continue
@@ -224,6 +229,7 @@ func (r *Ring) Submit(done func(tag uint64, res int32)) error {
 	for r.pending > 0 {
 		// MSG_DONTWAIT operations complete inline; this wait is a
 		// safety net for a kernel that posts them later.
+		r.enters++
 		_, _, e := syscall.Syscall6(sysEnter, uintptr(r.fd), 0, uintptr(r.pending), enterGetEvents, 0, 0)
 		if e != 0 && e != syscall.EINTR {
 			return fmt.Errorf("uring: io_uring_enter wait: %w", e)
