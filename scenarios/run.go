@@ -25,7 +25,22 @@ type Row struct {
 	// Incomplete is set on the points a canceled study did not finish;
 	// their figures are not to be read.
 	Incomplete bool
+	// Classes are each client class's figures, for a point with classes
+	// (system.Config.Classes), in the classes' order.
+	Classes []ClassRow
 }
+
+// ClassRow is one class's figures at a point: its replications and their
+// means.
+type ClassRow struct {
+	Name    string
+	Reps    system.Replicated
+	Metrics system.Metrics
+}
+
+// Stat is metric f's mean over the class's replications and its 95 %
+// half-width.
+func (c *ClassRow) Stat(f system.Field) (mean, half float64) { return c.Reps.Stat(f) }
 
 // Stat is metric f's mean over the row's replications and the half-width
 // of its 95 % confidence interval (0 with one run).
@@ -104,6 +119,9 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 			st.pilots = make([]system.Pilot, system.Pilots)
 		}
 		rows[i].Reps = make(system.Replicated, st.want)
+		for _, cl := range p.Config.Classes {
+			rows[i].Classes = append(rows[i].Classes, ClassRow{Name: cl.Name, Reps: make(system.Replicated, st.want)})
+		}
 		total += len(st.pilots) + st.want
 	}
 	done := 0
@@ -144,6 +162,9 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 			m.WarmupAtLimit = 1
 		}
 		rows[j.point].Reps[j.rep] = m
+		for k := range r.Classes {
+			rows[j.point].Classes[k].Reps[j.rep] = r.Classes[k].Metrics
+		}
 		return err
 	}
 	ok := func(j job) {
@@ -165,6 +186,10 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 				total += more - p.want
 				p.want = more
 				rows[j.point].Reps = append(rows[j.point].Reps, make(system.Replicated, more-len(rows[j.point].Reps))...)
+				for k := range rows[j.point].Classes {
+					cr := &rows[j.point].Classes[k]
+					cr.Reps = append(cr.Reps, make(system.Replicated, more-len(cr.Reps))...)
+				}
 				cursor = min(cursor, j.point)
 			}
 		}
@@ -177,10 +202,13 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 		p := &ps[i]
 		rows[i].Incomplete = p.pilotsDone < len(p.pilots) || p.got < p.want
 		if rows[i].Incomplete {
-			rows[i].Reps = nil
+			rows[i].Reps, rows[i].Classes = nil, nil
 			continue
 		}
 		rows[i].Metrics = rows[i].Reps.Mean()
+		for k := range rows[i].Classes {
+			rows[i].Classes[k].Metrics = rows[i].Classes[k].Reps.Mean()
+		}
 		rows[i].Compat = system.CompatFor(rows[i].Config)
 	}
 	return rows, err

@@ -42,8 +42,7 @@ func (s *Scenario) setter(key string) (func(*system.Config, *yaml.Node) error, b
 	if key == VariantKey && len(s.Variants) > 0 {
 		return s.applyVariant, true
 	}
-	f, ok := lookup(key)
-	return f.set, ok
+	return setterFor(key)
 }
 
 func (s *Scenario) applyVariant(c *system.Config, n *yaml.Node) error {
@@ -55,8 +54,8 @@ func (s *Scenario) applyVariant(c *system.Config, n *yaml.Node) error {
 	for _, v := range s.Variants {
 		if v.Name == name {
 			for i, k := range v.Keys {
-				f, _ := lookup(k)
-				if err := f.set(c, v.Vals[i]); err != nil {
+				set, _ := setterFor(k)
+				if err := set(c, v.Vals[i]); err != nil {
 					return fmt.Errorf("variant %s: %s: %v", name, k, err)
 				}
 			}
@@ -234,8 +233,16 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 			if err := s.parseVariants(v); err != nil {
 				return err
 			}
+		case "classes":
+			if err := s.parseClasses(v); err != nil {
+				return err
+			}
+		case "pools":
+			if err := s.parsePools(v); err != nil {
+				return err
+			}
 		default:
-			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, replications, precision, workload, app_pool, pooler, server, live, variants or sweep%s", k.Value, didYouMean(k.Value, topKeys))
+			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, replications, precision, workload, app_pool, pooler, server, live, classes, pools, variants or sweep%s", k.Value, didYouMean(k.Value, topKeys))
 		}
 	}
 	if sweep != nil {
@@ -245,7 +252,7 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 }
 
 // topKeys are the keys a scenario's top level accepts.
-var topKeys = []string{"name", "description", "seed", "replications", "precision", "workload", "app_pool", "pooler", "server", "live", "variants", "sweep"}
+var topKeys = []string{"name", "description", "seed", "replications", "precision", "workload", "app_pool", "pooler", "server", "live", "classes", "pools", "variants", "sweep"}
 
 func (s *Scenario) parseVariants(m *yaml.Node) error {
 	if m.Kind != yaml.MappingNode || len(m.Content) == 0 {
@@ -264,12 +271,12 @@ func (s *Scenario) parseVariants(m *yaml.Node) error {
 		vr := Variant{Name: k.Value}
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			key, val := v.Content[j], v.Content[j+1]
-			f, ok := lookup(key.Value)
+			set, ok := setterFor(key.Value)
 			if !ok {
 				return invalid(s.Source, key.Line, "variant %s: unknown key %q: want a dotted key such as workload.query%s", k.Value, key.Value, didYouMean(key.Value, allKeys()))
 			}
-			probe := s.Base
-			if err := f.set(&probe, val); err != nil {
+			probe := s.Base.Clone()
+			if err := set(&probe, val); err != nil {
 				return invalid(s.Source, val.Line, "variant %s: %s: %v", k.Value, key.Value, err)
 			}
 			vr.Keys = append(vr.Keys, key.Value)
@@ -334,7 +341,7 @@ func (s *Scenario) parseSweep(m *yaml.Node) error {
 			return invalid(s.Source, v.Line, "sweep: %s must be a non-empty list of values", k.Value)
 		}
 		for _, val := range v.Content {
-			probe := s.Base
+			probe := s.Base.Clone()
 			if err := set(&probe, val); err != nil {
 				return invalid(s.Source, val.Line, "sweep: %s: %v", k.Value, err)
 			}
@@ -345,8 +352,11 @@ func (s *Scenario) parseSweep(m *yaml.Node) error {
 }
 
 func (s *Scenario) setNode(key string, v *yaml.Node) error {
-	f, _ := lookup(key)
-	if err := f.set(&s.Base, v); err != nil {
+	set, ok := setterFor(key)
+	if !ok {
+		return invalid(s.Source, v.Line, "unknown key %q", key)
+	}
+	if err := set(&s.Base, v); err != nil {
 		return invalid(s.Source, v.Line, "%s: %v", key, err)
 	}
 	return nil
@@ -373,7 +383,7 @@ func (s *Scenario) Set(key, value string) error {
 	if err := yaml.Unmarshal([]byte(value), &doc); err != nil || len(doc.Content) != 1 {
 		return fmt.Errorf("%w: %s: the value is not valid YAML", ErrInvalid, where)
 	}
-	base := s.Base
+	base := s.Base.Clone()
 	if err := set(&base, doc.Content[0]); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrInvalid, where, err)
 	}
@@ -432,13 +442,13 @@ func (s *Scenario) Points() ([]Point, error) {
 			return nil, fmt.Errorf("%w: %s: the sweep has more than %d points; split it (poolsim sweep --shard) or vary fewer values", ErrInvalid, s.Source, MaxPoints)
 		}
 	}
-	points := []Point{{Config: s.Base}}
+	points := []Point{{Config: s.Base.Clone()}}
 	for _, a := range s.Sweep {
 		set, _ := s.setter(a.Key)
 		next := make([]Point, 0, len(points)*len(a.Values))
 		for _, p := range points {
 			for _, v := range a.Values {
-				q := Point{Params: append(append([]Param(nil), p.Params...), Param{a.Key, ValueText(v)}), Config: p.Config}
+				q := Point{Params: append(append([]Param(nil), p.Params...), Param{a.Key, ValueText(v)}), Config: p.Config.Clone()}
 				if err := set(&q.Config, v); err != nil {
 					return nil, invalid(s.Source, v.Line, "sweep: %s: %v", a.Key, err)
 				}

@@ -97,6 +97,14 @@ func (q *FIFO) grow() {
 	q.buf, q.head = nb, 0
 }
 
+// HeadSince is when the oldest entry joined (0 for an empty queue).
+func (q *FIFO) HeadSince() Time {
+	if q.n == 0 {
+		return 0
+	}
+	return q.buf[q.head].since
+}
+
 // Pop removes the oldest entry at time now and returns it with its wait.
 func (q *FIFO) Pop(now Time) (id int32, waited Time, ok bool) {
 	if q.n == 0 {

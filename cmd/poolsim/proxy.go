@@ -35,11 +35,13 @@ Runs a PostgreSQL pooling proxy that behaves like PgBouncer: clients log in to
 the proxy, which links them to a pooled server connection only when a
 statement needs one and releases it by the pool mode's rule. Settings are
 PgBouncer's, in kebab-case, with PgBouncer's defaults. The console database
-"pgbouncer" answers SHOW POOLS, STATS, CLIENTS, SERVERS, DATABASES, LISTS, CONFIG
-to the users of --admin-users and --stats-users (comma-separated, as in
-pgbouncer.ini); anyone else gets PgBouncer's FATAL "not allowed", and a stats
-user gets "admin access needed" for admin commands. Both empty (the default)
-close the console, as PgBouncer does over TCP.
+"pgbouncer" is PgBouncer 1.18's: every SHOW view with 1.18's columns, and
+PAUSE, RESUME, SUSPEND, RELOAD (reads --config again), RECONNECT, KILL,
+DISABLE, ENABLE, WAIT_CLOSE, SET and SHUTDOWN, for the users of --admin-users
+and --stats-users (comma-separated, as in pgbouncer.ini); anyone else gets
+PgBouncer's FATAL "not allowed", and a stats user gets "admin access needed"
+for admin commands. Both empty (the default) close the console, as PgBouncer
+does over TCP.
 
 --config reads a pgbouncer.ini as PgBouncer 1.18 does: [pgbouncer] settings
 (with PgBouncer's defaults, so auth_type is md5 unless the file says
@@ -91,9 +93,9 @@ a server lacking one gets a Parse first, and each server keeps at most N (least
 recently used closed). pgbench -M prepared and drivers' statement caches (pgx,
 JDBC) then work. The default is 0, not PgBouncer 1.24's 200: it matches the
 PgBouncer 1.18 poolsim validates against, where named statements pass through
-and fail on another server ("prepared statement ... does not exist"). SHOW
-STATS counts total_client_parse_count, total_server_parse_count and
-total_bind_count only while statements are tracked. Session mode never tracks.
+and fail on another server ("prepared statement ... does not exist"). Session
+mode never tracks. (SHOW STATS has PgBouncer 1.18's columns, which have no
+parse or bind counts.)
 
 Examples:
   poolsim proxy --upstream postgres://app:secret@127.0.0.1:5432/app --mode transaction
@@ -190,6 +192,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usage(err)
 	}
+	cfg.Source = build // the console's RELOAD, as SIGHUP
 	if *threads > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*threads))
 	}

@@ -18,28 +18,6 @@ import (
 // to reading it).
 var ErrSyntax = errors.New("bad pgbouncer.ini")
 
-// knownKeys are the [pgbouncer] keys of PgBouncer 1.18.0 (its SHOW CONFIG)
-// plus max_prepared_statements (1.21+). Those with a Settings field are
-// stored there, the rest in Settings.Other.
-var knownKeys = []string{
-	"admin_users", "application_name_add_host", "auth_file", "auth_hba_file", "auth_query", "auth_type",
-	"auth_user", "autodb_idle_timeout", "client_idle_timeout", "client_login_timeout", "client_tls_ca_file",
-	"client_tls_cert_file", "client_tls_ciphers", "client_tls_dheparams", "client_tls_ecdhcurve",
-	"client_tls_key_file", "client_tls_protocols", "client_tls_sslmode", "conffile", "default_pool_size",
-	"disable_pqexec", "dns_max_ttl", "dns_nxdomain_ttl", "dns_zone_check_period", "idle_transaction_timeout",
-	"ignore_startup_parameters", "job_name", "listen_addr", "listen_backlog", "listen_port", "log_connections",
-	"log_disconnections", "log_pooler_errors", "log_stats", "logfile", "max_client_conn", "max_db_connections",
-	"max_packet_size", "max_prepared_statements", "max_user_connections", "min_pool_size", "pidfile", "pkt_buf",
-	"pool_mode", "query_timeout", "query_wait_timeout", "reserve_pool_size", "reserve_pool_timeout",
-	"resolv_conf", "sbuf_loopcnt", "server_check_delay", "server_check_query", "server_connect_timeout",
-	"server_fast_close", "server_idle_timeout", "server_lifetime", "server_login_retry", "server_reset_query",
-	"server_reset_query_always", "server_round_robin", "server_tls_ca_file", "server_tls_cert_file",
-	"server_tls_ciphers", "server_tls_key_file", "server_tls_protocols", "server_tls_sslmode", "so_reuseport",
-	"stats_period", "stats_users", "suspend_timeout", "syslog", "syslog_facility", "syslog_ident",
-	"tcp_defer_accept", "tcp_keepalive", "tcp_keepcnt", "tcp_keepidle", "tcp_keepintvl", "tcp_socket_buffer",
-	"tcp_user_timeout", "unix_socket_dir", "unix_socket_group", "unix_socket_mode", "user", "verbose",
-}
-
 // Load reads a pgbouncer.ini over Defaults(). %include lines read another
 // file in place (a relative path is taken from the working directory, as
 // PgBouncer does). Every error names the file and line.
@@ -166,7 +144,7 @@ func unquoteName(k string) string {
 
 // set stores one [pgbouncer] key.
 func (s *Settings) set(key, v string) error {
-	if !slices.Contains(knownKeys, key) {
+	if _, ok := LookupKey(key); !ok {
 		return errors.New("unknown setting (not a PgBouncer 1.18 [pgbouncer] key)")
 	}
 	var err error

@@ -62,6 +62,3 @@ func Assumptions(c Config) []string {
 	out = append(out, "left out: network bandwidth and packet loss, disk and WAL beyond workload.query, locks between transactions, autovacuum and checkpoints, TLS, the clients' own CPU, reserve_pool, min_pool_size, server_lifetime and server_idle_timeout reconnects")
 	return out
 }
-
-// PoolModes are the pool modes c's clients use.
-func (c Config) PoolModes() []poolmode.Mode { return []poolmode.Mode{c.Pooler.Mode} }

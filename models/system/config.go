@@ -17,6 +17,12 @@ type Config struct {
 	Pooler   Pooler
 	Server   Server
 	Live     Live // how poolsim validate runs the workload for real; the model ignores it
+	// Classes and Pools: several kinds of client, each connecting to one
+	// of several pools (classes.go). Without classes the one class is
+	// Workload and AppPool; with them Workload and AppPool are only the
+	// defaults a class starts from.
+	Classes []Class
+	Pools   []PoolSpec
 }
 
 // Live says how the live validator makes a statement take workload.query
@@ -168,6 +174,7 @@ type Pooler struct {
 	MaxClientConn         int
 	DefaultPoolSize       int
 	MaxDBConnections      int      // 0 = unlimited
+	MaxUserConnections    int      // server connections per user across databases; 0 = unlimited
 	QueryWaitTimeout      sim.Time // 0 = wait forever
 	MaxPreparedStatements int
 	// TimeoutCheck is how often the pooler looks for waiters older than
@@ -260,33 +267,11 @@ var ErrInvalid = errors.New("invalid system")
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	w := c.Workload
-	switch {
-	case w.Open() && w.Clients > 0:
-		bad("workload: clients and arrival_rate both set: use clients for a closed workload or arrival_rate with duration for an open one")
-	case w.Open() && w.Duration <= 0:
-		bad("workload.duration must be above 0 with arrival_rate")
-	case !w.Open() && w.Clients <= 0:
-		bad("workload.clients must be at least 1 (or set arrival_rate for an open workload)")
+	if len(c.Classes) == 0 {
+		c.Workload.validate("workload", bad)
+		c.AppPool.validate("app_pool", bad)
 	}
-	if w.TxnsPerSession < 1 {
-		bad("workload.txns_per_session must be at least 1, got %d", w.TxnsPerSession)
-	}
-	if w.RequestsPerSession < 0 {
-		bad("workload.requests_per_session must be at least 1, got %d", w.RequestsPerSession)
-	}
-	if _, t := w.Requests(); w.RequestLevel() && (t.Min < 1 || t.Max > 1_000_000) {
-		bad("workload.txns_per_request must draw from 1 to 1000000 transactions, got %v", t)
-	}
-	if !w.RequestLevel() && (w.AppSet || w.TxnsPerRequest != (sim.IntDist{})) {
-		bad("workload.app and workload.txns_per_request need workload.requests_per_session: a session runs requests of transactions")
-	}
-	if w.Statements < 0 || w.Statements > 1<<20 || w.Zipf < 0 || w.PrepareThreshold < 0 || w.StmtTextSize < 0 {
-		bad("workload prepared-statement settings out of range: statements 0..1048576 (0 means 1), zipf, prepare_threshold and stmt_text_size not negative")
-	}
-	if w.StmtsPerTxn < 1 {
-		bad("workload.stmts_per_txn must be at least 1, got %d", w.StmtsPerTxn)
-	}
+	c.validateClasses(bad)
 	p := c.Pooler
 	if p.Mode > poolmode.Statement {
 		bad("pooler.mode %v is not a mode", p.Mode)
@@ -297,14 +282,8 @@ func (c Config) Validate() error {
 	if p.DefaultPoolSize < 1 {
 		bad("pooler.default_pool_size must be at least 1, got %d", p.DefaultPoolSize)
 	}
-	if p.MaxDBConnections < 0 {
-		bad("pooler.max_db_connections must be 0 (unlimited) or more, got %d", p.MaxDBConnections)
-	}
-	if w.Warmup < 0 {
-		bad("workload.warmup must not be negative")
-	}
-	if w.Open() && !w.WarmupAuto && w.Warmup > 0 && w.Warmup >= w.Duration {
-		bad("workload.warmup (%v) must be shorter than workload.duration (%v): the steady window runs from the one to the other", w.Warmup, w.Duration)
+	if p.MaxDBConnections < 0 || p.MaxUserConnections < 0 {
+		bad("pooler.max_db_connections and max_user_connections must be 0 (unlimited) or more, got %d and %d", p.MaxDBConnections, p.MaxUserConnections)
 	}
 	if p.Hop < 0 || p.QueryWaitTimeout < 0 || p.CPUPerMsg < 0 || p.Wakeup < 0 || p.ConnOverhead < 0 || p.TimeoutCheck < 0 || p.ResetCost < 0 {
 		bad("pooler durations and conn_overhead must not be negative")
@@ -314,16 +293,6 @@ func (c Config) Validate() error {
 	}
 	if p.Cancels < 0 {
 		bad("pooler.cancels must not be negative")
-	}
-	a := c.AppPool
-	if a.Mode > NullPool {
-		bad("app_pool.mode %v is not a mode", a.Mode)
-	}
-	if a.Mode == QueuePool && a.Size < 1 {
-		bad("app_pool.size must be at least 1 with mode queue, got %d", a.Size)
-	}
-	if a.Size < 0 || a.MaxOverflow < 0 || a.Timeout < 0 {
-		bad("app_pool size, max_overflow and timeout must not be negative")
 	}
 	switch c.Live.Statement {
 	case "sleep", "cpu":
@@ -355,6 +324,56 @@ func (c Config) Validate() error {
 		msgs[i] = e.Error()
 	}
 	return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(msgs, "; "))
+}
+
+// validate checks a workload; p names it in errors ("workload", or
+// "classes.web.workload").
+func (w Workload) validate(p string, bad func(string, ...any)) {
+	switch {
+	case w.Open() && w.Clients > 0:
+		bad("%s: clients and arrival_rate both set: use clients for a closed workload or arrival_rate with duration for an open one", p)
+	case w.Open() && w.Duration <= 0:
+		bad("%s.duration must be above 0 with arrival_rate", p)
+	case !w.Open() && w.Clients <= 0:
+		bad("%s.clients must be at least 1 (or set arrival_rate for an open workload)", p)
+	}
+	if w.TxnsPerSession < 1 {
+		bad("%s.txns_per_session must be at least 1, got %d", p, w.TxnsPerSession)
+	}
+	if w.RequestsPerSession < 0 {
+		bad("%s.requests_per_session must be at least 1, got %d", p, w.RequestsPerSession)
+	}
+	if _, t := w.Requests(); w.RequestLevel() && (t.Min < 1 || t.Max > 1_000_000) {
+		bad("%s.txns_per_request must draw from 1 to 1000000 transactions, got %v", p, t)
+	}
+	if !w.RequestLevel() && (w.AppSet || w.TxnsPerRequest != (sim.IntDist{})) {
+		bad("%s.app and workload.txns_per_request need workload.requests_per_session: a session runs requests of transactions", p)
+	}
+	if w.Statements < 0 || w.Statements > 1<<20 || w.Zipf < 0 || w.PrepareThreshold < 0 || w.StmtTextSize < 0 {
+		bad("%s prepared-statement settings out of range: statements 0..1048576 (0 means 1), zipf, prepare_threshold and stmt_text_size not negative", p)
+	}
+	if w.StmtsPerTxn < 1 {
+		bad("%s.stmts_per_txn must be at least 1, got %d", p, w.StmtsPerTxn)
+	}
+	if w.Warmup < 0 {
+		bad("%s.warmup must not be negative", p)
+	}
+	if w.Open() && !w.WarmupAuto && w.Warmup > 0 && w.Warmup >= w.Duration {
+		bad("%s.warmup (%v) must be shorter than %s.duration (%v): the steady window runs from the one to the other", p, w.Warmup, p, w.Duration)
+	}
+}
+
+// validate checks an application pool; p names it in errors.
+func (a AppPool) validate(p string, bad func(string, ...any)) {
+	if a.Mode > NullPool {
+		bad("%s.mode %v is not a mode", p, a.Mode)
+	}
+	if a.Mode == QueuePool && a.Size < 1 {
+		bad("%s.size must be at least 1 with mode queue, got %d", p, a.Size)
+	}
+	if a.Size < 0 || a.MaxOverflow < 0 || a.Timeout < 0 {
+		bad("%s size, max_overflow and timeout must not be negative", p)
+	}
 }
 
 // share is a fleet process's part of a limit.

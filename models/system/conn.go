@@ -8,9 +8,12 @@ import (
 // conn is one client connection: to the pooler, or in direct mode to its
 // own backend.
 type conn struct {
-	user      int32    // the client using it, -1 when idle in the app pool
-	server    int32    // linked pooler server, -1 when none
-	proc      int32    // the pooler process the kernel gave it
+	user      int32 // the client using it, -1 when idle in the app pool
+	server    int32 // linked pooler server, -1 when none
+	proc      int32 // the pooler process the kernel gave it
+	pool      int32 // its pool at that process (index into model.pools)
+	cls       int16 // the class whose application opened it
+	mode      poolmode.Mode
 	msgAt     sim.Time // when its message in flight reached the pooler thread
 	serial    int64    // which connection opened it was (1, 2, ...)
 	driver    driver   // prepared statements, as its driver sees them
@@ -18,7 +21,6 @@ type conn struct {
 	requested sim.Time // when it asked to open, or to be given a server
 	cpuDemand sim.Time // the running statement's CPU time
 	cpuStart  sim.Time // when its CPU phase began
-	cpuLeft   float64  // CPU work left, in nanoseconds
 	fixed     sim.Time // the running statement's non-CPU time
 }
 
@@ -28,15 +30,17 @@ type conn struct {
 func (m *model) openConn(s *sim.Sim, u int32) {
 	c := take(&m.conns, &m.freeConns)
 	d := m.conns[c].driver
-	m.conns[c] = conn{user: u, server: -1, requested: s.Now()}
-	m.results.m.ConnsOpened++
+	cl := m.users[u].cls
+	k := &m.classes[cl]
+	m.conns[c] = conn{user: u, server: -1, requested: s.Now(), cls: cl, mode: k.mode}
+	m.tally(cl, func(r *results) { r.m.ConnsOpened++ })
 	m.conns[c].serial = m.results.m.ConnsOpened
 	if m.prep.on {
 		d.reset()
 		m.conns[c].driver = d
 	}
-	m.app.opens++
-	if m.mode == poolmode.Direct {
+	k.app.opens++
+	if k.mode == poolmode.Direct {
 		if m.srv.startup.Acquire(s.Now(), c) {
 			m.beginStartup(s, c)
 		}
@@ -45,13 +49,15 @@ func (m *model) openConn(s *sim.Sim, u int32) {
 	if n := m.cfg.Pooler.Processes; n > 1 {
 		m.conns[c].proc = int32(m.reuseport.IntN(uint64(n))) // so_reuseport hashes new connections
 	}
-	p := &m.pools[m.conns[c].proc]
-	if p.connected >= m.cfg.share(m.cfg.Pooler.MaxClientConn) {
+	cn := &m.conns[c]
+	cn.pool = cn.proc*int32(len(m.specs)) + int32(k.spec)
+	pr := &m.procs[cn.proc]
+	if pr.connected >= m.cfg.share(m.cfg.Pooler.MaxClientConn) {
 		m.refuse(s, c) // FATAL no more connections allowed (max_client_conn)
 		return
 	}
-	p.connected++
-	m.results.procConns[m.conns[c].proc]++
+	pr.connected++
+	m.results.procConns[cn.proc]++
 	m.connOpened(s, c)
 }
 
@@ -59,20 +65,21 @@ func (m *model) openConn(s *sim.Sim, u int32) {
 func (m *model) connOpened(s *sim.Sim, c int32) {
 	u := m.conns[c].user
 	m.users[u].part.connect += s.Now() - m.conns[c].requested
-	m.app.opens--
-	m.app.open++
+	a := &m.classes[m.conns[c].cls].app
+	a.opens--
+	a.open++
 	m.connReady(s, u, c)
 }
 
 // refuse is a connection attempt refused by PostgreSQL (max_connections)
 // or the pooler (max_client_conn).
 func (m *model) refuse(s *sim.Sim, c int32) {
-	u := m.conns[c].user
-	m.app.opens--
+	u, cl := m.conns[c].user, m.conns[c].cls
+	m.classes[cl].app.opens--
 	m.freeConns = append(m.freeConns, c)
-	m.results.m.ConnRefused++
-	m.failTxn(s, u, &m.results.m.RefusedTxns)
-	m.appSlotFreed(s)
+	m.tally(cl, func(r *results) { r.m.ConnRefused++ })
+	m.failTxn(s, u, refusedTxns)
+	m.appSlotFreed(s, cl)
 }
 
 // beginStartup runs on a start-up worker that took c (a direct
@@ -82,7 +89,7 @@ func (m *model) refuse(s *sim.Sim, c int32) {
 func (m *model) beginStartup(s *sim.Sim, c int32) {
 	for m.srv.backends >= m.cfg.Server.MaxConnections {
 		if c < 0 {
-			m.loginRefused(s, loginProc(c))
+			m.loginRefused(s, loginPool(c))
 		} else {
 			m.refuse(s, c)
 		}
@@ -101,10 +108,13 @@ func (m *model) startupDone(s *sim.Sim, c int32) {
 		defer m.beginStartup(s, next)
 	}
 	if c < 0 {
-		m.loginDone(s, loginProc(c))
+		m.loginDone(s, loginPool(c))
 		return
 	}
 	m.srv.busy.Add(s.Now(), 1)
+	if m.multi { // a direct pool's backends in use count as linked
+		m.specLinked[m.classes[m.conns[c].cls].spec].Add(s.Now(), 1)
+	}
 	m.connOpened(s, c)
 }
 
@@ -114,18 +124,22 @@ func (m *model) startupDone(s *sim.Sim, c int32) {
 // client's side of the socket lingers in TIME_WAIT.
 func (m *model) closeConn(s *sim.Sim, c int32) {
 	now := s.Now()
-	if m.mode == poolmode.Direct {
+	cn := &m.conns[c]
+	if cn.mode == poolmode.Direct {
 		m.srv.closeBackend(now)
 		m.srv.busy.Add(now, -1)
+		if m.multi {
+			m.specLinked[m.classes[cn.cls].spec].Add(now, -1)
+		}
 	} else {
-		pi := int(m.conns[c].proc)
-		m.pools[pi].connected--
-		if srv := m.conns[c].server; srv >= 0 {
-			m.conns[c].server = -1
+		pi := int(cn.pool)
+		m.procs[cn.proc].connected--
+		if srv := cn.server; srv >= 0 {
+			cn.server = -1
 			// The pooler sees the disconnect a hop later; a session server
 			// is then reset (server_reset_query) before it is reused.
 			delay := m.cfg.Pooler.Hop
-			switch m.mode.ClientGone(true) {
+			switch cn.mode.ClientGone(true) {
 			case poolmode.Reset:
 				delay += m.cfg.Pooler.ResetCost
 			case poolmode.Release:
@@ -139,21 +153,23 @@ func (m *model) closeConn(s *sim.Sim, c int32) {
 			}
 		}
 	}
-	m.app.open--
-	m.results.timeWait(now, m.cfg.Workload.TimeWait)
+	k := &m.classes[cn.cls]
+	k.app.open--
+	linger := k.cfg.Workload.TimeWait
+	m.tally(cn.cls, func(r *results) { r.timeWait(now, linger) })
 	m.freeConns = append(m.freeConns, c)
 }
 
 // disconnect is the pooler closing a connection that waits for a server
 // (query_wait_timeout, or the server refusing the pool's login): the
 // client's transaction fails and counts in counter.
-func (m *model) disconnect(s *sim.Sim, c int32, counter *int64) {
-	u := m.conns[c].user
-	m.pools[m.conns[c].proc].connected--
-	m.app.open--
+func (m *model) disconnect(s *sim.Sim, c int32, counter func(*Metrics) *int64) {
+	u, cl := m.conns[c].user, m.conns[c].cls
+	m.procs[m.conns[c].proc].connected--
+	m.classes[cl].app.open--
 	m.freeConns = append(m.freeConns, c)
 	m.failTxn(s, u, counter)
-	m.appSlotFreed(s)
+	m.appSlotFreed(s, cl)
 }
 
 // appPool is the application-side pool's state.
@@ -171,13 +187,15 @@ func (a *appPool) init() { a.waitQ = sim.NewFIFO(0) }
 // pool is below size + max_overflow (always, for NullPool), or a place in
 // the FIFO queue with a timeout.
 func (m *model) appAcquire(s *sim.Sim, u int32) {
-	a, cfg := &m.app, m.cfg.AppPool
+	cl := m.users[u].cls
+	k := &m.classes[cl]
+	a, cfg := &k.app, k.cfg.AppPool
 	now := s.Now()
 	if cfg.Mode == QueuePool {
 		if n := len(a.idle); n > 0 {
 			c := a.idle[n-1]
 			a.idle = a.idle[:n-1]
-			m.results.appWait(0)
+			m.appWaited(cl, 0)
 			m.connReady(s, u, c)
 			return
 		}
@@ -191,15 +209,21 @@ func (m *model) appAcquire(s *sim.Sim, u int32) {
 			return
 		}
 	}
-	m.results.appWait(0)
+	m.appWaited(cl, 0)
 	m.openConn(s, u)
+}
+
+// appWaited records an application-pool acquisition's wait.
+func (m *model) appWaited(cl int16, w sim.Time) {
+	m.tally(cl, func(r *results) { r.appWait(w) })
 }
 
 // appRelease returns connection c after a transaction: to the oldest
 // waiting client, else back to the idle list while the pool holds fewer
 // than size idle connections, else it is closed (overflow, or NullPool).
 func (m *model) appRelease(s *sim.Sim, c int32) {
-	a, cfg := &m.app, m.cfg.AppPool
+	k := &m.classes[m.conns[c].cls]
+	a, cfg := &k.app, k.cfg.AppPool
 	m.conns[c].user = -1
 	if cfg.Mode == QueuePool {
 		if u, waited, ok := a.waitQ.Pop(s.Now()); ok {
@@ -218,14 +242,15 @@ func (m *model) handOver(s *sim.Sim, u, c int32, waited sim.Time) {
 	us := &m.users[u]
 	us.appWaitNo = 0
 	us.part.appWait += waited
-	m.results.appWait(waited)
+	m.appWaited(us.cls, waited)
 	m.connReady(s, u, c)
 }
 
-// appSlotFreed lets the oldest waiter open a connection in the place of
-// one that was refused or closed by the pooler.
-func (m *model) appSlotFreed(s *sim.Sim) {
-	a, cfg := &m.app, m.cfg.AppPool
+// appSlotFreed lets the oldest waiter of class cl open a connection in
+// the place of one that was refused or closed by the pooler.
+func (m *model) appSlotFreed(s *sim.Sim, cl int16) {
+	k := &m.classes[cl]
+	a, cfg := &k.app, k.cfg.AppPool
 	if cfg.Mode != QueuePool || a.open+a.opens >= cfg.Size+cfg.MaxOverflow {
 		return
 	}
@@ -233,7 +258,7 @@ func (m *model) appSlotFreed(s *sim.Sim) {
 		us := &m.users[u]
 		us.appWaitNo = 0
 		us.part.appWait += waited
-		m.results.appWait(waited)
+		m.appWaited(cl, waited)
 		m.openConn(s, u)
 	}
 }
@@ -245,10 +270,15 @@ func (m *model) appTimeout(s *sim.Sim, u int32, waitNo int64) {
 		return
 	}
 	m.end = s.Now()
-	if _, ok := m.app.waitQ.Remove(s.Now(), u); !ok {
+	if _, ok := m.classes[us.cls].app.waitQ.Remove(s.Now(), u); !ok {
 		panic("system: timed-out client not in the app-pool queue")
 	}
 	us.appWaitNo = 0
-	m.results.m.AppTimeouts++
-	m.failTxn(s, u, &m.results.m.AppTimeoutTxns)
+	m.tally(us.cls, func(r *results) { r.m.AppTimeouts++ })
+	m.failTxn(s, u, appTimeoutTxns)
 }
+
+// The counters a failed transaction counts in.
+func refusedTxns(m *Metrics) *int64    { return &m.RefusedTxns }
+func timedOutTxns(m *Metrics) *int64   { return &m.TimedOutTxns }
+func appTimeoutTxns(m *Metrics) *int64 { return &m.AppTimeoutTxns }

@@ -145,6 +145,7 @@ type Metrics struct {
 	ServerBudget     int64   `json:"server_budget"`
 	BudgetOver       int64   `json:"budget_over_max_connections"`
 	LoginsRefused    int64   `json:"logins_refused"`
+	ServersEvicted   int64   `json:"servers_evicted"` // idle servers closed to make room under max_db_connections or max_user_connections
 	CancelsLost      int64   `json:"cancels_lost"`
 	CancelsForwarded int64   `json:"cancels_forwarded"`
 
@@ -160,10 +161,21 @@ type Metrics struct {
 	PoolerCacheMB      float64 `json:"pooler_cache_mb"`
 }
 
-// Result is a run's metrics and its mode's feature matrix.
+// Result is a run's metrics and its mode's feature matrix; with classes,
+// each class's metrics too (over the same steady window).
 type Result struct {
 	Metrics Metrics       `json:"metrics"`
 	Compat  compat.Matrix `json:"compat"`
+	Classes []ClassResult `json:"classes,omitempty"`
+}
+
+// ClassResult is one class's metrics. The server's own figures (CPU,
+// memory, server connections at peak) are the run's; prepared statements
+// and the pooler fleet's balance, budget and cancels are only in the
+// run's metrics.
+type ClassResult struct {
+	Name    string  `json:"name"`
+	Metrics Metrics `json:"metrics"`
 }
 
 func ms(t sim.Time) float64 { return t.Milliseconds() }

@@ -5,34 +5,45 @@ import (
 	"github.com/poolsim/poolsim/sim"
 )
 
-// pooler is one pooler process: its client connections, its pool of
-// server connections (one database, one user) and its single CPU thread.
-// A fleet (pooler.processes > 1, so_reuseport) is several of them behind
-// one port, each with its own pools and budgets.
-type pooler struct {
-	connected int       // client connections to this process
-	idle      []int32   // idle servers, LIFO (top is the end)
-	servers   int       // servers open or logging in
-	loggingIn bool      // a login is in flight (at most one per pool)
-	full      bool      // PostgreSQL refused a login: stop growing
-	waitQ     *sim.FIFO // connections waiting for a server, FIFO
+// proc is one pooler process: its client connections and its single CPU
+// thread. A fleet (pooler.processes > 1, so_reuseport) is several of them
+// behind one port, each with its own pools and budgets.
+type proc struct {
+	connected int // client connections to this process
 
 	// The process's thread: messages relayed one at a time, FIFO.
 	msgs   []int32 // queued messages: a connection's request (c) or response (^c)
 	busy   bool
 	cpu    sim.Level // 1 while the thread works (or wakes)
 	queued int       // messages handled
+
+	// Servers open or logging in per database and per user (indexes of
+	// model.dbs and model.usersOf), for max_db_connections and
+	// max_user_connections.
+	dbServers, userServers []int
 }
 
-func (p *pooler) init() {
+// pooler is one pool of one process: the server connections of one
+// database and user (one PoolSpec).
+type pooler struct {
+	proc, spec int
+	idle       []int32   // idle servers, LIFO (top is the end)
+	servers    int       // servers open or logging in
+	loggingIn  bool      // a login is in flight (at most one per pool)
+	full       bool      // PostgreSQL refused a login: stop growing
+	blocked    bool      // max_db_connections or max_user_connections held its growth
+	waitQ      *sim.FIFO // connections waiting for a server, FIFO
+}
+
+func (p *pooler) init(proc, spec int) {
+	p.proc, p.spec = proc, spec
 	p.waitQ = sim.NewFIFO(0)
-	p.cpu = sim.NewLevel(0)
 }
 
-// loginID is the start-up id of process p's server login; connection ids
-// are never negative.
+// loginID is the start-up id of pool p's server login; connection ids are
+// never negative.
 func loginID(p int) int32    { return -1 - int32(p) }
-func loginProc(id int32) int { return int(-1 - id) }
+func loginPool(id int32) int { return int(-1 - id) }
 
 // toPooler is a connection's request or a server's response reaching its
 // pooler process. Without a pooler CPU model it is handled at once;
@@ -48,7 +59,7 @@ func (m *model) toPooler(s *sim.Sim, c int32, response bool) {
 		return
 	}
 	m.conns[c].msgAt = s.Now()
-	p := &m.pools[m.conns[c].proc]
+	p := &m.procs[m.conns[c].proc]
 	if p.busy {
 		p.msgs = append(p.msgs, msg)
 		return
@@ -60,7 +71,7 @@ func (m *model) toPooler(s *sim.Sim, c int32, response bool) {
 // first wakes (pooler.wakeup), then spends cpu_per_msg, more the more
 // client connections it serves (pooler.conn_overhead).
 func (m *model) startMsg(s *sim.Sim, pi int, msg int32, wake bool) {
-	p := &m.pools[pi]
+	p := &m.procs[pi]
 	cfg := m.cfg.Pooler
 	d := sim.FromSeconds(cfg.CPUPerMsg.Seconds() * (1 + cfg.ConnOverhead*float64(p.connected)))
 	if wake {
@@ -74,7 +85,7 @@ func (m *model) startMsg(s *sim.Sim, pi int, msg int32, wake bool) {
 // poolerMsgDone is process pi finishing a message: relay it, then take
 // the next queued one without sleeping.
 func (m *model) poolerMsgDone(s *sim.Sim, msg int32, pi int) {
-	p := &m.pools[pi]
+	p := &m.procs[pi]
 	p.queued++
 	if len(p.msgs) > 0 {
 		next := p.msgs[0]
@@ -113,7 +124,7 @@ func (m *model) atPooler(s *sim.Sim, c int32) {
 		m.execute(s, c)
 		return
 	}
-	p := &m.pools[cn.proc]
+	p := &m.pools[cn.pool]
 	now := s.Now()
 	p.waitQ.Push(now, c)
 	if n := len(p.idle); n > 0 {
@@ -128,7 +139,7 @@ func (m *model) atPooler(s *sim.Sim, c int32) {
 	if t := m.cfg.Pooler.QueryWaitTimeout; t > 0 {
 		s.At(m.timeoutAt(now+t), evWaitTimeout, c, cn.waitNo)
 	}
-	m.grow(s, int(cn.proc))
+	m.grow(s, int(cn.pool))
 }
 
 // timeoutAt is when a waiter whose query_wait_timeout runs out at due is
@@ -147,48 +158,128 @@ func (m *model) timeoutAt(due sim.Time) sim.Time {
 // disconnect (the Terminate's hop to the pooler, then server_reset_query):
 // it goes to the next waiter, or idle.
 func (m *model) srvBack(s *sim.Sim, pi int, srv int32) {
-	m.linked.Add(s.Now(), -1)
+	m.unlink(s.Now(), pi)
 	m.release(s, pi, srv)
+}
+
+// link and unlink count a server of pool pi held for a client.
+func (m *model) link(now sim.Time, pi int) {
+	m.linked.Add(now, 1)
+	if m.multi {
+		m.specLinked[m.pools[pi].spec].Add(now, 1)
+	}
+}
+
+func (m *model) unlink(now sim.Time, pi int) {
+	m.linked.Add(now, -1)
+	if m.multi {
+		m.specLinked[m.pools[pi].spec].Add(now, -1)
+	}
 }
 
 // assign links server srv to connection c and runs its statement.
 func (m *model) assign(s *sim.Sim, c, srv int32, waited sim.Time) {
 	cn := &m.conns[c]
 	cn.server, cn.waitNo = srv, 0
-	m.users[cn.user].part.wait += waited
-	m.waits.Add(waited)
-	if waited > 0 {
-		m.waited++
-	}
-	m.linked.Add(s.Now(), 1)
+	us := &m.users[cn.user]
+	us.part.wait += waited
+	m.tally(us.cls, func(r *results) {
+		r.waits.Add(waited)
+		if waited > 0 {
+			r.waited++
+		}
+	})
+	m.link(s.Now(), int(cn.pool))
 	m.execute(s, c)
 }
 
-// grow opens one more server connection for process pi when its clients
-// wait, no login is in flight and the pool is below its limit
-// (PgBouncer's launch_new_connection).
+// grow opens one more server connection for pool pi when its clients
+// wait, no login is in flight and the pool is below its limits
+// (PgBouncer's launch_new_connection): its pool_size, then the database's
+// max_db_connections and the user's max_user_connections, for which an
+// idle server of another pool of the same database or user is closed
+// first (evict_connection); if none is idle the pool waits for one.
 func (m *model) grow(s *sim.Sim, pi int) {
 	p := &m.pools[pi]
-	if p.loggingIn || p.full || p.waitQ.Len() == 0 || p.servers >= m.lim {
+	if p.loggingIn || p.full || p.waitQ.Len() == 0 || p.servers >= m.specLim[p.spec] {
 		return
 	}
+	if !m.roomFor(s, pi) {
+		p.blocked = true
+		return
+	}
+	p.blocked = false
 	p.loggingIn = true
 	p.servers++
+	m.countServer(pi, 1)
 	id := loginID(pi)
 	if m.srv.startup.Acquire(s.Now(), id) {
 		m.beginStartup(s, id)
 	}
 }
 
-// loginRefused is PostgreSQL refusing process pi's login (max_connections
-// is taken: a fleet whose budgets were not divided). With no server at
-// all, the waiting clients get the server's error (sorry, too many
-// clients already) and are disconnected; otherwise they wait for the
-// servers the pool has.
+// roomFor reports whether pool pi may open a server under
+// max_db_connections and max_user_connections, closing another pool's
+// idle server of the same database or user to make room.
+func (m *model) roomFor(s *sim.Sim, pi int) bool {
+	p := &m.pools[pi]
+	pr := &m.procs[p.proc]
+	db, usr := m.specDB[p.spec], m.specUser[p.spec]
+	if lim := m.cfg.Pooler.MaxDBConnections; lim > 0 && pr.dbServers[db] >= m.cfg.share(lim) {
+		if !m.evict(s, pi, func(q int) bool { return m.specDB[q] == db }) {
+			return false
+		}
+	}
+	if lim := m.cfg.Pooler.MaxUserConnections; lim > 0 && pr.userServers[usr] >= m.cfg.share(lim) {
+		if !m.evict(s, pi, func(q int) bool { return m.specUser[q] == usr }) {
+			return false
+		}
+	}
+	return true
+}
+
+// evict closes an idle server of another pool of pool pi's process whose
+// spec matches, and reports whether it found one.
+func (m *model) evict(s *sim.Sim, pi int, match func(spec int) bool) bool {
+	proc := m.pools[pi].proc
+	for j := proc * len(m.specs); j < (proc+1)*len(m.specs); j++ {
+		q := &m.pools[j]
+		if j == pi || len(q.idle) == 0 || !match(q.spec) {
+			continue
+		}
+		q.idle = q.idle[:len(q.idle)-1]
+		q.servers--
+		q.full = false
+		m.countServer(j, -1)
+		m.srv.closeBackend(s.Now())
+		m.results.m.ServersEvicted++
+		return true
+	}
+	return false
+}
+
+// countServer counts a server of pool pi opening (+1) or closing (-1)
+// against its database's and user's limits.
+func (m *model) countServer(pi int, d int) {
+	if !m.multi {
+		return
+	}
+	p := &m.pools[pi]
+	pr := &m.procs[p.proc]
+	pr.dbServers[m.specDB[p.spec]] += d
+	pr.userServers[m.specUser[p.spec]] += d
+}
+
+// loginRefused is PostgreSQL refusing pool pi's login (max_connections
+// is taken: a fleet whose budgets were not divided, or pools whose sizes
+// add up beyond it). With no server at all, the waiting clients get the
+// server's error (sorry, too many clients already) and are disconnected;
+// otherwise they wait for the servers the pool has.
 func (m *model) loginRefused(s *sim.Sim, pi int) {
 	p := &m.pools[pi]
 	p.loggingIn = false
 	p.servers--
+	m.countServer(pi, -1)
 	p.full = true
 	m.results.m.LoginsRefused++
 	if p.servers > 0 {
@@ -200,8 +291,8 @@ func (m *model) loginRefused(s *sim.Sim, pi int) {
 			return
 		}
 		m.conns[c].waitNo = 0
-		m.results.m.ConnRefused++
-		m.disconnect(s, c, &m.results.m.RefusedTxns)
+		m.tally(m.conns[c].cls, func(r *results) { r.m.ConnRefused++ })
+		m.disconnect(s, c, refusedTxns)
 	}
 }
 
@@ -217,8 +308,10 @@ func (m *model) loginDone(s *sim.Sim, pi int) {
 	m.grow(s, pi)
 }
 
-// release returns srv to process pi's pool: to the oldest waiter if there
-// is one, else to the top of the idle stack.
+// release returns srv to pool pi: to the oldest waiter if there is one,
+// else to the top of the idle stack - where a pool of the same database
+// or user held by max_db_connections or max_user_connections may take
+// its place.
 func (m *model) release(s *sim.Sim, pi int, srv int32) {
 	p := &m.pools[pi]
 	if c, waited, ok := p.waitQ.Pop(s.Now()); ok {
@@ -226,29 +319,57 @@ func (m *model) release(s *sim.Sim, pi int, srv int32) {
 		return
 	}
 	p.idle = append(p.idle, srv)
+	if m.multi {
+		m.unblock(s, p.proc)
+	}
+}
+
+// unblock lets the pools of process proc that max_db_connections or
+// max_user_connections held try again, oldest waiter first.
+func (m *model) unblock(s *sim.Sim, proc int) {
+	for {
+		best := -1
+		var oldest sim.Time
+		for j := proc * len(m.specs); j < (proc+1)*len(m.specs); j++ {
+			q := &m.pools[j]
+			if !q.blocked || q.waitQ.Len() == 0 {
+				continue
+			}
+			if t := q.waitQ.HeadSince(); best < 0 || t < oldest {
+				best, oldest = j, t
+			}
+		}
+		if best < 0 {
+			return
+		}
+		m.grow(s, best)
+		if m.pools[best].blocked {
+			return
+		}
+	}
 }
 
 // statementDone is the server finishing connection c's statement:
 // ReadyForQuery goes back, and the pool-mode rule decides whether the
 // server stays linked.
 func (m *model) statementDone(s *sim.Sim, c int32) {
-	m.executing.Add(s.Now(), -1)
-	if m.mode == poolmode.Direct {
+	cn := &m.conns[c]
+	m.execDone(s.Now(), cn.cls)
+	if cn.mode == poolmode.Direct {
 		m.reply(s, c)
 		return
 	}
-	cn := &m.conns[c]
 	u := &m.users[cn.user]
 	status := poolmode.InBlock
-	if m.mode == poolmode.Statement || int(u.stmt) == m.cfg.Workload.StmtsPerTxn-1 || u.txnFailed {
+	if cn.mode == poolmode.Statement || int(u.stmt) == m.classes[cn.cls].cfg.Workload.StmtsPerTxn-1 || u.txnFailed {
 		status = poolmode.Idle // statement mode runs every statement as autocommit; a failed transaction is rolled back
 	}
-	switch m.mode.AfterReady(status, 0) {
+	switch cn.mode.AfterReady(status, 0) {
 	case poolmode.Release:
 		srv := cn.server
 		cn.server = -1
-		m.linked.Add(s.Now(), -1)
-		m.release(s, int(cn.proc), srv)
+		m.unlink(s.Now(), int(cn.pool))
+		m.release(s, int(cn.pool), srv)
 	case poolmode.Keep:
 	default:
 		panic("system: statement mode saw a transaction block") // the model never opens one
@@ -264,10 +385,10 @@ func (m *model) waitTimeout(s *sim.Sim, c int32, waitNo int64) {
 		return // served in time; the connection may since have been reused
 	}
 	m.end = s.Now()
-	if _, ok := m.pools[cn.proc].waitQ.Remove(s.Now(), c); !ok {
+	if _, ok := m.pools[cn.pool].waitQ.Remove(s.Now(), c); !ok {
 		panic("system: timed-out connection not in the wait queue")
 	}
 	cn.waitNo = 0
-	m.results.m.WaitTimeouts++
-	m.disconnect(s, c, &m.results.m.TimedOutTxns)
+	m.tally(cn.cls, func(r *results) { r.m.WaitTimeouts++ })
+	m.disconnect(s, c, timedOutTxns)
 }

@@ -32,7 +32,8 @@ type stmtCache struct {
 // prep is the model's prepared-statement state.
 type prep struct {
 	on      bool
-	cdf     []float64 // Zipf popularity, cumulative
+	cdf     [][]float64 // each class's Zipf popularity, cumulative
+	offset  []int32     // each class's first statement number (classes run texts of their own)
 	tick    int64
 	servers []stmtCache       // per pooler server connection (max_prepared_statements > 0)
 	owners  []map[uint64]bool // per pooler server: (connection serial, statement) pairs prepared on it (max_prepared_statements = 0)
@@ -45,19 +46,28 @@ type prep struct {
 }
 
 func (p *prep) init(c Config) {
-	w := c.Workload
-	p.on = w.Statements > 1 || w.Parse.MeanValue() > 0 || w.PrepareThreshold > 0
+	for _, cl := range c.ClassList() {
+		w := cl.Workload
+		p.on = p.on || w.Statements > 1 || w.Parse.MeanValue() > 0 || w.PrepareThreshold > 0
+	}
 	if !p.on {
 		return
 	}
-	p.cdf = make([]float64, max(1, w.Statements))
-	var sum float64
-	for i := range p.cdf {
-		sum += 1 / math.Pow(float64(i+1), w.Zipf)
-		p.cdf[i] = sum
-	}
-	for i := range p.cdf {
-		p.cdf[i] /= sum
+	var next int32
+	for _, cl := range c.ClassList() {
+		w := cl.Workload
+		cdf := make([]float64, max(1, w.Statements))
+		var sum float64
+		for i := range cdf {
+			sum += 1 / math.Pow(float64(i+1), w.Zipf)
+			cdf[i] = sum
+		}
+		for i := range cdf {
+			cdf[i] /= sum
+		}
+		p.cdf = append(p.cdf, cdf)
+		p.offset = append(p.offset, next)
+		next += int32(len(cdf))
 	}
 	p.seen = map[int32]bool{}
 }
@@ -89,13 +99,14 @@ func (m *model) parseCost(c int32) (parse sim.Time, fail bool) {
 	if !p.on {
 		return 0, false
 	}
-	w := m.cfg.Workload
 	p.execs++
 	cn := &m.conns[c]
 	us := &m.users[cn.user]
+	w := m.wl(cn.user)
+	cdf := p.cdf[us.cls]
 	r := m.choice.At(us.session, uint64(us.txn)<<32|uint64(uint32(us.stmt)))
-	k := int32(sort.SearchFloat64s(p.cdf, r.Float64()))
-	k = min(k, int32(len(p.cdf)-1))
+	k := int32(sort.SearchFloat64s(cdf, r.Float64()))
+	k = min(k, int32(len(cdf)-1)) + p.offset[us.cls]
 	d := &cn.driver
 	d.execs[k]++
 	cost := m.draw(w.Parse, m.parse, cn.user)
@@ -103,7 +114,7 @@ func (m *model) parseCost(c int32) (parse sim.Time, fail bool) {
 		p.parses++ // an unnamed statement: parsed every time
 		return cost, false
 	}
-	pooled := m.mode == poolmode.Transaction || m.mode == poolmode.Statement
+	pooled := cn.mode == poolmode.Transaction || cn.mode == poolmode.Statement
 	switch {
 	case !pooled: // the statement lives on the client's own backend
 		if d.prepared[k] {
@@ -190,11 +201,16 @@ func (m *model) prepMetrics(mt *Metrics, wall sim.Time) {
 	if wall > 0 {
 		mt.ServerParsesPerS = float64(p.parses) / wall.Seconds()
 	}
-	saved := float64(p.execs-p.parses-p.errors) * m.cfg.Workload.Parse.MeanValue().Seconds() * 1e3
+	w := m.classes[0].cfg.Workload // with classes: the first class's parse cost and text size
+	saved := float64(p.execs-p.parses-p.errors) * w.Parse.MeanValue().Seconds() * 1e3
 	if mt.OKTxns > 0 {
 		mt.ParseMsSavedPerTxn = saved / float64(mt.OKTxns)
 	}
-	if m.mode.Pooled() && m.cfg.Pooler.MaxPreparedStatements > 0 && m.mode != poolmode.Session {
-		mt.PoolerCacheMB = float64(int64(len(p.seen))*m.cfg.Workload.StmtTextSize) / (1 << 20)
+	tracked := false
+	for _, sp := range m.specs {
+		tracked = tracked || sp.Mode == poolmode.Transaction || sp.Mode == poolmode.Statement
+	}
+	if tracked && m.cfg.Pooler.MaxPreparedStatements > 0 {
+		mt.PoolerCacheMB = float64(int64(len(p.seen))*w.StmtTextSize) / (1 << 20)
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"github.com/poolsim/poolsim/sim"
 )
 
-// results gathers what a run measures.
+// results gathers what a run (or, with classes, one class) measures.
 type results struct {
 	m                     Metrics
 	lat                   sim.Samples // transaction latency
 	dec                   [8]sim.Samples
+	waits                 sim.Samples // pooler waits, one per assignment
+	waited                int64       // assignments that waited
 	procConns             []int64     // client connections each pooler process took
 	appWaits              sim.Samples // one per app-pool acquisition
 	sessionLat            sim.Samples // session durations, one per finished session of a client that got in
@@ -20,6 +22,18 @@ type results struct {
 	closed                []sim.Time // close times of connections maybe still in TIME_WAIT, oldest first
 	closedHead            int
 	partsOff              int64 // transactions whose parts do not add up to their latency (a bug)
+}
+
+func (r *results) init(procs int) { r.procConns = make([]int64, procs) }
+
+// recorders are the per-event samples, in a fixed order (the latency
+// first: MSER-5's pilots read it).
+func (r *results) recorders() []*sim.Samples {
+	out := []*sim.Samples{&r.lat}
+	for i := range r.dec {
+		out = append(out, &r.dec[i])
+	}
+	return append(out, &r.waits, &r.appWaits, &r.sessionLat, &r.reqLat)
 }
 
 // txnDone records a completed transaction.
@@ -61,13 +75,36 @@ func (r *results) timeWait(now, linger sim.Time) {
 	r.m.TimeWaitPeak = max(r.m.TimeWaitPeak, int64(len(r.closed)-r.closedHead))
 }
 
+// scope is what a set of metrics covers: the whole run, or one class
+// (its results, its pool spec's levels and queues, its application pool).
+type scope struct {
+	set   int      // index of the result set (0: the run's)
+	r     *results //
+	class int      // the class, or -1 for the whole run
+}
+
 func (m *model) metrics(s *sim.Sim) Metrics {
-	r := &m.results
 	end := m.end
+	from, to := m.window.bounds(m, end)
+	mt := m.measure(s, scope{set: 0, r: &m.results, class: -1}, from, to, end)
+	return mt
+}
+
+// classMetrics are class i's figures over the same window as the run's
+// (metrics must have run first: it cut the window).
+func (m *model) classMetrics(s *sim.Sim, i int) Metrics {
+	set := 1 + i
+	from, to := m.window.cut(m)
+	return m.measure(s, scope{set: set, r: m.classes[i].res, class: i}, from, to, m.end)
+}
+
+// measure computes the metrics of scope sc over the window from..to.
+func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) Metrics {
+	r := sc.r
 	mt := r.m
 	mt.Events = int64(s.Handled())
 	for i := range m.users {
-		if u := &m.users[i]; !u.done {
+		if u := &m.users[i]; !u.done && (sc.class < 0 || int(u.cls) == sc.class) {
 			mt.UnfinishedTxn += int64(u.total - u.txn)
 		}
 	}
@@ -79,7 +116,7 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 	if wall > 0 {
 		mt.TPS = float64(mt.OKTxns) / wall.Seconds()
 	}
-	from, to := m.steady(&mt, end)
+	m.steady(&mt, sc, from, to, end)
 	if wall > 0 {
 		mt.ReqTPS = float64(mt.OKReqs) / wall.Seconds()
 	}
@@ -89,32 +126,43 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 	mt.P50Ms = ms(r.lat.Percentile(50))
 	mt.P95Ms = ms(r.lat.Percentile(95))
 	mt.P99Ms = ms(r.lat.Percentile(99))
-	if m.cfg.Workload.Open() {
+	if m.cfg.Open() {
 		mt.P50SteadyMs, mt.P99SteadyMs = mt.P50Ms, mt.P99Ms
 	}
-	mt.Assignments = int64(m.waits.Count())
-	mt.WaitMeanMs = ms(m.waits.Mean())
-	mt.WaitP50Ms = ms(m.waits.Percentile(50))
-	mt.WaitP99Ms = ms(m.waits.Percentile(99))
+	mt.Assignments = int64(r.waits.Count())
+	mt.WaitMeanMs = ms(r.waits.Mean())
+	mt.WaitP50Ms = ms(r.waits.Percentile(50))
+	mt.WaitP99Ms = ms(r.waits.Percentile(99))
 	if mt.Assignments > 0 {
-		mt.WaitProb = float64(to.waited-from.waited) / float64(mt.Assignments)
+		mt.WaitProb = float64(to.sets[sc.set].waited-from.sets[sc.set].waited) / float64(mt.Assignments)
 	}
 	if mt.OKTxns > 0 {
 		mt.HopMsPerTxn = ms(r.hopTotal) / float64(mt.OKTxns)
 	}
 	level := func(i int) float64 { return sim.Between(from.levels[i], to.levels[i]) }
-	if m.mode == poolmode.Direct {
-		slots := float64(m.cfg.Server.MaxConnections)
-		mt.ServerLinked = level(lvDirectBusy) / slots
-		mt.ServerBusy = level(lvExecuting) / slots
-	} else {
-		pool := float64(m.lim * len(m.pools))
-		mt.ServerLinked = level(lvLinked) / pool
-		mt.ServerBusy = level(lvExecuting) / pool
+	linked, busy, slots := m.serverShares(sc, level)
+	if slots > 0 {
+		mt.ServerLinked, mt.ServerBusy = linked/slots, busy/slots
 	}
-	m.poolerMetrics(&mt, from, to)
-	m.prepMetrics(&mt, wall)
-	mt.AppWaitL, mt.AppWaitLambda, mt.AppWaitW = sim.LittleBetween(from.queues[0], to.queues[0])
+	m.poolerMetrics(&mt, sc, from, to)
+	if sc.class < 0 {
+		m.prepMetrics(&mt, wall)
+	}
+	if sc.class >= 0 || len(m.classes) == 1 {
+		q := max(sc.class, 0)
+		mt.AppWaitL, mt.AppWaitLambda, mt.AppWaitW = sim.LittleBetween(from.queues[q], to.queues[q])
+	} else { // the run's: every class's application pool
+		var waitSum float64
+		for i := range m.classes {
+			L, lambda, W := sim.LittleBetween(from.queues[i], to.queues[i])
+			mt.AppWaitL += L
+			mt.AppWaitLambda += lambda
+			waitSum += lambda * W
+		}
+		if mt.AppWaitLambda > 0 {
+			mt.AppWaitW = waitSum / mt.AppWaitLambda
+		}
+	}
 	mt.AppWaitP99Ms = ms(r.appWaits.Percentile(99))
 	d := &r.dec
 	mt.DecAppWaitP50Ms, mt.DecAppWaitP99Ms = ms(d[0].Percentile(50)), ms(d[0].Percentile(99))
@@ -125,93 +173,143 @@ func (m *model) metrics(s *sim.Sim) Metrics {
 	mt.DecHopP50Ms, mt.DecHopP99Ms = ms(d[5].Percentile(50)), ms(d[5].Percentile(99))
 	mt.DecThinkP50Ms, mt.DecThinkP99Ms = ms(d[6].Percentile(50)), ms(d[6].Percentile(99))
 	mt.DecPoolerP50Ms, mt.DecPoolerP99Ms = ms(d[7].Percentile(50)), ms(d[7].Percentile(99))
+	// The server's own figures are the same for every class.
 	v := &m.srv
-	mt.ServerConns = max(mt.ServerConns, v.open.Max())
+	mt.ServerConns = max(m.results.m.ServerConns, v.open.Max())
 	mt.ServerMemPeakMB = float64(v.open.Max()*m.cfg.Server.MemoryPerConn) / (1 << 20)
 	if v.cfg.Cores > 0 {
 		mt.CPUUtil = level(lvCores) / float64(v.cfg.Cores)
 		mt.CPUJobsL = level(lvJobs)
 	}
-	linger := m.cfg.Workload.TimeWait
-	for _, t := range r.closed[r.closedHead:] {
-		if t+linger > end {
-			mt.TimeWaitEnd++
+	for i, cl := range m.classes {
+		if sc.class >= 0 && i != sc.class {
+			continue
+		}
+		if sc.class < 0 && i > 0 {
+			break // the run's TIME_WAIT: with classes, the first class's linger
+		}
+		linger := cl.cfg.Workload.TimeWait
+		for _, t := range r.closed[r.closedHead:] {
+			if t+linger > end {
+				mt.TimeWaitEnd++
+			}
 		}
 	}
 	return mt
 }
 
-// steady fills the steady-window figures and returns the window's two
-// snapshots. An open run's recorders keep only the window's samples
-// afterwards (so every percentile read later is the window's); a closed
-// run's window spans the whole run for everything but tps_steady and its
-// percentiles.
-func (m *model) steady(mt *Metrics, end sim.Time) (from, to *snapshot) {
-	r := &m.results
-	w := &m.window
-	if m.cfg.Workload.Open() {
-		wl := m.cfg.Workload
-		from, to = w.choose(m)
-		for i, rec := range m.recorders() {
-			rec.Keep(from.counts[i], to.counts[i])
+// serverShares are the mean server connections linked to a client and
+// executing a statement over the window, and the slots they are a share
+// of: the pool sizes (max_connections for a direct pool).
+func (m *model) serverShares(sc scope, level func(int) float64) (linked, busy, slots float64) {
+	if !m.multi {
+		if m.specs[0].Mode == poolmode.Direct {
+			return level(lvDirectBusy), level(lvExecuting), float64(m.cfg.Server.MaxConnections)
 		}
+		return level(lvLinked), level(lvExecuting), float64(m.specLim[0] * len(m.procs))
+	}
+	direct := false
+	for k, sp := range m.specs {
+		if sc.class >= 0 && k != m.classes[sc.class].spec {
+			continue
+		}
+		linked += level(m.lvSpecLinked(k))
+		busy += level(m.lvSpecExec(k))
+		if sp.Mode == poolmode.Direct {
+			direct = true
+		} else {
+			slots += float64(m.specLim[k] * len(m.procs))
+		}
+	}
+	if direct {
+		slots += float64(m.cfg.Server.MaxConnections)
+	}
+	return linked, busy, slots
+}
+
+// steady fills the steady-window figures of scope sc. An open run's
+// recorders keep only the window's samples afterwards (so every
+// percentile read later is the window's); a closed run's window spans the
+// whole run for everything but tps_steady and its percentiles.
+func (m *model) steady(mt *Metrics, sc scope, from, to *snapshot, end sim.Time) {
+	r := sc.r
+	w := &m.window
+	c := m.cfg
+	mt.SessionMeanMs = ms(r.sessionLat.Mean())
+	if c.Open() {
+		for i, rec := range r.recorders() {
+			rec.Keep(from.sets[sc.set].counts[i], to.sets[sc.set].counts[i])
+		}
+		mt.SessionMeanMs = ms(r.sessionLat.Mean())
 		span := to.at - from.at
 		mt.WarmupMs, mt.SteadyMs = ms(from.at), ms(span)
 		if span > 0 {
-			mt.TPSSteady = float64(to.ok-from.ok) / span.Seconds()
+			mt.TPSSteady = float64(to.sets[sc.set].ok-from.sets[sc.set].ok) / span.Seconds()
 		}
-		mt.OfferedTPS = wl.ArrivalRate * wl.MeanTxnsPerSession()
-		if r.lastTxn > wl.Duration {
-			mt.DrainMs = ms(r.lastTxn - wl.Duration)
+		if sc.class < 0 {
+			mt.OfferedTPS = c.OfferedTPS()
+		} else {
+			wl := m.classes[sc.class].cfg.Workload
+			mt.OfferedTPS = wl.ArrivalRate * wl.MeanTxnsPerSession()
+		}
+		if d := c.Duration(); r.lastTxn > d {
+			mt.DrainMs = ms(r.lastTxn - d)
 		}
 		mt.BacklogStart, mt.BacklogEnd = from.sessions, to.sessions
-		mt.SessionMeanMs = ms(r.sessionLat.Mean())
-		return from, to
+		return
 	}
-	mt.SessionMeanMs = ms(r.sessionLat.Mean())
-	if w.haveFirst {
-		finish, ok, n := end, mt.OKTxns, r.lat.Count()
-		if w.finished {
-			finish, ok, n = w.finishAt, w.finishOK, w.finishCount
-		}
-		mt.WarmupMs, mt.SteadyMs = ms(w.firstDone), ms(finish-w.firstDone)
-		if finish > w.firstDone && ok > 1 {
-			mt.TPSSteady = float64(ok-1) / (finish - w.firstDone).Seconds()
-		} else {
-			// No steady window: the first client was done at the first
-			// completion (one transaction per session, say). The whole run
-			// is all there is.
-			mt.SteadyMs, mt.TPSSteady, n = 0, mt.TPS, r.lat.Count()
-		}
-		win := r.lat.Window(0, n)
-		mt.P50SteadyMs, mt.P99SteadyMs = ms(win.Percentile(50)), ms(win.Percentile(99))
+	if !w.haveFirst {
+		return
 	}
-	// The whole run: every level and queue starts at t = 0 with nothing
-	// accounted.
-	zero := snapshot{levels: make([]sim.Mark, len(m.levels())), queues: make([]sim.QueueMark, len(m.queues()))}
-	w.snap(m, end)
-	return &zero, &w.snaps[len(w.snaps)-1]
+	finish, ok, n := end, mt.OKTxns, r.lat.Count()
+	var ok0 int64 = 1
+	if w.finished {
+		finish, ok, n = w.finishAt, w.atFinish[sc.set].ok, w.atFinish[sc.set].counts[0]
+	}
+	if w.atFirst != nil {
+		ok0 = w.atFirst[sc.set].ok
+	}
+	mt.WarmupMs, mt.SteadyMs = ms(w.firstDone), ms(finish-w.firstDone)
+	if finish > w.firstDone && ok-ok0 > 0 {
+		mt.TPSSteady = float64(ok-ok0) / (finish - w.firstDone).Seconds()
+	} else {
+		// No steady window: the first client was done at the first
+		// completion (one transaction per session, say). The whole run
+		// is all there is.
+		mt.SteadyMs, mt.TPSSteady, n = 0, mt.TPS, r.lat.Count()
+	}
+	win := r.lat.Window(0, n)
+	mt.P50SteadyMs, mt.P99SteadyMs = ms(win.Percentile(50)), ms(win.Percentile(99))
 }
 
 // poolerMetrics adds the wait queues of every pooler process (Little's law
 // holds for their sum), the processes' threads, and a fleet's balance,
 // budget and cancels.
-func (m *model) poolerMetrics(mt *Metrics, from, to *snapshot) {
+func (m *model) poolerMetrics(mt *Metrics, sc scope, from, to *snapshot) {
 	var deps, waitSum float64
 	for i := range m.pools {
 		p := &m.pools[i]
-		L, lambda, W := sim.LittleBetween(from.queues[1+i], to.queues[1+i])
+		if sc.class >= 0 && p.spec != m.classes[sc.class].spec {
+			continue
+		}
+		q := m.poolQueue(i)
+		L, lambda, W := sim.LittleBetween(from.queues[q], to.queues[q])
 		mt.WaitL += L
 		deps += lambda
 		waitSum += lambda * W
 		mt.WaitMaxLen = max(mt.WaitMaxLen, p.waitQ.MaxLen())
+	}
+	for i := range m.procs {
 		u := sim.Between(from.levels[lvPoolerCPU+i], to.levels[lvPoolerCPU+i])
 		mt.PoolerCPUMax = max(mt.PoolerCPUMax, u)
-		mt.PoolerCPUMean += u / float64(len(m.pools))
+		mt.PoolerCPUMean += u / float64(len(m.procs))
 	}
 	mt.WaitLambda = deps
 	if deps > 0 {
 		mt.WaitW = waitSum / deps
+	}
+	if sc.class >= 0 {
+		return // the fleet's balance, budget and cancels are the run's
 	}
 	var most, all int64
 	for _, n := range m.results.procConns {
@@ -219,17 +317,19 @@ func (m *model) poolerMetrics(mt *Metrics, from, to *snapshot) {
 		all += n
 	}
 	if all > 0 {
-		mt.ProcImbalance = float64(most) / (float64(all) / float64(len(m.pools)))
+		mt.ProcImbalance = float64(most) / (float64(all) / float64(len(m.procs)))
 	}
 	c := m.cfg
-	if c.Pooler.Mode.Pooled() {
-		mt.ServerBudget = int64(m.lim * len(m.pools))
-		mt.BudgetOver = max(0, mt.ServerBudget-int64(c.Server.MaxConnections))
+	for k, sp := range m.specs {
+		if sp.Mode.Pooled() {
+			mt.ServerBudget += int64(m.specLim[k] * len(m.procs))
+		}
 	}
+	mt.BudgetOver = max(0, mt.ServerBudget-int64(c.Server.MaxConnections))
 	// Cancel requests arrive on new connections, which the kernel hashes
 	// to any process: one for another process is lost without peering.
 	r := sim.NewRand(c.Seed, "cancel")
-	n := uint64(len(m.pools))
+	n := uint64(len(m.procs))
 	for range c.Pooler.Cancels {
 		owner, landed := r.IntN(n), r.IntN(n)
 		if owner == landed {

@@ -27,38 +27,77 @@ const (
 
 // model is the system's state; it is the sim.Handler.
 type model struct {
-	cfg  Config
-	mode poolmode.Mode
-	lim  int // pool size limit
+	cfg   Config
+	multi bool // classes of its own: per-class results, per-pool accounts
 
-	arrive, connect, reuseport *sim.Rand
+	connect, reuseport *sim.Rand
 	// Common random numbers: a client's draws are keyed by its session and
 	// its position in it, not by the order the model asks for them.
 	query, cpu, think, appGap, choice, parse, reqs sim.Streams
-	sessions                                       uint64 // sessions started (open workload: the arrival number)
-	active                                         int64  // sessions in the system
+	active                                         int64 // sessions in the system
+
+	classes  []classRun
+	specs    []PoolSpec // the pools' specs, resolved
+	specLim  []int      // each spec's server limit at one process
+	specDB   []int      // each spec's database, as an index
+	specUser []int      // each spec's user, as an index
 
 	users     []user
 	freeUsers []int32 // finished client slots for reuse (open workload)
 	conns     []conn
 	freeConns []int32
 
-	app        appPool
-	pools      []pooler    // one per pooler process
-	waits      sim.Samples // pooler waits, one per assignment
-	waited     int64       // assignments that waited
+	procs      []proc      // the pooler processes
+	pools      []pooler    // every process's pools: process p's pool of spec k is p*len(specs)+k
 	linked     sim.Level   // servers linked to a client
 	executing  sim.Level   // statements executing at the server (CPU or fixed part)
-	waitNo     int64       // numbers the waits for a server
-	nextServer int32       // servers opened so far (their ids)
+	specLinked []sim.Level // the same per pool spec (multi only)
+	specExec   []sim.Level
+	waitNo     int64 // numbers the waits for a server
+	nextServer int32 // servers opened so far (their ids)
 	srv        server
 	prep       prep
-	results    results
+	results    results // the whole run's; with classes each class has its own too
 	window     window
 	end        sim.Time              // time of the last state change
 	trace      map[uint64][]sim.Time // session -> query times drawn, when traced
 	done       <-chan struct{}       // closed when the caller gives up
 	canceled   bool                  // the run stopped early because done was closed
+}
+
+// classRun is one class's state in a run.
+type classRun struct {
+	cfg      Class
+	spec     int // its pool's spec
+	mode     poolmode.Mode
+	app      appPool
+	res      *results // nil without classes (the run's results are the class's)
+	arrive   *sim.Rand
+	sessions uint64 // sessions started (open workload: the arrival number)
+	base     uint64 // added to a session's number for its draws: the class's own range
+}
+
+// tally records into the run's results and, with classes, class cl's.
+func (m *model) tally(cl int16, f func(r *results)) {
+	f(&m.results)
+	if r := m.classes[cl].res; r != nil {
+		f(r)
+	}
+}
+
+// execStart and execDone count a statement executing at the server.
+func (m *model) execStart(now sim.Time, cl int16) {
+	m.executing.Add(now, 1)
+	if m.multi {
+		m.specExec[m.classes[cl].spec].Add(now, 1)
+	}
+}
+
+func (m *model) execDone(now sim.Time, cl int16) {
+	m.executing.Add(now, -1)
+	if m.multi {
+		m.specExec[m.classes[cl].spec].Add(now, -1)
+	}
 }
 
 // Run simulates cfg and returns its measurements. cfg must be valid
@@ -107,8 +146,7 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 	}
 	m := &model{
 		cfg:       cfg,
-		mode:      cfg.Pooler.Mode,
-		lim:       cfg.poolLimit(),
+		multi:     cfg.Multi(),
 		query:     sim.NewStreams(cfg.Seed, "query"),
 		cpu:       sim.NewStreams(cfg.Seed, "cpu"),
 		think:     sim.NewStreams(cfg.Seed, "think"),
@@ -116,34 +154,33 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 		reqs:      sim.NewStreams(cfg.Seed, "requests"),
 		choice:    sim.NewStreams(cfg.Seed, "statements"),
 		parse:     sim.NewStreams(cfg.Seed, "parse"),
-		arrive:    sim.NewRand(cfg.Seed, "arrivals"),
 		connect:   sim.NewRand(cfg.Seed, "connect"),
 		reuseport: sim.NewRand(cfg.Seed, "reuseport"),
-		pools:     make([]pooler, cfg.Pooler.Processes),
 		linked:    sim.NewLevel(0),
 		executing: sim.NewLevel(0),
 	}
-	m.app.init()
+	m.initPools()
+	m.initClasses()
 	m.prep.init(cfg)
-	m.results.procConns = make([]int64, cfg.Pooler.Processes)
-	for i := range m.pools {
-		m.pools[i].init()
-	}
+	m.results.init(cfg.Pooler.Processes)
 	m.srv.init(cfg.Server)
 	var s sim.Sim
-	w := cfg.Workload
 	m.window.init(m, &s, o.pilot)
 	m.done = o.done
 	if o.trace {
 		m.trace = map[uint64][]sim.Time{}
 	}
-	if w.Open() {
-		m.scheduleArrival(&s)
-	} else {
-		m.users = make([]user, w.Clients)
-		for i := range m.users {
-			m.users[i] = newUser(uint64(i))
-			s.At(0, evSession, int32(i), 0)
+	for i := range m.classes {
+		k := &m.classes[i]
+		w := k.cfg.Workload
+		if w.Open() {
+			m.scheduleArrival(&s, int16(i))
+			continue
+		}
+		for j := range w.Clients {
+			id := int32(len(m.users))
+			m.users = append(m.users, newUser(k.base+uint64(j), int16(i)))
+			s.At(0, evSession, id, 0)
 		}
 	}
 	s.Run(m)
@@ -161,6 +198,66 @@ func (m *model) draw(d sim.Dist, f sim.Streams, u int32) sim.Time {
 	return d.Sample(&r)
 }
 
+// initPools lays out the pools: each spec at each process, with its limit
+// and its database's and user's index.
+func (m *model) initPools() {
+	c := m.cfg
+	m.specs = c.PoolList()
+	dbs, usrs := map[string]int{}, map[string]int{}
+	for _, p := range m.specs {
+		lim := min(c.share(p.Size), c.Server.MaxConnections)
+		if c.Pooler.MaxDBConnections > 0 {
+			lim = min(lim, c.share(c.Pooler.MaxDBConnections))
+		}
+		if c.Pooler.MaxUserConnections > 0 {
+			lim = min(lim, c.share(c.Pooler.MaxUserConnections))
+		}
+		m.specLim = append(m.specLim, lim)
+		if _, ok := dbs[p.Database]; !ok {
+			dbs[p.Database] = len(dbs)
+		}
+		if _, ok := usrs[p.User]; !ok {
+			usrs[p.User] = len(usrs)
+		}
+		m.specDB = append(m.specDB, dbs[p.Database])
+		m.specUser = append(m.specUser, usrs[p.User])
+	}
+	m.procs = make([]proc, c.Pooler.Processes)
+	m.pools = make([]pooler, len(m.procs)*len(m.specs))
+	for i := range m.procs {
+		m.procs[i].cpu = sim.NewLevel(0)
+		m.procs[i].dbServers, m.procs[i].userServers = make([]int, len(dbs)), make([]int, len(usrs))
+		for k := range m.specs {
+			m.pools[i*len(m.specs)+k].init(i, k)
+		}
+	}
+	if m.multi {
+		m.specLinked, m.specExec = make([]sim.Level, len(m.specs)), make([]sim.Level, len(m.specs))
+	}
+}
+
+// initClasses sets up each class: its pool, its application pool, its
+// results and its arrivals.
+func (m *model) initClasses() {
+	c := m.cfg
+	for i, cl := range c.ClassList() {
+		k := classRun{cfg: cl, spec: max(c.poolOf(cl), 0)}
+		k.mode = m.specs[k.spec].Mode
+		k.app.init()
+		name := "arrivals"
+		if m.multi {
+			k.res = &results{}
+			k.res.init(c.Pooler.Processes)
+			name += "/" + cl.Name
+			k.base = uint64(i) << 40
+		}
+		if cl.Workload.Open() {
+			k.arrive = sim.NewRand(c.Seed, name)
+		}
+		m.classes = append(m.classes, k)
+	}
+}
+
 func (m *model) Handle(s *sim.Sim, e sim.Event) {
 	if m.done != nil && s.Handled()&(1<<14-1) == 0 {
 		select {
@@ -174,7 +271,7 @@ func (m *model) Handle(s *sim.Sim, e sim.Event) {
 	switch e.Kind {
 	case evArrive:
 		m.end = s.Now()
-		m.arrival(s)
+		m.arrival(s, int16(e.ID))
 	case evSession:
 		m.end = s.Now()
 		m.startSession(s, e.ID)
@@ -211,7 +308,13 @@ func (m *model) Handle(s *sim.Sim, e sim.Event) {
 }
 
 func (m *model) result(s *sim.Sim) Result {
-	return Result{Metrics: m.metrics(s), Compat: CompatFor(m.cfg)}
+	r := Result{Metrics: m.metrics(s), Compat: CompatFor(m.cfg)}
+	if m.multi {
+		for i := range m.classes {
+			r.Classes = append(r.Classes, ClassResult{Name: m.classes[i].cfg.Name, Metrics: m.classMetrics(s, i)})
+		}
+	}
+	return r
 }
 
 // CompatFor is the session-feature matrix of c's pool mode and settings.

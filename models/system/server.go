@@ -112,15 +112,15 @@ func (m *model) startBackend(s *sim.Sim, c int32) {
 // execute runs connection c's statement at the server: first its CPU time
 // (shared by the cores when the server models them), then its fixed part.
 func (m *model) execute(s *sim.Sim, c int32) {
-	w := m.cfg.Workload
 	cn := &m.conns[c]
+	w := m.wl(cn.user)
 	cn.cpuDemand = m.draw(w.CPU, m.cpu, cn.user)
 	cn.fixed = m.draw(w.Query, m.query, cn.user)
 	if m.trace != nil {
 		k := m.users[cn.user].session
 		m.trace[k] = append(m.trace[k], cn.fixed)
 	}
-	m.executing.Add(s.Now(), 1)
+	m.execStart(s.Now(), cn.cls)
 	v := &m.srv
 	if parse, fail := m.parseCost(c); fail {
 		// ERROR: prepared statement does not exist; the transaction ends.

@@ -52,7 +52,7 @@ func RunPilot(ctx context.Context, c Config, i int) (Pilot, error) {
 	lat := m.results.lat.Series()
 	sn := m.window.snaps
 	for k := 1; k < len(sn) && k <= PilotGrid; k++ {
-		for _, t := range lat[sn[k-1].counts[0]:sn[k].counts[0]] {
+		for _, t := range lat[sn[k-1].sets[0].counts[0]:sn[k].sets[0].counts[0]] {
 			p.Sum[k-1] += float64(t)
 			p.Count[k-1]++
 		}

@@ -10,9 +10,10 @@ import (
 // so besides the whole-run accounts the model measures a window:
 //
 //   - open workloads: from the end of the warm-up (Workload.Warmup, or
-//     found automatically: see AutoWarmup) to the end of arrivals. Every time average, percentile and rate of
-//     the row is the window's; the accounts (completed, refused, timed
-//     out, attempted, wall, tps) stay the whole run's.
+//     found automatically: see AutoWarmup) to the end of arrivals. Every
+//     time average, percentile and rate of the row is the window's; the
+//     accounts (completed, refused, timed out, attempted, wall, tps) stay
+//     the whole run's.
 //   - closed workloads: from the first completed transaction to the moment
 //     the first client that got in finishes its session, while every
 //     client still takes part (tps_steady and its percentiles); every
@@ -20,17 +21,23 @@ import (
 //
 // The window is cut from snapshots of the statistics' accounts (a level's
 // integral, a queue's departures, how many samples each recorder holds),
-// taken at its two ends while the run goes on.
+// taken at its two ends while the run goes on. With classes, every class's
+// results are cut at the same instants as the run's.
 
 // snapshot is the statistics' accounts at one instant.
 type snapshot struct {
 	at       sim.Time
 	levels   []sim.Mark
 	queues   []sim.QueueMark
-	counts   []int // samples held by each recorder
-	ok       int64 // transactions completed
-	waited   int64 // assignments that waited
-	sessions int64 // sessions in the system
+	sets     []setMark // the run's results, then each class's
+	sessions int64     // sessions in the system
+}
+
+// setMark is one set of results at a snapshot.
+type setMark struct {
+	counts []int // samples held by each recorder
+	ok     int64 // transactions completed
+	waited int64 // assignments that waited
 }
 
 // window holds the snapshots of an open run and the bounds of a closed
@@ -38,21 +45,30 @@ type snapshot struct {
 type window struct {
 	snaps []snapshot // open: at t = 0, at the end of the warm-up, at the end of arrivals (a pilot: at every grid point)
 
-	// Closed: the first completion, and the first finished session of a
-	// client that got in (with the completions up to it).
-	firstDone   sim.Time
-	haveFirst   bool
-	finishAt    sim.Time
-	finishOK    int64
-	finishCount int
-	finished    bool
+	// Closed: the first completion and the first finished session of a
+	// client that got in, with every result set's accounts at both.
+	firstDone sim.Time
+	haveFirst bool
+	finishAt  sim.Time
+	finished  bool
+	atFirst   []setMark
+	atFinish  []setMark
+
+	from, to *snapshot // the window, once bounds has cut it
 }
 
-// levels are the model's time-weighted levels, in a fixed order.
+// levels are the model's time-weighted levels, in a fixed order: see the
+// lv constants.
 func (m *model) levels() []*sim.Level {
 	ls := []*sim.Level{&m.linked, &m.executing, &m.srv.busy, &m.srv.jobs, &m.srv.cores}
-	for i := range m.pools {
-		ls = append(ls, &m.pools[i].cpu)
+	for i := range m.procs {
+		ls = append(ls, &m.procs[i].cpu)
+	}
+	for i := range m.specLinked {
+		ls = append(ls, &m.specLinked[i])
+	}
+	for i := range m.specExec {
+		ls = append(ls, &m.specExec[i])
 	}
 	return ls
 }
@@ -67,35 +83,47 @@ const (
 	lvPoolerCPU // the first pooler process's thread; one per process after it
 )
 
-// queues are the model's wait queues: the application pool's, then each
-// pooler process's.
+// lvSpecLinked and lvSpecExec index spec k's levels (multi only).
+func (m *model) lvSpecLinked(k int) int { return lvPoolerCPU + len(m.procs) + k }
+func (m *model) lvSpecExec(k int) int   { return lvPoolerCPU + len(m.procs) + len(m.specs) + k }
+
+// queues are the model's wait queues: each class's application pool's,
+// then every pool's.
 func (m *model) queues() []*sim.FIFO {
-	qs := []*sim.FIFO{m.app.waitQ}
+	var qs []*sim.FIFO
+	for i := range m.classes {
+		qs = append(qs, m.classes[i].app.waitQ)
+	}
 	for i := range m.pools {
 		qs = append(qs, m.pools[i].waitQ)
 	}
 	return qs
 }
 
-// recorders are the model's per-event samples.
-func (m *model) recorders() []*sim.Samples {
-	r := &m.results
-	out := []*sim.Samples{&r.lat}
-	for i := range r.dec {
-		out = append(out, &r.dec[i])
+// poolQueue is the index in queues() of pool i's wait queue.
+func (m *model) poolQueue(i int) int { return len(m.classes) + i }
+
+// sets are the result sets: the run's, then each class's (multi only).
+func (m *model) sets() []*results {
+	out := []*results{&m.results}
+	for i := range m.classes {
+		if r := m.classes[i].res; r != nil {
+			out = append(out, r)
+		}
 	}
-	return append(out, &m.waits, &r.appWaits, &r.sessionLat, &r.reqLat)
+	return out
 }
 
 // init schedules an open run's snapshots: at the warm-up's end and at the
 // end of arrivals, or for a pilot at every point of the grid.
 func (w *window) init(m *model, s *sim.Sim, pilot bool) {
-	wl := m.cfg.Workload
-	if !wl.Open() {
+	c := m.cfg
+	if !c.Open() {
 		return
 	}
 	w.snap(m, 0)
-	d := wl.Duration
+	d := c.Duration()
+	wl := c.ClassList()[0].Workload
 	switch {
 	case pilot:
 		for k := 1; k <= PilotGrid; k++ {
@@ -109,36 +137,49 @@ func (w *window) init(m *model, s *sim.Sim, pilot bool) {
 	}
 }
 
+// marks is every result set's accounts now.
+func (m *model) marks() []setMark {
+	var out []setMark
+	for _, r := range m.sets() {
+		sm := setMark{ok: r.m.OKTxns, waited: r.waited}
+		for _, rec := range r.recorders() {
+			sm.counts = append(sm.counts, rec.Count())
+		}
+		out = append(out, sm)
+	}
+	return out
+}
+
 // snap takes a snapshot at now.
 func (w *window) snap(m *model, now sim.Time) {
-	sn := snapshot{at: now, ok: m.results.m.OKTxns, waited: m.waited, sessions: m.active}
+	sn := snapshot{at: now, sessions: m.active, sets: m.marks()}
 	for _, l := range m.levels() {
 		sn.levels = append(sn.levels, l.Mark(now))
 	}
 	for _, q := range m.queues() {
 		sn.queues = append(sn.queues, q.Mark(now))
 	}
-	for _, r := range m.recorders() {
-		sn.counts = append(sn.counts, r.Count())
-	}
 	w.snaps = append(w.snaps, sn)
 }
 
 // completed notes a completed transaction (closed runs).
-func (w *window) completed(now sim.Time) {
+func (w *window) completed(m *model, now sim.Time) {
 	if !w.haveFirst {
 		w.firstDone, w.haveFirst = now, true
+		if !m.cfg.Open() {
+			w.atFirst = m.marks()
+		}
 	}
 }
 
 // sessionOver notes a finished session of a client that got in (closed
 // runs): the first one closes the steady window.
 func (w *window) sessionOver(m *model, now sim.Time) {
-	if w.finished || m.cfg.Workload.Open() {
+	if w.finished || m.cfg.Open() {
 		return
 	}
 	w.finished = true
-	w.finishAt, w.finishOK, w.finishCount = now, m.results.m.OKTxns, m.results.lat.Count()
+	w.finishAt, w.atFinish = now, m.marks()
 }
 
 // choose is an open run's window: the snapshot where the warm-up ends and
@@ -146,8 +187,26 @@ func (w *window) sessionOver(m *model, now sim.Time) {
 func (w *window) choose(m *model) (from, to *snapshot) {
 	to = &w.snaps[len(w.snaps)-1]
 	from = &w.snaps[0]
-	if m.cfg.Workload.Warmup > 0 {
+	if m.cfg.ClassList()[0].Workload.Warmup > 0 {
 		from = &w.snaps[1]
 	}
 	return from, to
 }
+
+// bounds cuts the window once the run is over: an open run's from the end
+// of the warm-up to the end of arrivals; a closed run's time averages span
+// the whole run (from nothing accounted at t = 0 to end).
+func (w *window) bounds(m *model, end sim.Time) (from, to *snapshot) {
+	if m.cfg.Open() {
+		w.from, w.to = w.choose(m)
+		return w.from, w.to
+	}
+	zero := snapshot{levels: make([]sim.Mark, len(m.levels())), queues: make([]sim.QueueMark, len(m.queues())),
+		sets: make([]setMark, len(m.sets()))}
+	w.snap(m, end)
+	w.from, w.to = &zero, &w.snaps[len(w.snaps)-1]
+	return w.from, w.to
+}
+
+// cut is the window bounds cut.
+func (w *window) cut(*model) (from, to *snapshot) { return w.from, w.to }

@@ -8,7 +8,8 @@ import (
 // user is one client of the workload: a session of requests of
 // transactions of statements.
 type user struct {
-	session   uint64   // which session it is: the client's index, or the arrival's number
+	session   uint64   // which session it is: the client's index, or the arrival's number (in its class's range)
+	cls       int16    // its class
 	txn, stmt int32    // position in the session: transactions counted across requests
 	req       int32    // the request it runs (counted in the session)
 	reqLeft   int32    // transactions of the current request still to run, this one included
@@ -27,13 +28,21 @@ type user struct {
 	done      bool     // session over
 }
 
-func newUser(session uint64) user { return user{session: session, conn: -1, reqFirst: true} }
+func newUser(session uint64, cls int16) user {
+	return user{session: session, cls: cls, conn: -1, reqFirst: true}
+}
+
+// wl is client u's workload (its class's).
+func (m *model) wl(u int32) *Workload { return &m.classes[m.users[u].cls].cfg.Workload }
+
+// ap is client u's application pool settings (its class's).
+func (m *model) ap(u int32) *AppPool { return &m.classes[m.users[u].cls].cfg.AppPool }
 
 // txnsOf is how many transactions request req of client u's session runs
 // (drawn from the session's own stream at that request: common random
 // numbers).
 func (m *model) txnsOf(u int32, req int32) int32 {
-	_, d := m.cfg.Workload.Requests()
+	_, d := m.wl(u).Requests()
 	if !d.Random() {
 		return int32(d.Min)
 	}
@@ -64,34 +73,39 @@ type parts struct {
 	think    sim.Time // client think time between the transaction's statements
 }
 
-// scheduleArrival schedules the next Poisson arrival, if it falls within
-// the workload's duration.
-func (m *model) scheduleArrival(s *sim.Sim) {
-	gap := sim.FromSeconds(m.arrive.ExpFloat64() / m.cfg.Workload.ArrivalRate)
-	if t := s.Now() + gap; t < m.cfg.Workload.Duration {
-		s.At(t, evArrive, 0, 0)
+// scheduleArrival schedules class cl's next Poisson arrival, if it falls
+// within the workload's duration.
+func (m *model) scheduleArrival(s *sim.Sim, cl int16) {
+	k := &m.classes[cl]
+	w := &k.cfg.Workload
+	gap := sim.FromSeconds(k.arrive.ExpFloat64() / w.ArrivalRate)
+	if t := s.Now() + gap; t < w.Duration {
+		s.At(t, evArrive, int32(cl), 0)
 	}
 }
 
-func (m *model) arrival(s *sim.Sim) {
+func (m *model) arrival(s *sim.Sim, cl int16) {
+	k := &m.classes[cl]
 	id := take(&m.users, &m.freeUsers)
-	m.users[id] = newUser(m.sessions)
-	m.sessions++
+	m.users[id] = newUser(k.base+k.sessions, cl)
+	k.sessions++
 	m.startSession(s, id)
-	m.scheduleArrival(s)
+	m.scheduleArrival(s, cl)
 }
 
 // startSession is a client beginning its session. Without an application
 // pool it opens its own connection for the whole session; with one it
 // borrows a connection per transaction.
 func (m *model) startSession(s *sim.Sim, u int32) {
-	r := &m.results
-	if !r.attempted {
-		r.attempted, r.firstAttempt = true, s.Now()
-	}
-	r.m.Sessions++
 	us := &m.users[u]
-	n, _ := m.cfg.Workload.Requests()
+	now := s.Now()
+	m.tally(us.cls, func(r *results) {
+		if !r.attempted {
+			r.attempted, r.firstAttempt = true, now
+		}
+	})
+	m.tally(us.cls, func(r *results) { r.m.Sessions++ })
+	n, _ := m.wl(u).Requests()
 	for q := range int32(n) {
 		t := m.txnsOf(u, q)
 		us.total += t
@@ -99,10 +113,10 @@ func (m *model) startSession(s *sim.Sim, u int32) {
 			us.reqLeft = t
 		}
 	}
-	r.m.AttemptedTxns += int64(us.total)
+	m.tally(us.cls, func(r *results) { r.m.AttemptedTxns += int64(us.total) })
 	m.active++
 	us.begun = s.Now()
-	if m.cfg.AppPool.Mode == NoAppPool {
+	if m.ap(u).Mode == NoAppPool {
 		// The first transaction waits for the session's connection: its
 		// clock starts with the request to connect, so the connection
 		// set-up and its queue count in its latency.
@@ -139,7 +153,7 @@ func (m *model) send(s *sim.Sim, u int32) {
 		m.beginTxn(s, u)
 		return
 	}
-	if us.stmt == 0 && m.cfg.AppPool.Mode == NoAppPool {
+	if us.stmt == 0 && m.ap(u).Mode == NoAppPool {
 		if us.started {
 			us.started = false
 		} else {
@@ -147,7 +161,7 @@ func (m *model) send(s *sim.Sim, u int32) {
 		}
 	}
 	c := us.conn
-	if m.mode == poolmode.Direct {
+	if m.conns[c].mode == poolmode.Direct {
 		m.execute(s, c)
 		return
 	}
@@ -158,7 +172,7 @@ func (m *model) send(s *sim.Sim, u int32) {
 // reply sends a finished statement's result back to its client.
 func (m *model) reply(s *sim.Sim, c int32) {
 	u := m.conns[c].user
-	if m.mode == poolmode.Direct {
+	if m.conns[c].mode == poolmode.Direct {
 		m.recv(s, u)
 		return
 	}
@@ -171,7 +185,7 @@ func (m *model) reply(s *sim.Sim, c int32) {
 // the application (Workload.AppPause); between requests it thinks.
 func (m *model) recv(s *sim.Sim, u int32) {
 	us := &m.users[u]
-	w := m.cfg.Workload
+	w := m.wl(u)
 	pause := w.AppPause()
 	stream := m.appGap
 	if !w.AppSet {
@@ -187,21 +201,22 @@ func (m *model) recv(s *sim.Sim, u int32) {
 		if us.txnFailed {
 			us.txnFailed = false
 			us.reqFailed = true
-			m.results.m.PreparedErrorTxns++
+			m.tally(us.cls, func(r *results) { r.m.PreparedErrorTxns++ })
 		} else {
-			m.results.txnDone(s.Now(), us)
-			m.window.completed(s.Now())
+			now := s.Now()
+			m.tally(us.cls, func(r *results) { r.txnDone(now, us) })
+			m.window.completed(m, now)
 		}
 		us.stmt = 0
 		us.txn++
 		m.txnOver(s, u)
 		c := us.conn
-		if m.cfg.AppPool.Mode != NoAppPool {
+		if m.ap(u).Mode != NoAppPool {
 			us.conn = -1
 			m.appRelease(s, c)
 		}
 		if us.txn == us.total {
-			if m.cfg.AppPool.Mode == NoAppPool {
+			if m.ap(u).Mode == NoAppPool {
 				us.conn = -1
 				m.closeConn(s, c)
 			}
@@ -224,13 +239,14 @@ func (m *model) txnOver(s *sim.Sim, u int32) {
 		return
 	}
 	if us.reqFailed {
-		m.results.m.FailedReqs++
+		m.tally(us.cls, func(r *results) { r.m.FailedReqs++ })
 	} else {
-		m.results.reqDone(s.Now() - us.reqStart)
+		lat := s.Now() - us.reqStart
+		m.tally(us.cls, func(r *results) { r.reqDone(lat) })
 	}
 	us.req++
 	us.reqFailed, us.reqFirst = false, true
-	if n, _ := m.cfg.Workload.Requests(); int(us.req) < n {
+	if n, _ := m.wl(u).Requests(); int(us.req) < n {
 		us.reqLeft = m.txnsOf(u, us.req)
 	}
 }
@@ -239,17 +255,20 @@ func (m *model) txnOver(s *sim.Sim, u int32) {
 // connection was refused or closed under it, or the app pool timed out.
 // Without an application pool the whole session ends with it; with one
 // the client goes on to its next transaction.
-func (m *model) failTxn(s *sim.Sim, u int32, counter *int64) {
+func (m *model) failTxn(s *sim.Sim, u int32, counter func(*Metrics) *int64) {
 	us := &m.users[u]
 	us.conn = -1
-	w := m.cfg.Workload
-	if m.cfg.AppPool.Mode == NoAppPool {
-		*counter += int64(us.total - us.txn)
-		m.results.m.FailedReqs += int64(m.requestsLeft(u))
+	w := m.wl(u)
+	if m.ap(u).Mode == NoAppPool {
+		n, left := int64(us.total-us.txn), int64(m.requestsLeft(u))
+		m.tally(us.cls, func(r *results) {
+			*counter(&r.m) += n
+			r.m.FailedReqs += left
+		})
 		m.endSession(s, u)
 		return
 	}
-	*counter++
+	m.tally(us.cls, func(r *results) { *counter(&r.m)++ })
 	us.reqFailed = true
 	pause, stream := w.AppPause(), m.appGap
 	if !w.AppSet {
@@ -272,7 +291,7 @@ func (m *model) failTxn(s *sim.Sim, u int32, counter *int64) {
 // requestsLeft is how many of client u's requests have not ended, the
 // current one included.
 func (m *model) requestsLeft(u int32) int32 {
-	n, _ := m.cfg.Workload.Requests()
+	n, _ := m.wl(u).Requests()
 	return int32(n) - m.users[u].req
 }
 
@@ -281,10 +300,11 @@ func (m *model) endSession(s *sim.Sim, u int32) {
 	us.done = true
 	m.active--
 	if us.joined {
-		m.results.sessionLat.Add(s.Now() - us.begun)
+		d := s.Now() - us.begun
+		m.tally(us.cls, func(r *results) { r.sessionLat.Add(d) })
 		m.window.sessionOver(m, s.Now())
 	}
-	if m.cfg.Workload.Open() {
+	if m.wl(u).Open() {
 		m.freeUsers = append(m.freeUsers, u)
 	}
 }

@@ -123,6 +123,21 @@ type Config struct {
 	// ends its connection (a client gets "bad packet header"), on every
 	// path, before anything is allocated for it.
 	MaxPacketSize int
+	// StatsPeriod is stats_period: how often SHOW STATS' averages are
+	// refreshed (they cover the period before the last refresh).
+	StatsPeriod time.Duration
+	// ConfFile is the pgbouncer.ini the settings were read from (SHOW
+	// CONFIG's conffile); "" for none.
+	ConfFile string
+	// Unapplied holds pgbouncer.ini [pgbouncer] settings the proxy reads but
+	// does not apply, by PgBouncer's key, as written (FromSettings lists
+	// them): SHOW CONFIG shows them and the console's SET records them;
+	// nothing else reads them.
+	Unapplied map[string]string
+	// Source, when set, builds the settings again for the console's RELOAD
+	// (poolsim proxy reads its config file and flags again, as on SIGHUP);
+	// without it RELOAD keeps the settings and reads the auth file again.
+	Source func() (Config, error)
 	// ShutdownTimeout bounds graceful shutdown: how long linked clients may
 	// finish their transactions (session clients their sessions) before
 	// everything is closed.
@@ -173,6 +188,7 @@ func DefaultConfig() Config {
 		AutodbIdleTimeout:    d.AutodbIdleTimeout,
 		PktBuf:               4096,
 		MaxPacketSize:        math.MaxInt32,
+		StatsPeriod:          d.StatsPeriod,
 		ShutdownTimeout:      10 * time.Second,
 		WaitLog:              DefaultWaitLog,
 	}
@@ -242,6 +258,9 @@ func (c Config) Validate() error {
 				return fmt.Errorf("%s: %q is not a user name (names are separated by commas)", l.name, u)
 			}
 		}
+	}
+	if c.StatsPeriod <= 0 {
+		return fmt.Errorf("stats_period: %v: want more than 0", c.StatsPeriod)
 	}
 	if c.ServerConnectTimeout <= 0 {
 		return fmt.Errorf("server_connect_timeout: %v: want more than 0", c.ServerConnectTimeout)
@@ -370,6 +389,19 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	c.AuthType, c.AuthFile = s.AuthType, s.AuthFile
 	c.IgnoreStartupParameters = s.IgnoreStartupParameters
 	c.Databases, c.Users = s.Databases, s.Users
+	c.StatsPeriod = s.StatsPeriod
+	if len(s.Files) > 0 {
+		c.ConfFile = s.Files[0]
+	}
+	// Every key the proxy does not apply keeps its value for SHOW CONFIG.
+	c.Unapplied = map[string]string{}
+	for _, k := range poolconf.Keys18 {
+		if _, applied := configFields[k.Name]; !applied {
+			if v, ok := s.Text(k.Name); ok && (v != "" || !k.Null) {
+				c.Unapplied[k.Name] = v
+			}
+		}
+	}
 
 	def := poolconf.Defaults()
 	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }

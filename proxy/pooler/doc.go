@@ -120,14 +120,28 @@
 // linked server's real key, over a new upstream connection; the server is
 // held back from reuse until the cancel has settled.
 //
-// The virtual database "pgbouncer" is an admin console (simple query
-// protocol) for the users of AdminUsers and StatsUsers (anyone else gets
-// FATAL "not allowed"; a stats user gets ERROR "admin access needed" for
-// admin commands, decided by requireAdmin) answering SHOW POOLS, SHOW STATS, SHOW CLIENTS, SHOW SERVERS,
-// SHOW DATABASES, SHOW LISTS, SHOW CONFIG, SHOW VERSION and SHOW HELP with
-// the columns of PgBouncer 1.18 in its order, plus the ones later versions
-// added (prepared_statements in SHOW CLIENTS and SHOW SERVERS, the parse
-// and bind counts of SHOW STATS, filled while statements are tracked).
+// The virtual database "pgbouncer" is PgBouncer 1.18's admin console
+// (console.go, console_show.go, console_cmds.go, console_config.go), for
+// the users of AdminUsers and StatsUsers (anyone else gets FATAL "not
+// allowed"; a stats user gets ERROR "admin access needed" for admin
+// commands and SHOW FDS, decided by requireAdmin): simple query protocol
+// only (a Parse, Bind or Execute gets PgBouncer's
+// non-fatal "extended query protocol not supported by admin console", then
+// FATAL "bad packet"), commands parsed by PgBouncer's grammar, unknown ones
+// answered "invalid command '<query>', use SHOW HELP;". Every SHOW view of
+// 1.18 - HELP, CONFIG, DATABASES, POOLS, CLIENTS, SERVERS, USERS, VERSION,
+// FDS, SOCKETS, ACTIVE_SOCKETS, LISTS, MEM, DNS_HOSTS, DNS_ZONES, STATS,
+// STATS_TOTALS, STATS_AVERAGES, TOTALS - has exactly 1.18's columns, order
+// and types, with NULL where 1.18 sends NULL (checked against a real
+// PgBouncer 1.18 by TestConsoleMatchesPgBouncer). PAUSE, RESUME, SUSPEND,
+// RELOAD (Config.Source), RECONNECT, KILL, DISABLE, ENABLE, WAIT_CLOSE,
+// SET and SHUTDOWN behave as 1.18's, with its checks and texts; PAUSE,
+// WAIT_CLOSE and SUSPEND answer when done. SHOW STATS averages over
+// stats_period as PgBouncer does. What the proxy has and PgBouncer 1.18
+// lacks (the prepared-statement counts, per-pool counters) is in
+// Proxy.Stats, not in the console's tables. The proxy has no DNS cache
+// (SHOW DNS_* are empty), no slab allocator (SHOW MEM counts its objects)
+// and no online restart (SHOW FDS lists descriptors, sends none).
 // Proxy.Waits reports every server assignment's wait (request reached the
 // proxy -> server linked) for the validator, in bounded memory.
 //

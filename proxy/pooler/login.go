@@ -186,6 +186,10 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		sendFatal(c.lg.w, poolerError("pgbouncer is shutting down"))
 		return
 	}
+	if p.dbDisabled(db) {
+		sendFatal(c.lg.w, poolerError(errDisabled(db)))
+		return
+	}
 	c.st.logins = 1
 	pl, err := p.getPool(db, user)
 	if err != nil {

@@ -254,7 +254,7 @@ func (l *loop) event(sk *sock, ev uint32) {
 		}
 	}
 	switch {
-	case sk.closed:
+	case sk.closed, l.suspended(sk):
 	case sk.c != nil:
 		sk.c.input()
 	case sk.s != nil:

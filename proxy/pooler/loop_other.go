@@ -13,8 +13,11 @@ import (
 var errNoLoop = errors.New("the proxy's event loop needs Linux (epoll)")
 
 type loop struct {
+	px     *Proxy
 	now    time.Time
 	resume []*client
+	socks  []*sock
+	free   [][]byte
 }
 
 func newLoop(*Proxy) (*loop, error)            { return nil, errNoLoop }

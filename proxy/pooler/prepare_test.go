@@ -22,43 +22,46 @@ import (
 	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
 )
 
-// statsRow is the proxy's SHOW STATS row of database poolsim.
+// statsRow is the proxy's counters of database poolsim (Proxy.Stats), by
+// the names of PgBouncer 1.21's SHOW STATS columns: SHOW STATS has 1.18's
+// columns, which lack the prepared-statement counts.
 func statsRow(ctx context.Context, t *testing.T, tp *testProxy) map[string]int64 {
 	t.Helper()
-	admin := connect(ctx, t, tp.adminDSN())
-	defer admin.Close(ctx)
-	_, rows := show(ctx, t, admin, "SHOW STATS")
-	for _, r := range rows {
-		if r["database"] == "poolsim" {
-			out := map[string]int64{}
-			for k, v := range r {
-				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-					out[k] = n
-				}
-			}
-			return out
+	out := map[string]int64{}
+	found := false
+	for _, ps := range tp.Stats() {
+		if ps.Database != "poolsim" {
+			continue
 		}
+		found = true
+		c := ps.Counters
+		out["total_client_parse_count"] += c.ClientParses
+		out["total_server_parse_count"] += c.ServerParses
+		out["total_bind_count"] += c.Binds
+		out["total_xact_count"] += c.Xacts
+		out["total_query_count"] += c.Queries
 	}
-	t.Fatalf("SHOW STATS has no poolsim row: %v", rows)
-	return nil
+	if !found {
+		t.Fatalf("Stats has no poolsim pool: %+v", tp.Stats())
+	}
+	return out
 }
 
-// preparedCounts is the prepared_statements column of SHOW SERVERS (by
-// server) and SHOW CLIENTS (summed).
+// preparedCounts is the number of prepared statements each server holds
+// (by server) and the clients' statement names (summed), read from the
+// loop's state.
 func preparedCounts(ctx context.Context, t *testing.T, tp *testProxy) (servers []int, clients int) {
 	t.Helper()
-	admin := connect(ctx, t, tp.adminDSN())
-	defer admin.Close(ctx)
-	_, rows := show(ctx, t, admin, "SHOW SERVERS")
-	for _, r := range rows {
-		n, _ := strconv.Atoi(r["prepared_statements"])
-		servers = append(servers, n)
-	}
-	_, rows = show(ctx, t, admin, "SHOW CLIENTS")
-	for _, r := range rows {
-		n, _ := strconv.Atoi(r["prepared_statements"])
-		clients += n
-	}
+	tp.loop.call(func() {
+		for _, pl := range tp.poolList() {
+			for _, s := range pl.allServers() {
+				servers = append(servers, s.ps.count())
+			}
+		}
+		for _, c := range tp.clientList() {
+			clients += len(c.stmts)
+		}
+	})
 	return servers, clients
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -28,6 +29,7 @@ type Proxy struct {
 
 	ready    chan struct{} // closed when the listener is known
 	addr     net.Addr
+	listenFD int           // the listener's descriptor (SHOW FDS); -1 if unknown
 	stopping chan struct{} // closed when graceful shutdown starts
 	stopOnce sync.Once
 	stopReq  chan struct{} // closed by Shutdown
@@ -46,6 +48,8 @@ type Proxy struct {
 	nextTick  time.Time
 	values    map[string]string // interned setting values (varcache.go)
 	pause     pauseState        // PAUSE, SUSPEND (pause.go)
+	console   consoles          // the console's connections and state (console.go)
+	counts    statsState        // SHOW STATS averages (stats.go)
 
 	mu     sync.Mutex
 	pools  map[poolKey]*pool
@@ -92,6 +96,7 @@ func New(cfg Config) (*Proxy, error) {
 		users:    map[string]*dbCount{},
 		keys:     map[uint64]*client{},
 		waits:    waitLog{max: cfg.WaitLog},
+		listenFD: -1,
 	}
 	if err := p.setConfig(&cfg); err != nil {
 		return nil, fmt.Errorf("proxy config: %w", err)
@@ -153,6 +158,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	p.served = true
 	p.mu.Unlock()
 	p.addr = ln.Addr()
+	p.listenFD = listenerFD(ln)
 	cfg := p.conf()
 	limit, inUse := fdBudget()
 	p.conns.fdCap = limit
@@ -200,6 +206,21 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	p.shutdown()
 	p.wg.Wait()
 	return err
+}
+
+// listenerFD is ln's descriptor, or -1.
+func listenerFD(ln net.Listener) int {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	_ = rc.Control(func(u uintptr) { fd = int(u) })
+	return fd
 }
 
 // Addr is the listening address. It blocks until Serve has been called.
@@ -310,6 +331,8 @@ func (p *Proxy) tick(now time.Time) {
 		return
 	}
 	p.nextTick = now.Add(janitorPeriod)
+	p.suspendProgress(now)
+	p.statsTick(now)
 	if d := p.conf().QueryWaitTimeout; d > 0 {
 		for _, pl := range p.loopPools {
 			pl.expireWaiters(now, d)

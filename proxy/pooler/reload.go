@@ -36,6 +36,9 @@ func (p *Proxy) Reload(cfg Config) (changed, kept []string, err error) {
 	}
 	cfg.WaitLog = old.WaitLog // the wait log is sized once
 	cfg.Logf = old.Logf
+	if cfg.Source == nil {
+		cfg.Source = old.Source
+	}
 	changed = configDiff(old, &cfg)
 	if err := p.setConfig(&cfg); err != nil {
 		return nil, nil, fmt.Errorf("proxy reload: %w", err)

@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,7 +117,7 @@ func TestPauseResume(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, rows := show(ctx, t, admin, "SHOW POOLS")
-		if len(rows) == 1 && rows[0]["cl_waiting"] == "1" {
+		if i := slices.IndexFunc(rows, func(r map[string]string) bool { return r["database"] == "poolsim" }); i >= 0 && rows[i]["cl_waiting"] == "1" {
 			break
 		}
 		if time.Now().After(deadline) {

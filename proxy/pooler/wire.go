@@ -125,9 +125,10 @@ func send(w *bufio.Writer, msg pgproto3.BackendMessage) error {
 	return err
 }
 
-// fatal builds a FATAL ErrorResponse as PgBouncer sends it.
+// fatal builds a FATAL ErrorResponse as PgBouncer's send_pooler_error
+// writes it: severity, code and message, no unlocalized severity ('V').
 func fatal(code, message string) *pgproto3.ErrorResponse {
-	return &pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: message}
+	return &pgproto3.ErrorResponse{Severity: "FATAL", Code: code, Message: message}
 }
 
 // poolerError is a FATAL 08P01 ErrorResponse with a pooler's text.

@@ -16,6 +16,7 @@ import (
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/proxy/load"
+	"github.com/poolsim/poolsim/proxy/pooler"
 	"github.com/poolsim/poolsim/sim"
 )
 
@@ -220,47 +221,24 @@ func calibratedPrepared(cc *system.Config, w system.Workload, cal Calibration) {
 	cc.Workload.Parse = sim.ConstDist(sim.FromDuration(cal.Parse))
 }
 
-// proxyStats reads the in-process proxy's SHOW STATS parse and bind
-// totals of database db through its admin console at dsn.
-func proxyStats(ctx context.Context, dsn, db string) (serverParses, binds, clientParses int64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := pgconn.Connect(ctx, dsn)
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("proxy admin: %w", err)
-	}
-	defer closeConn(conn)
-	rs, err := conn.Exec(ctx, "SHOW STATS").ReadAll()
-	if err != nil || len(rs) != 1 {
-		return 0, 0, 0, fmt.Errorf("proxy SHOW STATS: %v", err)
-	}
-	col := map[string]int{}
-	for i, f := range rs[0].FieldDescriptions {
-		col[f.Name] = i
-	}
-	get := func(row [][]byte, name string) int64 {
-		i, ok := col[name]
-		if !ok {
-			return 0
+// proxyStats reads the in-process proxy's parse and bind totals of
+// database db (Proxy.Stats: PgBouncer 1.18's SHOW STATS has no such
+// columns).
+func proxyStats(_ context.Context, px *pooler.Proxy, db string) (serverParses, binds, clientParses int64, err error) {
+	for _, ps := range px.Stats() {
+		if ps.Database == db {
+			serverParses += ps.Counters.ServerParses
+			binds += ps.Counters.Binds
+			clientParses += ps.Counters.ClientParses
 		}
-		v, _ := strconv.ParseInt(string(row[i]), 10, 64)
-		return v
-	}
-	for _, row := range rs[0].Rows {
-		if string(row[col["database"]]) != db {
-			continue
-		}
-		serverParses += get(row, "total_server_parse_count")
-		binds += get(row, "total_bind_count")
-		clientParses += get(row, "total_client_parse_count")
 	}
 	return serverParses, binds, clientParses, nil
 }
 
 // settledStats reads proxyStats until two reads 50 ms apart agree, so that
 // clients still leaving the proxy are counted once.
-func settledStats(ctx context.Context, dsn, db string) (serverParses, binds, clientParses int64, err error) {
-	a, b, c, err := proxyStats(ctx, dsn, db)
+func settledStats(ctx context.Context, px *pooler.Proxy, db string) (serverParses, binds, clientParses int64, err error) {
+	a, b, c, err := proxyStats(ctx, px, db)
 	for range 40 {
 		if err != nil {
 			return 0, 0, 0, err
@@ -268,7 +246,7 @@ func settledStats(ctx context.Context, dsn, db string) (serverParses, binds, cli
 		if err := probe.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return 0, 0, 0, err
 		}
-		x, y, z, err2 := proxyStats(ctx, dsn, db)
+		x, y, z, err2 := proxyStats(ctx, px, db)
 		if err2 == nil && x == a && y == b && z == c {
 			return a, b, c, nil
 		}
@@ -282,13 +260,13 @@ type PreparedMeasured struct {
 	// Counts is what the drivers did.
 	Counts load.PreparedCounts
 	// FromProxy: the named-statement server parses and binds are the
-	// proxy's SHOW STATS counters (it tracks prepared statements: transaction
+	// proxy's counters (Proxy.Stats) (it tracks prepared statements: transaction
 	// or statement mode, max_prepared_statements > 0); else the driver's own
 	// count (each named Parse it sends reaches a server).
 	FromProxy                bool
-	ProxyServerParses        int64 // SHOW STATS total_server_parse_count over the run
-	ProxyBinds               int64 // total_bind_count
-	ProxyClientParses        int64 // total_client_parse_count
+	ProxyServerParses        int64 // the proxy's server parses over the run
+	ProxyBinds               int64 // the proxy's binds
+	ProxyClientParses        int64 // the proxy's client parses
 	ServerParses             int64 // every Parse a server did: named + the driver's unnamed
 	HitRate                  float64
 	ServerParsesPerS         float64

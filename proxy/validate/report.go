@@ -449,7 +449,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			n := pm.Counts
 			src := "the driver's own count of named Parses (the pooler does not track prepared statements here, so each reaches a server); hits = executions of named statements with no Parse that succeeded"
 			if pm.FromProxy {
-				src = fmt.Sprintf("the proxy's SHOW STATS over the run: total_server_parse_count %d (named Parses it forwarded or injected), total_bind_count %d, total_client_parse_count %d; hit rate = 1 − server parses / binds", pm.ProxyServerParses, pm.ProxyBinds, pm.ProxyClientParses)
+				src = fmt.Sprintf("the proxy's counters over the run (Proxy.Stats): server parses %d (named Parses it forwarded or injected), binds %d, client parses %d; hit rate = 1 − server parses / binds", pm.ProxyServerParses, pm.ProxyBinds, pm.ProxyClientParses)
 			}
 			p("\n\nPrepared statements (first run): %d executions — %d unnamed (each a parse at the server), %d of named statements (%d with the driver's named Parse, %d failed: prepared statement does not exist, in %d transactions); server parses = named Parses at the servers + unnamed executions = %d, %.1f/s over the wall; named Parses at the servers from %s.",
 				n.Unnamed+n.Binds, n.Unnamed, n.Binds, n.NamedParses, n.Failed, n.FailedTxns, pm.ServerParses, pm.ServerParsesPerS, src)

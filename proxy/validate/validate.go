@@ -27,7 +27,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -391,13 +390,9 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 		}
 	}
 	tracked := prepared && t.px != nil && preparedTracked(mode, c.Pooler.MaxPreparedStatements)
-	admin := vv.srv
-	admin.database = "pgbouncer"
-	adminDSN := ""
 	var sp0, b0, cp0 int64
 	if tracked {
-		adminDSN = admin.dsnAt("127.0.0.1", t.px.Addr().(*net.TCPAddr).Port)
-		if sp0, b0, cp0, err = proxyStats(ctx, adminDSN, vv.srv.database); err != nil {
+		if sp0, b0, cp0, err = proxyStats(ctx, t.px, vv.srv.database); err != nil {
 			return a, err
 		}
 	}
@@ -422,7 +417,7 @@ func (vv *v) once(ctx context.Context, c system.Config, stmt load.Statement, sam
 	if prepared {
 		var sp, b, cp int64
 		if tracked {
-			if sp, b, cp, err = settledStats(ctx, adminDSN, vv.srv.database); err != nil {
+			if sp, b, cp, err = settledStats(ctx, t.px, vv.srv.database); err != nil {
 				return a, err
 			}
 		}
@@ -626,7 +621,7 @@ func notes(target string, points []scenarios.Point) []string {
 		n[3] = "Each statement is one of workload.statements fixed texts (the live statement with its time as the bind parameter $1 and its number in a comment), chosen with the workload's Zipf popularity, and runs with the extended protocol as the model's driver does: an unnamed Parse/Bind/Execute/Sync until the text has run prepare_threshold times on the connection (0: always), then a named Parse once, in the same round trip as its first Bind/Execute, and Bind/Execute/Sync after that. Names are unique per client (poolsim_<client>_<k>), as the model's (connection, statement) pairs are. BEGIN and COMMIT travel unnamed in the same round trip as a transaction's first and last statements, so a transaction costs stmts_per_txn round trips, as in the model."
 		n = append(n,
 			"Every PostgreSQL connection of the run (calibration, the proxy's servers, direct clients) starts with plan_cache_mode = force_generic_plan: without it PostgreSQL plans a named statement with parameters afresh for its first five executions, where the model's prepared statement is parsed and planned once. The measured parse is PostgreSQL's parse and plan of the statement.",
-			"Prepared hit rate, as in the model: the share of executions of named statements that needed no Parse at their server, among those that did not fail. With the proxy tracking prepared statements (transaction mode, max_prepared_statements > 0) it is 1 − SHOW STATS total_server_parse_count / total_bind_count over the run (each Bind of a named statement, and the proxy's count of named Parses it forwarded or injected); otherwise every named Parse the driver sends reaches a server, and the driver counts it and the executions that succeeded without one. Server parses = named Parses at the servers + the driver's unnamed executions (each is a Parse), per second of the run's wall.",
+			"Prepared hit rate, as in the model: the share of executions of named statements that needed no Parse at their server, among those that did not fail. With the proxy tracking prepared statements (transaction mode, max_prepared_statements > 0) it is 1 − the proxy's server parses / binds over the run (Proxy.Stats) (each Bind of a named statement, and the proxy's count of named Parses it forwarded or injected); otherwise every named Parse the driver sends reaches a server, and the driver counts it and the executions that succeeded without one. Server parses = named Parses at the servers + the driver's unnamed executions (each is a Parse), per second of the run's wall.",
 			"A Bind of a statement missing on its server fails (SQLSTATE 26000): the live client then sends ROLLBACK, one round trip the model does not have, and goes on with its next transaction still believing the statement prepared, as the model's driver does.",
 			"The model gives the driver and the in-process proxy no CPU time; on this machine they share the cores with PostgreSQL. The live statement is scaled so that its CPU time dwarfs theirs (see the scenario).",
 		)

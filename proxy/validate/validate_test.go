@@ -216,7 +216,7 @@ func TestValidatePrepared(t *testing.T) {
 	// server parses far fewer than executions (at most 5 per server).
 	x := on.Measured.Prepared
 	if !x.FromProxy {
-		t.Errorf("cache on: the hit rate does not come from the proxy's SHOW STATS")
+		t.Errorf("cache on: the hit rate does not come from the proxy's counters")
 	}
 	if on.Measured.OKTxns != txns || x.Counts.FailedTxns != 0 {
 		t.Errorf("cache on: %d ok, %d failed; want %d and 0", on.Measured.OKTxns, x.Counts.FailedTxns, txns)

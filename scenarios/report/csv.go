@@ -22,6 +22,9 @@ func CSVHeader(r Report) []string {
 			head = append(head, p.Key)
 		}
 	}
+	if r.hasClasses() {
+		head = append(head, "class")
+	}
 	head = append(head, "replications")
 	ci := r.replicated()
 	for _, f := range system.Fields() {
@@ -36,25 +39,41 @@ func CSVHeader(r Report) []string {
 	return head
 }
 
-// CSVRecord is row i of r in CSVHeader's columns.
-func CSVRecord(r Report, i int) []string {
+// CSVRecords are row i of r in CSVHeader's columns: one record, or with
+// classes the whole run's ("all") and then each class's.
+func CSVRecords(r Report, i int) [][]string {
 	x := &r.Rows[i]
+	if !r.hasClasses() {
+		return [][]string{csvRecord(r, x, x, "")}
+	}
+	out := [][]string{csvRecord(r, x, x, "all")}
+	for k := range x.Classes {
+		out = append(out, csvRecord(r, x, classRow(x, k), x.Classes[k].Name))
+	}
+	return out
+}
+
+// csvRecord is one record: the point's params, then figures's numbers.
+func csvRecord(r Report, point, figures *scenarios.Row, class string) []string {
 	var rec []string
-	for _, p := range x.Params {
+	for _, p := range point.Params {
 		rec = append(rec, p.Value)
 	}
-	n := len(x.Reps)
+	if r.hasClasses() {
+		rec = append(rec, class)
+	}
+	n := len(figures.Reps)
 	rec = append(rec, strconv.Itoa(n))
 	ci := r.replicated()
 	for _, f := range system.Fields() {
-		mean, half := x.Stat(f)
+		mean, half := figures.Stat(f)
 		rec = append(rec, value(f, mean, n))
 		if ci {
 			rec = append(rec, strconv.FormatFloat(half, 'g', -1, 64))
 		}
 	}
 	for _, f := range compat.Features {
-		rec = append(rec, compat.Word(x.Compat[f]))
+		rec = append(rec, compat.Word(figures.Compat[f]))
 	}
 	return rec
 }
@@ -68,7 +87,7 @@ func WriteCSV(w io.Writer, r Report) error {
 		}
 	}
 	for i := range r.Rows {
-		if err := cw.Write(CSVRecord(r, i)); err != nil {
+		if err := cw.WriteAll(CSVRecords(r, i)); err != nil {
 			return err
 		}
 	}
@@ -92,7 +111,7 @@ func RowFromCSV(header, rec []string) (scenarios.Row, error) {
 		return row, fmt.Errorf("%d fields where the header has %d", len(rec), len(header))
 	}
 	k := 0
-	for k < len(header) && header[k] != "replications" {
+	for k < len(header) && header[k] != "replications" && header[k] != "class" {
 		row.Params = append(row.Params, scenarios.Param{Key: header[k], Value: rec[k]})
 		k++
 	}
@@ -101,7 +120,7 @@ func RowFromCSV(header, rec []string) (scenarios.Row, error) {
 	}
 	for i := k + 1; i < len(header); i++ {
 		name := header[i]
-		if strings.HasSuffix(name, "_ci95") || strings.HasPrefix(name, "compat_") {
+		if strings.HasSuffix(name, "_ci95") || strings.HasPrefix(name, "compat_") || name == "replications" || name == "class" {
 			continue
 		}
 		f, ok := system.FieldByName(name)

@@ -79,6 +79,15 @@ type jsonRow struct {
 	Deterministic bool          `json:"deterministic,omitempty"`
 	Metrics       Metrics       `json:"metrics"`
 	Compat        compat.Matrix `json:"compat"`
+	Classes       []jsonClass   `json:"classes,omitempty"`
+}
+
+// jsonClass is one client class's figures at a point.
+type jsonClass struct {
+	Name    string        `json:"name"`
+	Mode    string        `json:"mode"`
+	Metrics Metrics       `json:"metrics"`
+	Compat  compat.Matrix `json:"compat"`
 }
 
 // WriteJSON writes {"scenario", "seed", "rows": [{"params", "replications",
@@ -100,6 +109,10 @@ func WriteJSON(w io.Writer, r Report) error {
 	for i := range r.Rows {
 		x := &r.Rows[i]
 		out.Rows[i] = jsonRow{Params: Params(x.Params), Replications: len(x.Reps), Deterministic: x.Deterministic, Metrics: Metrics{x}, Compat: x.Compat}
+		for k := range x.Classes {
+			cr := classRow(x, k)
+			out.Rows[i].Classes = append(out.Rows[i].Classes, jsonClass{Name: x.Classes[k].Name, Mode: cr.Config.Pooler.Mode.String(), Metrics: Metrics{cr}, Compat: cr.Compat})
+		}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -6,6 +6,9 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/poolsim/poolsim/models/compat"
+	"github.com/poolsim/poolsim/models/poolmode"
+
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/scenarios"
 )
@@ -88,6 +91,45 @@ func (r Report) replicated() bool {
 		}
 	}
 	return false
+}
+
+// hasClasses reports whether any row has client classes: then every
+// output has a class column (CSV) or class lines (table, JSON).
+func (r Report) hasClasses() bool {
+	for i := range r.Rows {
+		if len(r.Rows[i].Classes) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// classRow is class k of row x as a row of its own (for the writers'
+// cells): its replications and means, the point's configuration and the
+// class's pool's feature matrix.
+func classRow(x *scenarios.Row, k int) *scenarios.Row {
+	c := x.Classes[k]
+	r := &scenarios.Row{Params: x.Params, Config: x.Config, Reps: c.Reps, Deterministic: x.Deterministic}
+	r.Metrics = c.Metrics
+	r.Compat = x.Compat
+	if k < len(x.Config.Classes) {
+		cl := x.Config.Classes[k]
+		r.Config.Workload, r.Config.AppPool = cl.Workload, cl.AppPool
+		r.Config.Pooler.Mode = classMode(x.Config, cl)
+		r.Compat = compat.For(r.Config.Pooler.Mode, x.Config.Pooler.MaxPreparedStatements)
+	}
+	return r
+}
+
+// classMode is the pool mode class cl uses.
+func classMode(c system.Config, cl system.Class) poolmode.Mode {
+	ps := c.PoolList()
+	for i, p := range c.Pools {
+		if p.Name == cl.Pool {
+			return ps[i].Mode
+		}
+	}
+	return ps[0].Mode
 }
 
 // value formats a metric for CSV: a count of one run as an integer, every

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,7 +82,13 @@ type shardJSONRow struct {
 	Params        []scenarios.Param `json:"params"`
 	Deterministic bool              `json:"deterministic"`
 	Reps          []system.Metrics  `json:"reps"`
+	Classes       []shardJSONClass  `json:"classes,omitempty"`
 	Compat        json.RawMessage   `json:"compat"`
+}
+
+type shardJSONClass struct {
+	Name string           `json:"name"`
+	Reps []system.Metrics `json:"reps"`
 }
 
 // WriteShard writes the shard of r's rows whose points are index: JSON
@@ -100,8 +107,10 @@ func WriteShard(w io.Writer, format string, meta ShardMeta, index []int, r Repor
 			}
 		}
 		for i := range r.Rows {
-			if err := cw.Write(append([]string{strconv.Itoa(index[i])}, CSVRecord(r, i)...)); err != nil {
-				return err
+			for _, rec := range CSVRecords(r, i) {
+				if err := cw.Write(append([]string{strconv.Itoa(index[i])}, rec...)); err != nil {
+					return err
+				}
 			}
 		}
 		cw.Flush()
@@ -116,6 +125,9 @@ func WriteShard(w io.Writer, format string, meta ShardMeta, index []int, r Repor
 			return err
 		}
 		out.Rows[i] = shardJSONRow{Point: index[i], Params: x.Params, Deterministic: x.Deterministic, Reps: x.Reps, Compat: c}
+		for _, cl := range x.Classes {
+			out.Rows[i].Classes = append(out.Rows[i].Classes, shardJSONClass{Name: cl.Name, Reps: cl.Reps})
+		}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -136,7 +148,7 @@ type Shard struct {
 type shardRow struct {
 	point int
 	row   scenarios.Row // json shards
-	rec   []string      // csv shards: the record without the point column
+	recs  [][]string    // csv shards: the point's records without the point column (one per class with classes)
 }
 
 func shardErr(format string, args ...any) error {
@@ -166,6 +178,12 @@ func ReadShard(name string, data []byte) (*Shard, error) {
 			}
 			row := scenarios.Row{Params: r.Params, Deterministic: r.Deterministic, Reps: r.Reps}
 			row.Metrics = row.Reps.Mean()
+			for _, cl := range r.Classes {
+				if len(cl.Reps) == 0 {
+					return nil, shardErr("%s: point %d class %s has no replication", name, r.Point, cl.Name)
+				}
+				row.Classes = append(row.Classes, scenarios.ClassRow{Name: cl.Name, Reps: cl.Reps, Metrics: system.Replicated(cl.Reps).Mean()})
+			}
 			m, err := decodeCompat(r.Compat)
 			if err != nil {
 				return nil, shardErr("%s: point %d: compat: %v", name, r.Point, err)
@@ -196,7 +214,11 @@ func ReadShard(name string, data []byte) (*Shard, error) {
 			if err != nil {
 				return nil, shardErr("%s: line %d: point %q is not a number", name, i+2, r[0])
 			}
-			s.rows = append(s.rows, shardRow{point: p, rec: r[1:]})
+			if n := len(s.rows); n > 0 && s.rows[n-1].point == p && slices.Contains(s.header, "class") {
+				s.rows[n-1].recs = append(s.rows[n-1].recs, r[1:]) // the point's next class
+				continue
+			}
+			s.rows = append(s.rows, shardRow{point: p, recs: [][]string{r[1:]}})
 		}
 		return s, nil
 	}
@@ -326,10 +348,10 @@ func Merge(w io.Writer, shards []*Shard) ([]scenarios.Row, error) {
 			}
 		}
 		for i, r := range all {
-			if err := cw.Write(r.rec); err != nil {
+			if err := cw.WriteAll(r.recs); err != nil {
 				return nil, err
 			}
-			row, err := RowFromCSV(header, r.rec)
+			row, err := RowFromCSV(header, r.recs[0])
 			if err != nil {
 				return nil, shardErr("point %d: %v", r.point, err)
 			}

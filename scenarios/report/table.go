@@ -55,18 +55,32 @@ func Cell(r *scenarios.Row, f system.Field, decimals int) string {
 	return strconv.FormatFloat(mean, 'f', decimals, 64) + " ± " + strconv.FormatFloat(half, 'f', decimals, 64)
 }
 
-func usesAppPool(c *system.Config) bool  { return c.AppPool.Mode != system.NoAppPool }
-func usesNullPool(c *system.Config) bool { return c.AppPool.Mode == system.NullPool }
-func usesCPU(c *system.Config) bool      { return c.Server.Cores > 0 }
-func isOpen(c *system.Config) bool       { return c.Workload.Open() }
-func hasRequests(c *system.Config) bool  { return c.Workload.RequestLevel() }
+// The show functions look at every class of a configuration.
+func anyClass(c *system.Config, f func(w system.Workload, a system.AppPool) bool) bool {
+	for _, cl := range c.ClassList() {
+		if f(cl.Workload, cl.AppPool) {
+			return true
+		}
+	}
+	return false
+}
+func usesAppPool(c *system.Config) bool {
+	return anyClass(c, func(_ system.Workload, a system.AppPool) bool { return a.Mode != system.NoAppPool })
+}
+func usesNullPool(c *system.Config) bool {
+	return anyClass(c, func(_ system.Workload, a system.AppPool) bool { return a.Mode == system.NullPool })
+}
+func usesCPU(c *system.Config) bool     { return c.Server.Cores > 0 }
+func isOpen(c *system.Config) bool      { return c.Open() }
+func hasRequests(c *system.Config) bool { return c.RequestLevel() }
 func usesFleet(c *system.Config) bool {
 	p := c.Pooler
 	return p.Processes > 1 || p.CPUPerMsg > 0 || p.Wakeup > 0
 }
 func usesPrepared(c *system.Config) bool {
-	w := c.Workload
-	return w.PrepareThreshold > 0 || w.Statements > 1 || w.Parse.MeanValue() > 0
+	return anyClass(c, func(w system.Workload, _ system.AppPool) bool {
+		return w.PrepareThreshold > 0 || w.Statements > 1 || w.Parse.MeanValue() > 0
+	})
 }
 
 // columns are the table's metric columns, after mode, load and the swept
@@ -159,7 +173,7 @@ func WriteTable(w io.Writer, r Report) error {
 	}
 	loadHead := "clients"
 	for i := range r.Rows {
-		if r.Rows[i].Config.Workload.Open() {
+		if r.Rows[i].Config.Open() {
 			loadHead = "load" // arrivals per second
 		}
 	}
@@ -170,23 +184,55 @@ func WriteTable(w io.Writer, r Report) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := append([]string{"mode", loadHead}, extra...)
+	classes := r.hasClasses()
+	head := []string{"mode", loadHead}
+	if classes {
+		head = []string{"class", "mode", loadHead}
+	}
+	head = append(head, extra...)
 	for _, c := range shown {
 		head = append(head, c.head)
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	var modes []system.Config
 	seen := map[[2]int]bool{}
-	for i := range r.Rows {
-		x := &r.Rows[i]
+	line := func(x, point *scenarios.Row, class string) {
 		c := x.Config
 		load := strconv.Itoa(c.Workload.Clients)
-		if c.Workload.Open() {
+		if class == "all" {
+			load = ""
+			n := 0
+			for _, cl := range c.Classes {
+				n += cl.Workload.Clients
+			}
+			if n > 0 {
+				load = strconv.Itoa(n)
+			}
+		}
+		if c.Workload.Open() && class != "all" {
 			load = strconv.FormatFloat(c.Workload.ArrivalRate, 'g', 6, 64) + "/s"
 		}
-		cells := []string{c.Pooler.Mode.String(), load}
+		if class == "all" && c.Open() {
+			var sum float64
+			for _, cl := range c.ClassList() {
+				sum += cl.Workload.ArrivalRate
+			}
+			load = strconv.FormatFloat(sum, 'g', 6, 64) + "/s"
+		}
+		mode := c.Pooler.Mode.String()
+		if class == "all" {
+			var ms []string
+			for _, m := range c.PoolModes() {
+				ms = append(ms, m.String())
+			}
+			mode = strings.Join(ms, "+")
+		}
+		cells := []string{mode, load}
+		if classes {
+			cells = append([]string{class}, cells...)
+		}
 		for _, k := range extra {
-			for _, p := range x.Params {
+			for _, p := range point.Params {
 				if p.Key == k {
 					cells = append(cells, p.Value)
 				}
@@ -197,9 +243,20 @@ func WriteTable(w io.Writer, r Report) error {
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		key := [2]int{int(c.Pooler.Mode), min(c.Pooler.MaxPreparedStatements, 1)}
-		if !seen[key] {
+		if class != "all" && !seen[key] {
 			seen[key] = true
 			modes = append(modes, c)
+		}
+	}
+	for i := range r.Rows {
+		x := &r.Rows[i]
+		if !classes {
+			line(x, x, "")
+			continue
+		}
+		line(x, x, "all")
+		for k := range x.Classes {
+			line(classRow(x, k), x, x.Classes[k].Name)
 		}
 	}
 	if err := tw.Flush(); err != nil {
