@@ -92,6 +92,41 @@ func TestBatchedIO(t *testing.T) {
 	})
 }
 
+// TestLoopLogsIOPath: the proxy says at start which path its loop takes,
+// so that a user can tell.
+func TestLoopLogsIOPath(t *testing.T) {
+	ioModes(t, func(t *testing.T, plain bool) {
+		var mu sync.Mutex
+		var lines []string
+		startProxy(t, func(c *Config) {
+			c.PlainIO = plain
+			c.Logf = func(format string, args ...any) {
+				mu.Lock()
+				defer mu.Unlock()
+				lines = append(lines, fmt.Sprintf(format, args...))
+			}
+		})
+		want := "event loop: epoll; a turn's reads batched into one io_uring_enter"
+		if plain {
+			want = "event loop: epoll; one read or sendto system call per socket (plain I/O asked for)"
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, l := range lines {
+			if strings.HasPrefix(l, "event loop:") {
+				n++
+				if !strings.HasPrefix(l, want) {
+					t.Errorf("log %q, want it to start %q", l, want)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d event loop lines in %q, want 1", n, lines)
+		}
+	})
+}
+
 func batchClient(ctx context.Context, dsn string, i, clients, rounds int) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {

@@ -96,14 +96,20 @@ func newLoop(px *Proxy) (*loop, error) {
 	}
 	l := &loop{px: px, ep: ep, efd: int(efd), now: time.Now(), events: make([]syscall.EpollEvent, 256)}
 	l.onRecv, l.onSent = l.received, l.sent
-	if !px.conf().PlainIO {
-		r, err := uring.New(ringSize)
-		if err != nil {
-			px.logf("event loop: %v; one read or sendto system call per socket", err)
-		} else {
-			l.ring = r
-		}
+	// Which path the loop takes is logged at start: a user can tell.
+	if px.conf().PlainIO {
+		px.logf("event loop: epoll; one read or sendto system call per socket (plain I/O asked for)")
+		return l, nil
 	}
+	r, err := uring.New(ringSize)
+	if err != nil {
+		// Not built in, kernel.io_uring_disabled, or a container's
+		// seccomp profile (Docker's default refuses io_uring_setup).
+		px.logf("event loop: epoll; one read or sendto system call per socket (%v)", err)
+		return l, nil
+	}
+	l.ring = r
+	px.logf("event loop: epoll; a turn's reads batched into one io_uring_enter, its writes into another")
 	return l, nil
 }
 

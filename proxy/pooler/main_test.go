@@ -3,6 +3,7 @@ package pooler
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"os"
 	"strings"
@@ -55,6 +56,7 @@ func startProxy(t testing.TB, edit func(*Config)) *testProxy {
 	cfg.Logf = t.Logf
 	cfg.Verbose = true
 	cfg.AdminUsers = []string{"poolsim"} // the tests' console user
+	cfg.PlainIO = plainIOFor(t)
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -92,6 +94,27 @@ func serveProxy(t testing.TB, cfg Config) *testProxy {
 	host, port, _ := net.SplitHostPort(p.Addr().String())
 	dsn := fmt.Sprintf("postgres://poolsim:poolsim@%s/poolsim?sslmode=disable", net.JoinHostPort(host, port))
 	return &testProxy{Proxy: p, dsn: dsn}
+}
+
+// plainIOFor says which I/O path a test's proxy takes, so that the suite
+// runs both where the kernel has io_uring: POOLSIM_TEST_IO=plain or
+// uring for every test, unset for half of them each, chosen by the test's
+// name (the same path on every run). A kernel without io_uring takes the
+// plain path whatever this says.
+func plainIOFor(t testing.TB) bool {
+	switch v := os.Getenv("POOLSIM_TEST_IO"); v {
+	case "plain":
+		return true
+	case "uring":
+		return false
+	case "":
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(t.Name()))
+		return h.Sum32()%2 == 1
+	default:
+		t.Fatalf("POOLSIM_TEST_IO=%q: want plain, uring or nothing (half the tests each)", v)
+		return false
+	}
 }
 
 // adminDSN is the URL of the proxy's console.
