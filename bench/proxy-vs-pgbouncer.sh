@@ -224,29 +224,33 @@ for r in $(seq 1 "$ROUNDS"); do
     if [ "$cpu_source" = perf ]; then
       perf stat -x, -e "$perf_events" -p "$(pid_of "$t")" -o "$tmp/perf-$r-$t.csv" -- sleep "$DURATION" &
       perf_pid=$!
-    elif [ -n "$PERF" ]; then
-      ticks0=$(proc_ticks "$(pid_of "$t")")
     fi
+    [ -n "$PERF" ] && ticks0=$(proc_ticks "$(pid_of "$t")")
     if ! "$pgbench" -S -c "$CLIENTS" -j "$JOBS" -T "$DURATION" -n -M "$MODE" \
       -h 127.0.0.1 -p "$(port_of "$t")" -U postgres postgres >"$out" 2>&1; then
       tail -n 20 "$out" >&2
       die "pgbench through $t failed (round $r)"
     fi
     [ "$cpu_source" = perf ] && wait "$perf_pid"
-    [ -n "$PERF" ] && [ "$cpu_source" != perf ] && ticks1=$(proc_ticks "$(pid_of "$t")")
+    [ -n "$PERF" ] && ticks1=$(proc_ticks "$(pid_of "$t")")
     tps=$(awk '/^tps = / {print $3; exit}' "$out")
     lat=$(awk '/^latency average = / {print $4; exit}' "$out")
     [ -n "$tps" ] && [ -n "$lat" ] || { cat "$out" >&2; die "could not parse pgbench output ($t, round $r)"; }
     printf '%-6s %-10s %12.1f %14.3f\n' "$r" "$t" "$tps" "$lat"
     cpu=
-    if [ "$cpu_source" = perf ]; then
-      line=$(perf_line "$tmp/perf-$r-$t.csv" "$tps")
-      printf '%s\n' "${line%$'\t'*}"
-      cpu=${line##*$'\t'}
-    elif [ -n "$PERF" ]; then
+    if [ -n "$PERF" ]; then
       # pgbench's -T window and the two reads of /proc are a few ms apart:
       # the ticks cover the run, including its connection set-up.
-      cpu=$(awk -v a="$ticks0" -v b="$ticks1" -v hz="$hz" -v tps="$tps" -v d="$DURATION" 'BEGIN {printf "%.3f", (b - a) / hz * 1e6 / (tps * d)}')
+      proc_cpu=$(awk -v a="$ticks0" -v b="$ticks1" -v hz="$hz" -v tps="$tps" -v d="$DURATION" 'BEGIN {printf "%.3f", (b - a) / hz * 1e6 / (tps * d)}')
+    fi
+    if [ "$cpu_source" = perf ]; then
+      line=$(perf_line "$tmp/perf-$r-$t.csv" "$tps")
+      # /proc counts every thread the process ever had: a check that perf
+      # missed none (threads started after it attached, say).
+      printf '%s; cpu from /proc/PID/stat %.1f us\n' "${line%$'\t'*}" "$proc_cpu"
+      cpu=${line##*$'\t'}
+    elif [ -n "$PERF" ]; then
+      cpu=$proc_cpu
       printf '       pooler per txn: cpu %.1f us (/proc/PID/stat)\n' "$cpu"
     fi
     printf '%s\t%s\t%s\t%s\t%s\n' "$t" "$tps" "$lat" "$r" "$cpu" >>"$results"
