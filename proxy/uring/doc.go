@@ -12,7 +12,9 @@
 // returns and the caller's buffers are not used after it.
 //
 // Only these two operations on non-blocking sockets are offered. A Ring
-// belongs to one goroutine (no locks). New fails where the kernel has no
-// io_uring or refuses it (kernel.io_uring_disabled, seccomp in a
-// container): callers then use plain read and sendto.
+// belongs to one goroutine (no locks). New fails, with ErrUnsupported,
+// where the kernel has no io_uring or refuses it (kernel.io_uring_disabled,
+// Docker's default seccomp profile) or does not run SEND and RECV (before
+// Linux 5.6; New asks with IORING_REGISTER_PROBE): callers then use plain
+// read and sendto.
 package uring

@@ -13,8 +13,12 @@ import (
 
 // Linux's io_uring ABI (include/uapi/linux/io_uring.h).
 const (
-	sysSetup = 425
-	sysEnter = 426
+	sysSetup    = 425
+	sysEnter    = 426
+	sysRegister = 427
+
+	registerProbe = 8 // IORING_REGISTER_PROBE (5.6 on)
+	opSupported   = 1 // IO_URING_OP_SUPPORTED
 
 	opSend = 26
 	opRecv = 27
@@ -70,6 +74,21 @@ type cqe struct {
 	flags    uint32
 }
 
+// probe is struct io_uring_probe with room for every opcode.
+type probe struct {
+	lastOp, opsLen uint8
+	resv           uint16
+	resv2          [3]uint32
+	ops            [256]probeOp
+}
+
+type probeOp struct {
+	op    uint8
+	resv  uint8
+	flags uint16
+	resv2 uint32
+}
+
 // ErrUnsupported is returned by New when the kernel has no usable io_uring.
 var ErrUnsupported = errors.New("io_uring is not available")
 
@@ -111,11 +130,39 @@ func New(entries uint32) (*Ring, error) {
 		return nil, fmt.Errorf("%w: io_uring_setup: %v", ErrUnsupported, e)
 	}
 	r := &Ring{fd: int(fd), entries: p.sqEntries}
+	if err := r.probe(); err != nil {
+		r.Close()
+		return nil, err
+	}
 	if err := r.mmap(&p); err != nil {
 		r.Close()
 		return nil, err
 	}
 	return r, nil
+}
+
+// probe checks that the kernel runs SEND and RECV. Kernels 5.4 and 5.5 set
+// a ring up but fail both with -EINVAL in every completion, which a caller
+// could not tell from a broken socket; they have no IORING_REGISTER_PROBE
+// either, and neither may a sandbox that offers part of io_uring.
+func (r *Ring) probe() error {
+	var pr probe
+	_, _, e := syscall.RawSyscall6(sysRegister, uintptr(r.fd), registerProbe, uintptr(unsafe.Pointer(&pr)), uintptr(len(pr.ops)), 0, 0)
+	if e != 0 {
+		return fmt.Errorf("%w: io_uring_register probe (Linux 5.6 or later): %v", ErrUnsupported, e)
+	}
+	return supports(&pr, opSend, opRecv)
+}
+
+// supports reports whether pr, a kernel's answer to a probe, marks every op
+// supported.
+func supports(pr *probe, ops ...uint8) error {
+	for _, op := range ops {
+		if int(op) >= int(pr.opsLen) || op > pr.lastOp || pr.ops[op].flags&opSupported == 0 {
+			return fmt.Errorf("%w: the kernel does not run io_uring opcode %d (SEND 26, RECV 27: Linux 5.6 or later)", ErrUnsupported, op)
+		}
+	}
+	return nil
 }
 
 func (r *Ring) mmap(p *params) error {

@@ -165,6 +165,32 @@ func TestFull(t *testing.T) {
 	}
 }
 
+// TestProbe checks the opcode probe's reading of a kernel's answer: an
+// opcode past the kernel's last, or not flagged supported, is refused.
+func TestProbe(t *testing.T) {
+	var pr probe
+	pr.lastOp, pr.opsLen = opRecv, opRecv+1
+	pr.ops[opSend].flags = opSupported
+	pr.ops[opRecv].flags = opSupported
+	if err := supports(&pr, opSend, opRecv); err != nil {
+		t.Errorf("both supported: %v", err)
+	}
+	pr.ops[opRecv].flags = 0
+	if err := supports(&pr, opSend, opRecv); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("RECV not flagged: %v, want ErrUnsupported", err)
+	}
+	pr.ops[opRecv].flags = opSupported
+	pr.lastOp, pr.opsLen = opSend, opSend+1 // a kernel that stops at SEND
+	if err := supports(&pr, opSend, opRecv); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("RECV past the last opcode: %v, want ErrUnsupported", err)
+	}
+	// This kernel, if it has io_uring at all, answers for both.
+	r := newRing(t, 2)
+	if err := r.probe(); err != nil {
+		t.Errorf("probe on a ring New accepted: %v", err)
+	}
+}
+
 func TestNewRejectsBadSize(t *testing.T) {
 	for _, n := range []uint32{0, 3, 8192} {
 		if _, err := New(n); err == nil || errors.Is(err, ErrUnsupported) {
