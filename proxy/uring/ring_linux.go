@@ -138,6 +138,10 @@ func New(entries uint32) (*Ring, error) {
 		r.Close()
 		return nil, err
 	}
+	if err := r.checkInline(); err != nil {
+		r.Close()
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -249,6 +253,26 @@ func (r *Ring) queue(op uint8, fd int, b []byte, flags uint32, tag uint64) bool 
 // input, or a negated errno such as -EAGAIN), in completion order. Every
 // queued buffer is free again when it returns.
 func (r *Ring) Submit(done func(tag uint64, res int32)) error {
+	if err := r.enter(done); err != nil {
+		return err
+	}
+	for r.pending > 0 {
+		// MSG_DONTWAIT operations complete inline (New checks it); this
+		// wait is a safety net.
+		r.enters++
+		_, _, e := syscall.Syscall6(sysEnter, uintptr(r.fd), 0, uintptr(r.pending), enterGetEvents, 0, 0)
+		if e != 0 && e != syscall.EINTR {
+			return fmt.Errorf("uring: io_uring_enter wait: %w", e)
+		}
+		r.reap(done)
+	}
+	runtime.KeepAlive(r)
+	return nil
+}
+
+// enter hands the queued operations to the kernel and reaps the
+// completions already posted, without waiting for the others.
+func (r *Ring) enter(done func(tag uint64, res int32)) error {
 	n := r.queued
 	if n == 0 {
 		return nil
@@ -273,17 +297,42 @@ func (r *Ring) Submit(done func(tag uint64, res int32)) error {
 		submitted += uint32(got)
 	}
 	r.reap(done)
-	for r.pending > 0 {
-		// MSG_DONTWAIT operations complete inline; this wait is a
-		// safety net for a kernel that posts them later.
-		r.enters++
-		_, _, e := syscall.Syscall6(sysEnter, uintptr(r.fd), 0, uintptr(r.pending), enterGetEvents, 0, 0)
-		if e != 0 && e != syscall.EINTR {
-			return fmt.Errorf("uring: io_uring_enter wait: %w", e)
-		}
-		r.reap(done)
+	return nil
+}
+
+// checkInline checks what the caller's use of Submit relies on: a RECV on
+// an empty socket and a SEND with room complete within the io_uring_enter
+// that submits them (MSG_DONTWAIT), not armed for later nor handed to a
+// kernel worker, which would make Submit wait for the socket. Closing the
+// ring cancels what is left if not.
+func (r *Ring) checkInline() error {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("uring: check: socketpair: %w", err)
 	}
-	runtime.KeepAlive(r)
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	in, out := make([]byte, 1), []byte{'x'}
+	for _, c := range []struct {
+		name string
+		op   func() bool
+		want int32
+	}{
+		{"RECV on an empty socket", func() bool { return r.Recv(fds[0], in, 0) }, -int32(syscall.EAGAIN)},
+		{"SEND with room", func() bool { return r.Send(fds[1], out, 0) }, 1},
+	} {
+		c.op()
+		got, ok := int32(0), false
+		if err := r.enter(func(_ uint64, res int32) { got, ok = res, true }); err != nil {
+			return fmt.Errorf("%w: %v", ErrUnsupported, err)
+		}
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: a %s did not complete at once (MSG_DONTWAIT)", ErrUnsupported, c.name)
+		case got != c.want:
+			return fmt.Errorf("%w: a %s gave %d, want %d", ErrUnsupported, c.name, got, c.want)
+		}
+	}
 	return nil
 }
 
