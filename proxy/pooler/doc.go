@@ -158,7 +158,8 @@
 // (package uring; Config.PlainIO turns it off) the reads of one batch go
 // to the kernel in one system call, right after epoll_wait, and its writes
 // in one more when the batch settles; with a socket of its own a read or
-// write is a raw system call, as it is everywhere with PlainIO. A system
+// write is a raw system call, as it is everywhere with PlainIO and where
+// uring.New refuses (the proxy logs which path it took at start). A system
 // call costs about a microsecond of CPU on the machines poolsim was
 // measured on, more than the proxy's own work on a message: batched, a
 // pgbench -S transaction costs well under one (bench/proxy-vs-pgbouncer.sh
