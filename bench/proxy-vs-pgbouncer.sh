@@ -13,9 +13,15 @@
 # medians proxy/pgbouncer, and each round's ratio with their geometric mean.
 # Everything it starts is stopped and removed on exit.
 #
-# With PERF=1 (needs perf and root, or perf_event_paranoid <= -1) each
-# run also counts the pooler's own CPU time, context switches and system
-# calls with perf stat and prints them per transaction.
+# With PERF=1 each run also counts the pooler's own CPU time per
+# transaction (all its threads) and prints, after the medians, each
+# target's median CPU per transaction and the proxy/pgbouncer ratio, beside
+# TPS, with the ratios of the rounds' pairs. With perf (and root, or
+# perf_event_paranoid <= -1) the counts come from perf stat, with context
+# switches and system calls per transaction (every one, and reads, writes,
+# epoll and io_uring_enter apart); without it, from the utime and stime of
+# /proc/PID/stat (10 ms ticks), and the output says which (PERF=proc uses
+# /proc even where perf works).
 #
 # Environment: DURATION (seconds per run, default 20), ROUNDS (default 3),
 # PROXY_ARGS (extra flags for poolsim proxy, e.g. "--threads 1"),
@@ -172,23 +178,38 @@ fi
 # --- rounds -------------------------------------------------------------------
 port_of() { case $1 in pgbouncer) echo "$bport" ;; proxy) echo "$pport" ;; esac; }
 pid_of() { case $1 in pgbouncer) cat "$tmp/pgbouncer.pid" ;; proxy) echo "$proxy_pid" ;; esac; }
-perf_events=task-clock,context-switches,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_write,syscalls:sys_enter_sendto,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_ctl
+perf_events=task-clock,context-switches,raw_syscalls:sys_enter,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_write,syscalls:sys_enter_sendto,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_io_uring_enter
+cpu_source=
 if [ -n "$PERF" ]; then
-  command -v perf >/dev/null 2>&1 || die "PERF=1: perf not found (Debian: apt-get install linux-perf)"
-  perf stat -e "$perf_events" -- true >/dev/null 2>&1 || die "PERF=1: perf stat cannot count $perf_events (run as root, or lower kernel.perf_event_paranoid)"
+  if [ "$PERF" = proc ]; then
+    cpu_source="/proc/PID/stat utime+stime (PERF=proc)"
+  elif ! command -v perf >/dev/null 2>&1; then
+    cpu_source="/proc/PID/stat utime+stime (perf not found; Debian: apt-get install linux-perf)"
+  elif ! perf stat -e "$perf_events" -- true >/dev/null 2>&1; then
+    cpu_source="/proc/PID/stat utime+stime (perf stat cannot count $perf_events: run as root, or lower kernel.perf_event_paranoid)"
+  else
+    cpu_source=perf
+  fi
+  echo "pooler CPU per transaction from: $cpu_source"
 fi
-perf_line() { # perf_line FILE TPS: the pooler's counts per transaction
+perf_line() { # perf_line FILE TPS: the pooler's counts per transaction; the last field is cpu us
   awk -F, -v tps="$2" -v d="$DURATION" '
     {v = $1 + 0; e = $3}
     e == "task-clock" {cpu = v}
     e == "context-switches" {cs = v}
+    e == "raw_syscalls:sys_enter" {all = v}
     e ~ /sys_enter_(read|recvfrom)$/ {rd += v}
     e ~ /sys_enter_(write|sendto)$/ {wr += v}
     e ~ /sys_enter_epoll_p?wait$/ {ew += v}
     e ~ /sys_enter_epoll_ctl$/ {ec += v}
-    END {n = tps * d; printf "       pooler per txn: cpu %.1f us, context switches %.2f, reads %.2f, writes %.2f, epoll_wait %.2f, epoll_ctl %.2f\n",
-      cpu * 1000 / n, cs / n, rd / n, wr / n, ew / n, ec / n}' "$1"
+    e ~ /sys_enter_io_uring_enter$/ {ur += v}
+    END {n = tps * d; printf "       pooler per txn: cpu %.1f us, context switches %.2f, system calls %.2f (reads %.2f, writes %.2f, epoll_wait %.2f, epoll_ctl %.2f, io_uring_enter %.2f)\t%.3f\n",
+      cpu * 1000 / n, cs / n, all / n, rd / n, wr / n, ew / n, ec / n, ur / n, cpu * 1000 / n}' "$1"
 }
+proc_ticks() { # proc_ticks PID: utime+stime of every thread, in clock ticks
+  awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$1/stat"
+}
+hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
 results=$tmp/results.tsv
 : >"$results"
 echo "pgbench -S -c $CLIENTS -j $JOBS -T $DURATION -n -M $MODE, $ROUNDS round(s) per target"
@@ -200,22 +221,39 @@ for r in $(seq 1 "$ROUNDS"); do
   [ $((r % 2)) = 0 ] && order=$(echo "$TARGETS" | awk '{for (i = NF; i > 0; i--) printf "%s%s", $i, (i > 1 ? " " : "")}')
   for t in $order; do
     out=$tmp/run-$r-$t.log
-    if [ -n "$PERF" ]; then
+    if [ "$cpu_source" = perf ]; then
       perf stat -x, -e "$perf_events" -p "$(pid_of "$t")" -o "$tmp/perf-$r-$t.csv" -- sleep "$DURATION" &
       perf_pid=$!
     fi
+    [ -n "$PERF" ] && ticks0=$(proc_ticks "$(pid_of "$t")")
     if ! "$pgbench" -S -c "$CLIENTS" -j "$JOBS" -T "$DURATION" -n -M "$MODE" \
       -h 127.0.0.1 -p "$(port_of "$t")" -U postgres postgres >"$out" 2>&1; then
       tail -n 20 "$out" >&2
       die "pgbench through $t failed (round $r)"
     fi
-    [ -n "$PERF" ] && wait "$perf_pid"
+    [ "$cpu_source" = perf ] && wait "$perf_pid"
+    [ -n "$PERF" ] && ticks1=$(proc_ticks "$(pid_of "$t")")
     tps=$(awk '/^tps = / {print $3; exit}' "$out")
     lat=$(awk '/^latency average = / {print $4; exit}' "$out")
     [ -n "$tps" ] && [ -n "$lat" ] || { cat "$out" >&2; die "could not parse pgbench output ($t, round $r)"; }
     printf '%-6s %-10s %12.1f %14.3f\n' "$r" "$t" "$tps" "$lat"
-    [ -n "$PERF" ] && perf_line "$tmp/perf-$r-$t.csv" "$tps"
-    printf '%s\t%s\t%s\t%s\n' "$t" "$tps" "$lat" "$r" >>"$results"
+    cpu=
+    if [ -n "$PERF" ]; then
+      # pgbench's -T window and the two reads of /proc are a few ms apart:
+      # the ticks cover the run, including its connection set-up.
+      proc_cpu=$(awk -v a="$ticks0" -v b="$ticks1" -v hz="$hz" -v tps="$tps" -v d="$DURATION" 'BEGIN {printf "%.3f", (b - a) / hz * 1e6 / (tps * d)}')
+    fi
+    if [ "$cpu_source" = perf ]; then
+      line=$(perf_line "$tmp/perf-$r-$t.csv" "$tps")
+      # /proc counts every thread the process ever had: a check that perf
+      # missed none (threads started after it attached, say).
+      printf '%s; cpu from /proc/PID/stat %.1f us\n' "${line%$'\t'*}" "$proc_cpu"
+      cpu=${line##*$'\t'}
+    elif [ -n "$PERF" ]; then
+      cpu=$proc_cpu
+      printf '       pooler per txn: cpu %.1f us (/proc/PID/stat)\n' "$cpu"
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\n' "$t" "$tps" "$lat" "$r" "$cpu" >>"$results"
   done
 done
 
@@ -224,18 +262,34 @@ median() { # median TARGET COLUMN
     awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 echo
-printf '%-10s %12s %14s\n' target median_tps median_lat_ms
-for t in $TARGETS; do
-  printf '%-10s %12.1f %14.3f\n' "$t" "$(median "$t" 2)" "$(median "$t" 3)"
-done
+if [ -n "$PERF" ]; then
+  printf '%-10s %12s %14s %18s\n' target median_tps median_lat_ms median_cpu_us_txn
+  for t in $TARGETS; do
+    printf '%-10s %12.1f %14.3f %18.2f\n' "$t" "$(median "$t" 2)" "$(median "$t" 3)" "$(median "$t" 5)"
+  done
+else
+  printf '%-10s %12s %14s\n' target median_tps median_lat_ms
+  for t in $TARGETS; do
+    printf '%-10s %12.1f %14.3f\n' "$t" "$(median "$t" 2)" "$(median "$t" 3)"
+  done
+fi
+paired() { # paired COLUMN WHAT: the rounds' proxy/pgbouncer ratios and their geometric mean
+  awk -F'\t' -v c="$1" -v what="$2" '$1 == "proxy" {p[$4] = $c} $1 == "pgbouncer" {g[$4] = $c}
+    END {s = 0; n = 0; line = ""
+      for (r in p) if ((r in g) && p[r] > 0 && g[r] > 0) {s += log(p[r] / g[r]); n++}
+      for (r = 1; r <= n; r++) line = line sprintf(" %.3f", p[r] / g[r])
+      printf "paired %s ratios (proxy/pgbouncer, by round):%s; geometric mean %.3f\n", what, line, exp(s / n)}' "$results"
+}
 if want pgbouncer && want proxy; then
   awk -v a="$(median proxy 2)" -v b="$(median pgbouncer 2)" -v c="$(median proxy 3)" -v d="$(median pgbouncer 3)" \
-    'BEGIN {printf "proxy/pgbouncer: tps %.3f, latency %.3f\n", a / b, c / d}'
+    'BEGIN {printf "proxy/pgbouncer: tps %.3f, latency %.3f", a / b, c / d}'
+  if [ -n "$PERF" ]; then
+    awk -v a="$(median proxy 5)" -v b="$(median pgbouncer 5)" 'BEGIN {printf ", cpu per transaction %.3f", a / b}'
+  fi
+  echo
   # The same round's two runs are minutes apart at most: their ratio is
   # less moved by the machine's drift than the medians are.
-  awk -F'\t' '$1 == "proxy" {p[$4] = $2} $1 == "pgbouncer" {g[$4] = $2}
-    END {s = 0; n = 0; line = ""
-      for (r in p) if (r in g) {s += log(p[r] / g[r]); n++}
-      for (r = 1; r <= n; r++) line = line sprintf(" %.3f", p[r] / g[r])
-      printf "paired ratios (proxy/pgbouncer, by round):%s; geometric mean %.3f\n", line, exp(s / n)}' "$results"
+  paired 2 tps
+  [ -n "$PERF" ] && paired 5 "cpu per transaction"
 fi
+true

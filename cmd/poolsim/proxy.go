@@ -146,6 +146,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long transactions may finish after SIGINT")
 	threads := fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
 	verbose := fs.BoolP("verbose", "v", false, "log every server close and its reason")
+	plainIO := fs.Bool("plain-io", false, "one read or sendto system call per socket; by default, where the kernel allows io_uring, the event loop batches a turn's reads into one system call and its writes into another")
 	pprofListen := fs.String("pprof-listen", "", "serve Go's runtime profiles (net/http/pprof: goroutines, heap) on this loopback address, e.g. 127.0.0.1:6060; empty = off")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -183,6 +184,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		c.Logf = logger.Printf
 		c.Verbose = *verbose
+		c.PlainIO = *plainIO
 		c.WaitLog = -1 // the per-assignment log is for the validator; nobody reads it here
 		return c, c.Validate()
 	}

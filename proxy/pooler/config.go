@@ -146,6 +146,11 @@ type Config struct {
 	// are dropped first. 0 means DefaultWaitLog; a negative value keeps
 	// none (for a proxy whose Waits nobody reads).
 	WaitLog int
+	// PlainIO makes the event loop read and write each socket with a
+	// system call of its own. By default, where the kernel allows io_uring,
+	// the reads of one turn of the loop go to the kernel in one system call
+	// and its writes in another (package uring).
+	PlainIO bool
 	// Logf, if set, receives the proxy's log lines (server login failures;
 	// with Verbose also every server close and its reason).
 	Logf    func(format string, args ...any)

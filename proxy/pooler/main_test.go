@@ -3,6 +3,7 @@ package pooler
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"os"
 	"strings"
@@ -44,7 +45,7 @@ type testProxy struct {
 // startProxy starts a proxy in front of the shared cluster; edit adjusts
 // the config. It is stopped, and its Serve must have returned, when the test
 // ends.
-func startProxy(t *testing.T, edit func(*Config)) *testProxy {
+func startProxy(t testing.TB, edit func(*Config)) *testProxy {
 	t.Helper()
 	c := pgclustertest.Need(t, cluster)
 	cfg := DefaultConfig()
@@ -55,13 +56,14 @@ func startProxy(t *testing.T, edit func(*Config)) *testProxy {
 	cfg.Logf = t.Logf
 	cfg.Verbose = true
 	cfg.AdminUsers = []string{"poolsim"} // the tests' console user
+	cfg.PlainIO = plainIOFor(t)
 	if edit != nil {
 		edit(&cfg)
 	}
 	return serveProxy(t, cfg)
 }
 
-func serveProxy(t *testing.T, cfg Config) *testProxy {
+func serveProxy(t testing.TB, cfg Config) *testProxy {
 	t.Helper()
 	p, err := New(cfg)
 	if err != nil {
@@ -94,12 +96,33 @@ func serveProxy(t *testing.T, cfg Config) *testProxy {
 	return &testProxy{Proxy: p, dsn: dsn}
 }
 
+// plainIOFor says which I/O path a test's proxy takes, so that the suite
+// runs both where the kernel has io_uring: POOLSIM_TEST_IO=plain or
+// uring for every test, unset for half of them each, chosen by the test's
+// name (the same path on every run). A kernel without io_uring takes the
+// plain path whatever this says.
+func plainIOFor(t testing.TB) bool {
+	switch v := os.Getenv("POOLSIM_TEST_IO"); v {
+	case "plain":
+		return true
+	case "uring":
+		return false
+	case "":
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(t.Name()))
+		return h.Sum32()%2 == 1
+	default:
+		t.Fatalf("POOLSIM_TEST_IO=%q: want plain, uring or nothing (half the tests each)", v)
+		return false
+	}
+}
+
 // adminDSN is the URL of the proxy's console.
 func (tp *testProxy) adminDSN() string {
 	return strings.Replace(tp.dsn, "/poolsim?", "/pgbouncer?", 1)
 }
 
-func testCtx(t *testing.T, d time.Duration) context.Context {
+func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

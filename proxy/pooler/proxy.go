@@ -202,8 +202,18 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	case err = <-acceptErr:
 		err = fmt.Errorf("proxy accept: %w", err)
 	}
-	_ = ln.Close()
-	p.shutdown()
+	select {
+	case <-p.hurry:
+		// An immediate shutdown cuts the clients before it refuses new
+		// connections, so that a refused connection means the clients are
+		// gone too, as when PgBouncer exits on SHUTDOWN or SIGTERM.
+		// Connections accepted meanwhile are closed by their logins.
+		p.shutdown()
+		_ = ln.Close()
+	default:
+		_ = ln.Close()
+		p.shutdown()
+	}
 	p.wg.Wait()
 	return err
 }

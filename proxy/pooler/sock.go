@@ -17,6 +17,7 @@ type sock struct {
 	closed bool
 	dirty  bool // in loop.dirty
 	werr   bool // a write failed: the connection is broken
+	inRing bool // an operation on it is in the loop's io_uring batch
 	c      *client
 	s      *server
 }
