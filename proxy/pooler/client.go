@@ -49,6 +49,9 @@ type client struct {
 	stmts map[string]*psEntry
 
 	txStatus poolmode.TxStatus
+	// tlsVersion and tlsSuite describe a client's TLS connection (0: plain
+	// TCP), for SHOW CLIENTS.
+	tlsVersion, tlsSuite uint16
 	// counted: the connection holds a place in Proxy.conns (connClosed
 	// gives it back); console: it is an admin console connection. Owned by
 	// the login goroutine, then by the loop.

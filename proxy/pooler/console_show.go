@@ -292,7 +292,7 @@ func clientRow(c *client, state string, now time.Time) ([]any, [7]int) {
 		user, db = c.pool.key.user, c.pool.key.db
 	}
 	return []any{"C", user, db, state, addr, port, laddr, lport, c.connectTime.time().Format(adminTime),
-		req.time().Format(adminTime), us / 1e6, us % 1e6, 0, ptr(c.id), link, 0, "",
+		req.time().Format(adminTime), us / 1e6, us % 1e6, 0, ptr(c.id), link, 0, c.tlsInfo(),
 		c.want.get("application_name")}, sockPos(&c.sk, c.fwdLeft)
 }
 
@@ -321,7 +321,7 @@ func consoleRow(cc *consoleConn, state string) ([]any, [7]int) {
 	addr, port := ipAddr(c.remote)
 	laddr, lport := ipAddr(c.local)
 	return []any{"C", cc.u.name, adminDB, state, addr, port, laddr, lport, c.connectTime.time().Format(adminTime),
-		cc.since.Format(adminTime), 0, 0, 0, ptr(c.id), "", 0, "", c.lg.appName}, [7]int{}
+		cc.since.Format(adminTime), 0, 0, 0, ptr(c.id), "", 0, c.tlsInfo(), c.lg.appName}, [7]int{}
 }
 
 // sockPos is SHOW SOCKETS' buffer columns for a loop socket: recv_pos

@@ -6,8 +6,11 @@
 //
 // # What it does
 //
-// Clients log in to the proxy, not to PostgreSQL: SSLRequest and
-// GSSENCRequest are declined ('N'); authentication is PgBouncer's trust,
+// Clients log in to the proxy, not to PostgreSQL: an SSLRequest is
+// accepted or declined as ClientTLSSSLMode (PgBouncer's
+// client_tls_sslmode) says, and require and above refuse a plain login
+// with FATAL "SSL required" (clienttls.go); GSSENCRequest is declined
+// ('N'); authentication is PgBouncer's trust,
 // any, plain, md5 or scram-sha-256 against a PgBouncer auth_file (auth.go);
 // the proxy answers with the ParameterStatus messages cached from its
 // pool's first server connection (one is opened at a pool's first login),
@@ -185,8 +188,8 @@
 // the loop, the accept loop, the one that gives free heap back to the
 // operating system (memory.go), one per connection while it logs in (and
 // for the console, while it lasts), one per server login and one per
-// forwarded cancel (two more per server connection behind TLS, which the loop reaches
-// through a socket pair). Pools, logged-in clients and servers belong to
+// forwarded cancel (two more per TLS connection, client or server, which
+// the loop reaches through a socket pair). Pools, logged-in clients and servers belong to
 // the loop; the other goroutines hand it work (Proxy.loop.post and call)
 // and never touch that state themselves, so it needs no locks. The loop also
 // runs query_wait_timeout (exactly, from its epoll timeout) and, three
