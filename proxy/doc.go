@@ -6,6 +6,9 @@
 //	proxy/pooler       the pooling proxy itself (poolsim proxy): a
 //	                   PgBouncer-style pooler on the wire protocol; it
 //	                   imports models/poolmode and nothing else of poolsim
+//	proxy/metrics      the pooler's Prometheus endpoint (poolsim proxy
+//	                   --metrics-listen): what its console shows, counters
+//	                   and histograms per pool
 //	proxy/pgcluster    a throwaway PostgreSQL cluster from the installed
 //	                   binaries (initdb, pg_ctl) for tests and validate;
 //	                   childproc starts and reaps its processes
@@ -17,6 +20,6 @@
 //	                   pgbouncer or directly, and sets the measurement
 //	                   beside the model (models/system)
 //
-// The pooler is the only one a user runs on its own; the other five are the
+// The pooler (with its metrics) is the only one a user runs on its own; the other five are the
 // lab that checks the model against it and against PgBouncer.
 package proxy

@@ -20,6 +20,7 @@ import (
 
 	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/proxy/metrics"
 	"github.com/poolsim/poolsim/proxy/pooler"
 )
 
@@ -63,6 +64,14 @@ also refuses a login over plain TCP with FATAL "SSL required"; verify-ca and
 verify-full also want a client certificate signed by --client-tls-ca-file.
 Every mode but disable needs --client-tls-cert-file and --client-tls-key-file.
 SHOW CLIENTS' tls column names the TLS version and cipher.
+
+Metrics: --metrics-listen ADDR serves Prometheus' text format at
+http://ADDR/metrics: the console's SHOW POOLS, DATABASES and LISTS as
+gauges, per-pool counters (transactions, requests, bytes, seconds in
+transactions, requests and waits) where SHOW STATS averages per database,
+and per-pool histograms of client wait, transaction and request time. The
+endpoint has no authentication; pgbouncer_exporter also works against the
+console (--stats-users).
 
 Signals, as PgBouncer 1.18: SIGHUP reloads the settings (the config file and
 auth file are read again; what can change live changes, the rest is logged);
@@ -115,6 +124,7 @@ Examples:
   poolsim proxy --upstream postgres://app@127.0.0.1:5432/app --client-tls-sslmode require \
       --client-tls-cert-file server.crt --client-tls-key-file server.key
   psql 'postgres://app@127.0.0.1:6432/pgbouncer' -c 'SHOW POOLS'
+  poolsim proxy --upstream postgres://app@127.0.0.1:5432/app --metrics-listen 127.0.0.1:9127
 
 Flags:
 %s
@@ -159,6 +169,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long transactions may finish after SIGINT")
 	threads := fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
 	verbose := fs.BoolP("verbose", "v", false, "log every server close and its reason")
+	metricsListen := fs.String("metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (what the console shows, counters and histograms per pool; no authentication), e.g. 127.0.0.1:9127; empty = off")
 	pprofListen := fs.String("pprof-listen", "", "serve Go's runtime profiles (net/http/pprof: goroutines, heap) on this loopback address, e.g. 127.0.0.1:6060; empty = off")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -235,6 +246,23 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ln.Addr(), cfg.Mode, cfg.PoolSize, prepared, upstream)
 	if env := pooler.UpstreamEnvApplied(cfg.Upstream); cfg.Upstream != "" && len(env) > 0 {
 		logger.Printf("upstream: taking %s from the environment (the URL does not set them)", strings.Join(env, ", "))
+	}
+	if *metricsListen != "" {
+		mln, err := net.Listen("tcp", *metricsListen)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		mctx, stop := context.WithCancel(context.Background())
+		mdone := make(chan error, 1)
+		go func() { mdone <- metrics.Serve(mctx, mln, p) }() // owner: runProxy, which stops and waits for it
+		defer func() {
+			stop()
+			if err := <-mdone; err != nil {
+				logger.Print(err)
+			}
+		}()
+		fmt.Fprintf(stdout, "poolsim proxy: metrics on http://%s/metrics\n", mln.Addr())
 	}
 	if *pprofListen != "" {
 		stop, err := servePprof(*pprofListen)

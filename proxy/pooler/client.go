@@ -286,12 +286,16 @@ func (c *client) ready(s *server, status poolmode.TxStatus, msg []byte) {
 	if c.outstanding > 0 {
 		c.outstanding--
 		if c.outstanding == 0 {
-			st.queryTime += now.Sub(c.queryStart.time()).Microseconds()
+			us := now.Sub(c.queryStart.time()).Microseconds()
+			st.queryTime += us
+			c.pool.hist.query.observe(us)
 		}
 	}
 	if status == poolmode.Idle && c.xactStart != 0 {
+		us := now.Sub(c.xactStart.time()).Microseconds()
 		st.xacts++
-		st.xactTime += now.Sub(c.xactStart.time()).Microseconds()
+		st.xactTime += us
+		c.pool.hist.xact.observe(us)
 		c.xactStart = 0
 	}
 	c.txStatus = status

@@ -2,11 +2,13 @@ package pooler
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -658,4 +660,22 @@ func (p *Proxy) showTotals() *table {
 		}
 	})
 	return t
+}
+
+// ErrNoSuchView is Show's error for a name that is not a SHOW view with
+// rows (HELP answers with a notice only).
+var ErrNoSuchView = errors.New("no such SHOW view")
+
+// Show returns what the console's SHOW view (case-insensitive: "POOLS",
+// "stats_totals", ...) shows: its columns, in PgBouncer 1.18's order, and
+// its rows, each cell a string, an int, an int64, a uint64, a bool, a
+// []byte or nil for NULL. The Prometheus endpoint reads the console this
+// way.
+func (p *Proxy) Show(view string) (columns []string, rows [][]any, err error) {
+	v, ok := showViews[strings.ToLower(view)]
+	if !ok || v.table == nil {
+		return nil, nil, fmt.Errorf("show %s: %w", view, ErrNoSuchView)
+	}
+	t := v.table(p)
+	return t.names, t.rows, nil
 }
