@@ -305,6 +305,12 @@ func (c *client) ready(s *server, status poolmode.TxStatus, msg []byte) {
 	}
 	d := c.pool.mode.AfterReady(status, pending)
 	if d == poolmode.Refuse {
+		// As PgBouncer, the client gets only the FATAL: what the server
+		// answered (BEGIN's CommandComplete) and is not yet written is
+		// dropped, unless a write of it has begun.
+		if c.sk.sent == 0 {
+			c.sk.out = c.sk.out[:0]
+		}
 		c.unlink(s)
 		c.pool.closeServer(s, poolmode.ErrTxBlockNotAllowed)
 		c.fatalClose(poolerError(poolmode.ErrTxBlockNotAllowed))

@@ -42,7 +42,8 @@
 // with ServerResetQuery (session mode) or released; a server left inside a
 // transaction or mid-query is closed, never reused. Statement mode closes
 // the server and sends FATAL 08P01 "transaction blocks not allowed in
-// statement pooling mode" when a transaction block starts.
+// statement pooling mode" when a transaction block starts, and, as
+// PgBouncer, nothing of the server's reply to BEGIN before it.
 //
 // Five session settings follow their client as PgBouncer's varcache makes
 // them (varcache.go): client_encoding, DateStyle, TimeZone,
