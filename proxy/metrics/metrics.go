@@ -175,9 +175,6 @@ func (c *collector) collectView(ch chan<- prometheus.Metric, v view) error {
 		for _, l := range v.labels {
 			labels = append(labels, text(r[idx[l[0]]]))
 		}
-		if v.name == "DATABASES" && labels[0] == "pgbouncer" {
-			continue // the console's own database is no pool
-		}
 		for _, g := range v.gauges {
 			i, ok := idx[g.col]
 			if !ok {
