@@ -127,7 +127,7 @@ var fields = []field{
 		c.Workload.StmtTextSize = v
 		return err
 	}},
-	{"workload.think", "client time between requests (without requests_per_session: after each statement but the session's last, as app and think alike): a duration or a distribution", func(c *system.Config, n *yaml.Node) error {
+	{"workload.think", "client time between requests, and before a closed client's first one (without requests_per_session: after each statement but the session's last, as app and think alike): a duration or a distribution", func(c *system.Config, n *yaml.Node) error {
 		return distInto(&c.Workload.Think, n)
 	}},
 	{"app_pool.mode", "application-side pool: none (each client holds one connection per session), queue (QueuePool/HikariCP: borrow per transaction) or null (NullPool: a new connection per transaction)", func(c *system.Config, n *yaml.Node) error {
@@ -317,7 +317,7 @@ func Fields() []string {
 	for i, f := range fields {
 		out[i] = fmt.Sprintf("%-34s %s", f.key, f.doc)
 	}
-	return out
+	return append(out, ClassFields()...)
 }
 
 func scalar(n *yaml.Node) (string, error) {

@@ -8,7 +8,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/poolsim/poolsim/models/advise"
 	"github.com/poolsim/poolsim/models/poolmode"
@@ -24,7 +23,7 @@ func init() {
 	register(command{name: "advise", short: "recommend a pool mode and pool size, with reasons and how sure", run: runAdvise})
 }
 
-const adviseHelp = `Usage: poolsim advise SCENARIO [--features LIST] [--slo-p99 DURATION] [--min-tps N]
+const adviseHelp = `Usage: poolsim advise SCENARIO [--features [CLASS=]LIST] [--slo-p99 [CLASS=]DURATION] [--min-tps N]
                       [--pool-sizes VALUES] [--server-cores N] [--spindles N]
                       [--replications N | --precision P] [--set key=value ...]
                       [--seed N] [--format table|json] [--quiet]
@@ -67,6 +66,22 @@ How it decides:
   5. When nothing qualifies it says so, names the binding constraint and the
      closest configuration, and what would make one qualify.
 
+The SLO bounds the p99 of a request when the workload runs requests
+(workload.requests_per_session), else of a transaction; the output says
+which (slo_applies_to in JSON).
+
+A scenario with classes: (several pools) gets a mode and pool_size per pool
+under the one server budget: each pool in turn, in the scenario's order, is
+simulated at every allowed mode and size with the other pools as they stand
+(decided ones at their answers), and decided on the figures of its lead
+class (the one with an SLO, else the most clients) by the rules above; every
+class is guarded - no configuration may make any class refuse connections,
+time out or leave transactions unfinished, or miss the SLO of a class on the
+same pool. The final configuration is simulated as a whole and every class
+checked on it. --features and --slo-p99 take CLASS=VALUE for one class
+(repeat the flag); a plain value applies to every class. The answer reads
+"web: transaction, 40; report: session, 3; 43 of 200 server connections".
+
 The scenario's sweep: block is ignored (advise takes one workload: the
 scenario's base values with --set applied).
 
@@ -83,6 +98,7 @@ Examples:
   poolsim advise web-app --set workload.arrival_rate=1200/s --replications 20
   poolsim advise my-app.yaml --features set,listen --slo-p99 50ms --min-tps 2000 --pool-sizes 5..60/5
   poolsim advise my-app.yaml --format json | jq .answer
+  poolsim advise web-and-report --slo-p99 web=150ms --features report=with_hold
 
 Exit status: 0 success (also when no configuration qualifies: the output says
 so), 1 failure, 2 usage error (bad flags, bad --features, --slo-p99 or
@@ -99,8 +115,8 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	format := fs.String("format", "table", "output format: table or json")
 	seed := fs.Uint64("seed", 0, "random seed (default: the scenario's)")
 	sets := fs.StringArray("set", nil, "override a scenario value by its dotted key: --set workload.clients=500")
-	features := fs.String("features", "", "session features the application uses: "+advise.FeatureNames)
-	slo := fs.String("slo-p99", "", "p99 transaction latency bound, e.g. 50ms (default: none)")
+	features := fs.StringArray("features", nil, "session features the application uses: "+advise.FeatureNames+"; with classes, CLASS=LIST for one class (repeat the flag)")
+	slos := fs.StringArray("slo-p99", nil, "p99 latency bound, e.g. 50ms, of a request when the workload has requests, else of a transaction (default: none); with classes, CLASS=DURATION for one class (repeat the flag)")
 	minTPS := fs.Float64("min-tps", 0, "least acceptable steady throughput in transactions per second (default: none)")
 	poolSizes := fs.String("pool-sizes", "", "default_pool_size values to try, as for sweep --vary (default 1..max_connections/log)")
 	cores := fs.Int("server-cores", 2, "server CPU cores, for the HikariCP rule cores*2 + spindles (default: the scenario's server.cores, else 2)")
@@ -119,18 +135,12 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() != 1 {
 		return usagef("want exactly one SCENARIO (a file or a built-in name), got %d arguments; see 'poolsim advise --help'", fs.NArg())
 	}
-	feats, err := advise.ParseFeatures(*features)
+	needs, err := parseNeeds(*features, *slos)
 	if err != nil {
-		return usagef("--features %q: %v", *features, err)
+		return err
 	}
-	req := advise.Request{Features: feats, MinTPS: *minTPS, ServerCores: *cores, Spindles: *spindles}
-	if *slo != "" {
-		d, err := time.ParseDuration(*slo)
-		if err != nil || d <= 0 {
-			return usagef("--slo-p99 %q: want a duration above 0 such as 50ms or 1.5s", *slo)
-		}
-		req.SLOP99 = d
-	}
+	all := needs[""]
+	req := advise.Request{Features: all.Features, SLOP99: all.SLOP99, MinTPS: *minTPS, ServerCores: *cores, Spindles: *spindles}
 	if *minTPS < 0 || math.IsNaN(*minTPS) || math.IsInf(*minTPS, 0) {
 		return usagef("--min-tps %v: want a throughput of 0 or more", *minTPS)
 	}
@@ -174,6 +184,17 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	req.PoolSizes = sizes
+	if sc.Base.Multi() {
+		if fs.Changed("min-tps") {
+			return usagef("--min-tps: a scenario with classes takes an SLO per class (--slo-p99 CLASS=DURATION), not a throughput floor")
+		}
+		return advisePools(ctx, sc, req, needs, sf, st, *format, *plotPath, stdout, stderr)
+	}
+	for name := range needs {
+		if name != "" {
+			return usagef("%s=...: %s has no classes (classes: in the scenario); give --features and --slo-p99 without a class name", name, sc.Source)
+		}
+	}
 	a, err := advise.Run(req, func(cfgs []system.Config) ([]system.Replicated, error) {
 		pts := make([]scenarios.Point, len(cfgs))
 		for i, c := range cfgs {

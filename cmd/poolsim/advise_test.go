@@ -149,7 +149,7 @@ func TestAdviseImpossibleSLO(t *testing.T) {
 		t.Fatalf("answer %+v, binding %q: want none, bound by the p99 SLO (best 5.80 ms)", a.Answer, a.Binding)
 	}
 	code, out, _ := runCmd("advise", "pgbouncer-modes", "--set", "workload.clients=200", "--slo-p99", "1ms")
-	if code != 0 || !strings.HasPrefix(out, "Answer: no configuration qualifies") || !strings.Contains(out, "binding: the p99 SLO") {
+	if code != 0 || !strings.HasPrefix(out, "Answer: no configuration qualifies") || !strings.Contains(out, "binding: the transaction p99 SLO") {
 		t.Errorf("exit %d, text:\n%s", code, out)
 	}
 	// A throughput floor beyond the server's capacity binds too.

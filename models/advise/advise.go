@@ -82,14 +82,37 @@ const DrainFactor = 10
 type Request struct {
 	Base     system.Config    // the workload and the server, as the scenario says
 	Features []compat.Feature // session features the application uses
-	// SLOP99 bounds p99 transaction latency (0: no bound); MinTPS bounds
-	// throughput from below (0: no bound).
+	// SLOP99 bounds p99 latency (0: no bound): of a request when the
+	// workload has a request level (Workload.RequestLevel), else of a
+	// transaction (see Latency). MinTPS bounds throughput from below (0:
+	// no bound).
 	SLOP99 time.Duration
 	MinTPS float64
+	// Guards are other classes a configuration must not fail (with
+	// several classes: see Pools), each with its own SLO.
+	Guards []Guard
 	// PoolSizes are the default_pool_size values to try in pooler modes.
 	PoolSizes []int
 	// ServerCores and Spindles feed the HikariCP rule of thumb.
 	ServerCores, Spindles int
+}
+
+// Latency is the metric the SLO bounds and modes are ranked by: the p99
+// of a request (req_p99_ms) when the workload has a request level, else
+// of a transaction (p99_ms).
+func (r Request) Latency() system.Field {
+	if r.Base.Workload.RequestLevel() {
+		return fReqP99
+	}
+	return fP99
+}
+
+// LatencyWords names Latency: "request" or "transaction".
+func (r Request) LatencyWords() string {
+	if r.Base.Workload.RequestLevel() {
+		return "request"
+	}
+	return "transaction"
 }
 
 // featureAliases are the --features names (the short names and

@@ -20,10 +20,14 @@ type Eval struct {
 	PoolSize int // default_pool_size; 0 in direct mode
 	Reps     system.Replicated
 	Metrics  system.Metrics // the means over Reps
-	Fails    []string       // the constraints it misses on the means; empty when it qualifies
-	Unsure   []string       // the constraints its intervals straddle
-	Excluded bool           // it misses a constraint beyond its interval
-	Sure     bool           // it meets every constraint beyond its interval
+	// With classes (Pools): Reps are the deciding class's, Classes every
+	// class's (in Config.ClassList order) and Total the whole run's.
+	Classes  []system.Replicated
+	Total    system.Replicated
+	Fails    []string // the constraints it misses on the means; empty when it qualifies
+	Unsure   []string // the constraints its intervals straddle
+	Excluded bool     // it misses a constraint beyond its interval
+	Sure     bool     // it meets every constraint beyond its interval
 	// WorseBy is the paired difference of its p99 and (1 + P99Slack) times
 	// its mode's best qualifying p99, in ms, with its 95 % half-width
 	// (qualifying points only).
@@ -59,8 +63,9 @@ type Verdict struct {
 	// from the choice (rule 4): Low the smallest not surely excluded, High
 	// the smallest surely fine (nil: none of those tried).
 	Low, High *Eval
-	BestP99   float64 // the best qualifying p99 (ms)
-	Closest   *Eval   // when none qualifies: fewest misses, then most throughput, then lowest p99
+	BestP99   float64 // the best qualifying p99 (ms) of the deciding latency
+	lat       system.Field
+	Closest   *Eval // when none qualifies: fewest misses, then most throughput, then lowest p99
 }
 
 // Classic are the rules of thumb beside the simulated optimum. Little's
@@ -107,6 +112,9 @@ type Advice struct {
 	Help    []string
 	Classic Classic
 	Notes   []string
+	// Latency is the metric the SLO and the ranking read: p99_ms
+	// (transactions) or req_p99_ms (requests).
+	Latency string
 }
 
 // ErrRunner is returned when the runner's results do not match the plan.
@@ -152,6 +160,7 @@ func field(name string) system.Field {
 var (
 	fTPSSteady = field("tps_steady")
 	fP99       = field("p99_ms")
+	fReqP99    = field("req_p99_ms")
 	fDrain     = field("drain_ms")
 	fSession   = field("session_mean_ms")
 	fRefused   = field("conn_refused")
@@ -258,7 +267,7 @@ func (r Request) checks(best *Eval) []check {
 	}
 	w := r.Base.Workload
 	if w.Open() {
-		offered := w.ArrivalRate * float64(w.TxnsPerSession)
+		offered := w.ArrivalRate * w.MeanTxnsPerSession()
 		need := offered * (1 - LoadSlack)
 		cs = append(cs, check{
 			test: func(e *Eval) (string, bool, bool) {
@@ -313,21 +322,23 @@ func (r Request) checks(best *Eval) []check {
 	}
 	if r.SLOP99 > 0 {
 		slo := ms(r.SLOP99)
+		lat, what := r.Latency(), r.LatencyWords()
 		cs = append(cs, check{
 			test: func(e *Eval) (string, bool, bool) {
-				m, h := stat(e, fP99)
+				m, h := stat(e, lat)
 				if m > slo {
-					return fmt.Sprintf("p99 %.2f ms above the SLO %v", m, r.SLOP99), m-h > slo, false
+					return fmt.Sprintf("%s p99 %.2f ms above the SLO %v", what, m, r.SLOP99), m-h > slo, false
 				}
 				return "", false, m+h <= slo
 			},
-			worst: func(e *Eval) float64 { m, _ := stat(e, fP99); return m },
+			worst: func(e *Eval) float64 { m, _ := stat(e, lat); return m },
 			binds: func(b *Eval) string {
-				m, _ := stat(b, fP99)
-				return fmt.Sprintf("the p99 SLO of %v: the lowest p99 any mode and pool size reaches is %.2f ms (%s)", r.SLOP99, m, where(b))
+				m, _ := stat(b, lat)
+				return fmt.Sprintf("the %s p99 SLO of %v: the lowest %s p99 any mode and pool size reaches is %.2f ms (%s)", what, r.SLOP99, what, m, where(b))
 			},
 		})
 	}
+	cs = append(cs, r.guards()...)
 	if r.MinTPS > 0 {
 		cs = append(cs, check{
 			test: func(e *Eval) (string, bool, bool) {
@@ -370,7 +381,10 @@ func apply(cs []check, e *Eval) {
 // Decide turns simulated configurations into advice (rules 3 to 6).
 func Decide(r Request, evals []*Eval) *Advice {
 	fs, implied := r.features()
-	a := &Advice{Features: fs, Implied: implied, Modes: r.options(), Deterministic: true}
+	a := &Advice{Features: fs, Implied: implied, Modes: r.options(), Deterministic: true, Latency: r.Latency().Name}
+	for _, v := range a.Modes {
+		v.lat = r.Latency()
+	}
 	byOption := map[Option]*Verdict{}
 	for _, v := range a.Modes {
 		byOption[v.Option] = v
@@ -393,7 +407,7 @@ func Decide(r Request, evals []*Eval) *Advice {
 	var best *Eval
 	w := r.Base.Workload
 	if w.Open() {
-		a.Offered, a.OfferedOpen = w.ArrivalRate*float64(w.TxnsPerSession), true
+		a.Offered, a.OfferedOpen = w.ArrivalRate*w.MeanTxnsPerSession(), true
 	} else {
 		basic := r.checks(nil)
 		for _, e := range evals {
@@ -436,15 +450,23 @@ func Decide(r Request, evals []*Eval) *Advice {
 	return a
 }
 
+// Latency is the metric the verdict ranks by (p99_ms or req_p99_ms).
+func (v *Verdict) Latency() string {
+	if v.lat.Name == "" {
+		return fP99.Name
+	}
+	return v.lat.Name
+}
+
 // choose is rule 4 for one mode.
 func (v *Verdict) choose() {
 	bestE := v.best()
 	if bestE == nil {
 		return
 	}
-	v.BestP99 = bestE.Metrics.P99Ms
+	v.BestP99 = v.lat.Get(&bestE.Metrics)
 	for _, e := range v.Evals { // ascending pool sizes
-		m, h := paired(e, bestE, fP99, 1+P99Slack)
+		m, h := paired(e, bestE, v.lat, 1+P99Slack)
 		notWorse := m-h <= 0 // not significantly worse than the best by more than P99Slack
 		surelyNot := m+h <= 0
 		if e.Meets() {
@@ -478,7 +500,7 @@ func (a *Advice) rank(choices []*Verdict) {
 	lead := choices[0].best()
 	tied := []*Verdict{choices[0]}
 	for _, v := range choices[1:] {
-		m, h := paired(v.best(), lead, fP99, 1)
+		m, h := paired(v.best(), lead, v.lat, 1)
 		if !sim.Differs(m, h) {
 			tied = append(tied, v)
 		}
@@ -510,7 +532,7 @@ func (a *Advice) rank(choices []*Verdict) {
 func (v *Verdict) best() *Eval {
 	var b *Eval
 	for _, e := range v.Evals {
-		if e.Meets() && (b == nil || e.Metrics.P99Ms < b.Metrics.P99Ms) {
+		if e.Meets() && (b == nil || v.lat.Get(&e.Metrics) < v.lat.Get(&b.Metrics)) {
 			b = e
 		}
 	}

@@ -11,7 +11,7 @@ import (
 // whose behaviour the pooler follows, and what the model leaves out. Each
 // is one sentence, the ones that matter most for c first.
 func Assumptions(c Config) []string {
-	w, p, s := c.Workload, c.Pooler, c.Server
+	p, s := c.Pooler, c.Server
 	var out []string
 	pooled := false
 	for _, pl := range c.PoolModes() {
@@ -50,14 +50,25 @@ func Assumptions(c Config) []string {
 	if s.Connect.MeanValue() == 0 {
 		out = append(out, "opening a backend costs nothing (server.connect 0s); PostgreSQL takes milliseconds per connection")
 	}
-	if w.Open() {
-		warm := fmt.Sprintf("a %v warm-up", w.Warmup)
-		if w.WarmupAuto {
-			warm = fmt.Sprintf("a warm-up found by MSER-5 on %d pilot runs", Pilots)
+	for _, cl := range c.ClassList() {
+		w := cl.Workload
+		who := ""
+		if c.Multi() {
+			who = "class " + cl.Name + ": "
 		}
-		out = append(out, fmt.Sprintf("arrivals for %v (Poisson, %g sessions/s); the figures are the steady window after %s, up to the end of arrivals", w.Duration, w.ArrivalRate, warm))
-	} else {
-		out = append(out, fmt.Sprintf("%d clients connect at t = 0 and each runs %.4g transactions; tps_steady covers the time while every client still runs, tps the whole run", w.Clients, w.MeanTxnsPerSession()))
+		switch {
+		case w.Open():
+			warm := fmt.Sprintf("a %v warm-up", w.Warmup)
+			if w.WarmupAuto {
+				warm = fmt.Sprintf("a warm-up found by MSER-5 on %d pilot runs", Pilots)
+			}
+			out = append(out, fmt.Sprintf("%sarrivals for %v (Poisson, %g sessions/s); the figures are the steady window after %s, up to the end of arrivals", who, w.Duration, w.ArrivalRate, warm))
+		case w.RequestLevel():
+			out = append(out, fmt.Sprintf("%s%d clients each run %d requests of %.4g transactions on average, waiting workload.think before each (the first too, so they start spread out); tps_steady covers the time while every client still runs, tps the whole run",
+				who, w.Clients, w.RequestsPerSession, w.MeanTxnsPerSession()/float64(w.RequestsPerSession)))
+		default:
+			out = append(out, fmt.Sprintf("%s%d clients connect at t = 0 and each runs %.4g transactions; tps_steady covers the time while every client still runs, tps the whole run", who, w.Clients, w.MeanTxnsPerSession()))
+		}
 	}
 	out = append(out, "left out: network bandwidth and packet loss, disk and WAL beyond workload.query, locks between transactions, autovacuum and checkpoints, TLS, the clients' own CPU, reserve_pool, min_pool_size, server_lifetime and server_idle_timeout reconnects")
 	return out

@@ -93,7 +93,9 @@ type Workload struct {
 	// StmtsPerTxn statements. App is the client's time between the
 	// statements of a transaction and between the transactions of a
 	// request (application code); Think is then the time between requests
-	// (a web worker waiting for the next HTTP request). RequestsPerSession
+	// (a web worker waiting for the next HTTP request), and a closed
+	// client's wait before its first request, so that such clients start
+	// spread out as workers that wait for traffic do. RequestsPerSession
 	// 0 leaves the request level out: each of TxnsPerSession transactions
 	// is its own request and Think follows every statement, as App and
 	// Think alike (RequestLevel reports which). AppSet says App was given.

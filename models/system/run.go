@@ -2,6 +2,7 @@ package system
 
 import (
 	"context"
+	"math"
 
 	"github.com/poolsim/poolsim/models/compat"
 	"github.com/poolsim/poolsim/models/poolmode"
@@ -180,11 +181,25 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 		for j := range w.Clients {
 			id := int32(len(m.users))
 			m.users = append(m.users, newUser(k.base+uint64(j), int16(i)))
-			s.At(0, evSession, id, 0)
+			s.At(m.firstThink(w, id), evSession, id, 0)
 		}
 	}
 	s.Run(m)
 	return m, &s
+}
+
+// firstThink is when closed client u starts: at once, or - when its
+// workload runs requests - after a think, as a worker waits for its first
+// request as for every later one (so the clients do not all start at 0).
+func (m *model) firstThink(w Workload, u int32) sim.Time {
+	if !w.RequestLevel() {
+		return 0
+	}
+	if !w.Think.Random() {
+		return w.Think.Mean
+	}
+	r := m.think.At(m.users[u].session, math.MaxUint64)
+	return w.Think.Sample(&r)
 }
 
 // draw samples d from the family f at client u's current statement: its

@@ -29,7 +29,10 @@ func BaseWords(c system.Config) string {
 	w := c.Workload
 	load := fmt.Sprintf("%d clients", w.Clients)
 	if w.Open() {
-		load = fmt.Sprintf("%g sessions/s for %v (%g transactions/s offered)", w.ArrivalRate, w.Duration, w.ArrivalRate*float64(w.TxnsPerSession))
+		load = fmt.Sprintf("%g sessions/s for %v (%g transactions/s offered)", w.ArrivalRate, w.Duration, w.ArrivalRate*w.MeanTxnsPerSession())
+	}
+	if w.RequestLevel() {
+		return fmt.Sprintf("%s, %d requests per session of %g transactions on average, %d statements per transaction, server max_connections %d", load, w.RequestsPerSession, w.MeanTxnsPerSession()/float64(w.RequestsPerSession), w.StmtsPerTxn, c.Server.MaxConnections)
 	}
 	return fmt.Sprintf("%s, %d transactions per session, %d statements per transaction, server max_connections %d", load, w.TxnsPerSession, w.StmtsPerTxn, c.Server.MaxConnections)
 }
@@ -57,10 +60,13 @@ func ecell(e *advise.Eval, name string, decimals int) string {
 }
 
 // figures is one configuration's numbers in a line.
-func figures(e *advise.Eval) string {
-	s := fmt.Sprintf("%s tps steady, p50 %s ms, p99 %s ms, wait p99 %s ms, %s refused, %s timed out, %s server connections at peak",
-		ecell(e, "tps_steady", 1), ecell(e, "p50_ms", 2), ecell(e, "p99_ms", 2), ecell(e, "wait_p99_ms", 2),
-		ecell(e, "conn_refused", 0), ecell(e, "wait_timeouts", 0), ecell(e, "server_conns_peak", 0))
+func figures(e *advise.Eval, a *advise.Advice) string {
+	s := fmt.Sprintf("%s tps steady, p50 %s ms, p99 %s ms, ", ecell(e, "tps_steady", 1), ecell(e, "p50_ms", 2), ecell(e, "p99_ms", 2))
+	if a.Latency == "req_p99_ms" {
+		s += fmt.Sprintf("request p50 %s ms, request p99 %s ms, ", ecell(e, "req_p50_ms", 2), ecell(e, "req_p99_ms", 2))
+	}
+	s += fmt.Sprintf("wait p99 %s ms, %s refused, %s timed out, %s server connections at peak",
+		ecell(e, "wait_p99_ms", 2), ecell(e, "conn_refused", 0), ecell(e, "wait_timeouts", 0), ecell(e, "server_conns_peak", 0))
 	if e.Metrics.ServerMemPeakMB > 0 {
 		s += fmt.Sprintf(" (%.0f MB of server memory)", e.Metrics.ServerMemPeakMB)
 	}
@@ -80,10 +86,32 @@ func answerWords(e *advise.Eval, base system.Config) string {
 	return s
 }
 
+// latencyField is the metric the advice ranks by: p99_ms or req_p99_ms.
+func latencyField(a *advise.Advice) string {
+	if a.Latency == "" {
+		return "p99_ms"
+	}
+	return a.Latency
+}
+
+// latencyWords names it: "of a transaction" or "of a request".
+func latencyWords(a *advise.Advice) string {
+	if a.Latency == "req_p99_ms" {
+		return "of a request"
+	}
+	return "of a transaction"
+}
+
 func constraintWords(req advise.Request) string {
 	s := "carries the load, no refusals, no timeouts (query_wait_timeout, app-pool acquire)"
 	if req.SLOP99 > 0 {
-		s += fmt.Sprintf(", p99 <= %v", req.SLOP99)
+		s += fmt.Sprintf(", %s p99 <= %v", req.LatencyWords(), req.SLOP99)
+	}
+	for _, g := range req.Guards {
+		s += fmt.Sprintf(", class %s: no refusals, timeouts or unfinished transactions", g.Name)
+		if g.SLO > 0 {
+			s += fmt.Sprintf(" and p99 <= %v", g.SLO)
+		}
 	}
 	if req.MinTPS > 0 {
 		s += fmt.Sprintf(", >= %g tps steady", req.MinTPS)
@@ -125,7 +153,7 @@ func sureWords(a *advise.Advice, v *advise.Verdict) []string {
 		out = append(out, "every draw of this workload is constant, so each configuration ran once and its figures are exact")
 	} else {
 		out = append(out, fmt.Sprintf("%d replications per configuration, the same seeds for every one (paired comparisons); figures are mean ± 95%% CI", a.Replications))
-		out = append(out, fmt.Sprintf("the deciding p99: %s ms", ecell(e, "p99_ms", 2)))
+		out = append(out, fmt.Sprintf("the deciding p99 (%s): %s ms", latencyWords(a), ecell(e, latencyField(a), 2)))
 	}
 	if e.Mode != poolmode.Direct && v != nil {
 		switch {
@@ -195,20 +223,20 @@ func WriteAdviceText(w io.Writer, in AdviceInput) error {
 	p("")
 	if e := a.Answer; e != nil {
 		p("Why:")
-		p("  - %s: %s.", answerWords(e, req.Base), figures(e))
+		p("  - %s: %s.", answerWords(e, req.Base), figures(e, a))
 		if v := verdictOf(a, e); v != nil && e.Mode != poolmode.Direct {
-			p("  - the smallest pool of %s whose p99 is not significantly worse than its best (%.2f ms) by more than %.0f%%.", e.Mode, v.BestP99, advise.P99Slack*100)
+			p("  - the smallest pool of %s whose p99 (%s) is not significantly worse than its best (%.2f ms) by more than %.0f%%.", e.Mode, latencyWords(a), v.BestP99, advise.P99Slack*100)
 		}
 		if e.Saved {
 			p("  - protocol-level prepared statements need max_prepared_statements above 0 in %s pooling; the scenario has %d.", e.Mode, req.Base.Pooler.MaxPreparedStatements)
 		}
 		if r := a.RunnerUp; r != nil {
 			d := (e.Metrics.TPSSteady/r.Metrics.TPSSteady - 1) * 100
-			p("  - against the runner-up at its own pool: %+.1f%% steady throughput, p99 %s ms vs %s ms.", d, ecell(e, "p99_ms", 2), ecell(r, "p99_ms", 2))
+			p("  - against the runner-up at its own pool: %+.1f%% steady throughput, p99 (%s) %s ms vs %s ms.", d, latencyWords(a), ecell(e, latencyField(a), 2), ecell(r, latencyField(a), 2))
 		}
 		p("")
 		if r := a.RunnerUp; r != nil {
-			p("Runner-up: %s: %s.", answerWords(r, req.Base), figures(r))
+			p("Runner-up: %s: %s.", answerWords(r, req.Base), figures(r, a))
 		} else {
 			p("Runner-up: none - no other mode qualifies.")
 		}
@@ -270,6 +298,14 @@ func WriteAdviceText(w io.Writer, in AdviceInput) error {
 	return tw.Flush()
 }
 
+// p99Words is "p99" or "request p99".
+func p99Words(v *advise.Verdict) string {
+	if v.Latency() == "req_p99_ms" {
+		return "request p99"
+	}
+	return "p99"
+}
+
 // VerdictWords is one mode's verdict in a line.
 func VerdictWords(v *advise.Verdict) string {
 	if !v.Allowed {
@@ -286,10 +322,10 @@ func VerdictWords(v *advise.Verdict) string {
 		return fmt.Sprintf(" at pool %d", e.PoolSize)
 	}
 	if c := v.Choice; c != nil {
-		return s + fmt.Sprintf("qualifies%s: %s tps steady, p99 %s ms, wait p99 %s ms, %s server connections", where(c), ecell(c, "tps_steady", 1), ecell(c, "p99_ms", 2), ecell(c, "wait_p99_ms", 2), ecell(c, "server_conns_peak", 0))
+		return s + fmt.Sprintf("qualifies%s: %s tps steady, %s %s ms, wait p99 %s ms, %s server connections", where(c), ecell(c, "tps_steady", 1), p99Words(v), ecell(c, v.Latency(), 2), ecell(c, "wait_p99_ms", 2), ecell(c, "server_conns_peak", 0))
 	}
 	if e := v.Closest; e != nil {
-		return s + fmt.Sprintf("fails everywhere; closest%s: %s (%s tps steady, p99 %s ms)", where(e), strings.Join(e.Fails, ", "), ecell(e, "tps_steady", 1), ecell(e, "p99_ms", 2))
+		return s + fmt.Sprintf("fails everywhere; closest%s: %s (%s tps steady, %s %s ms)", where(e), strings.Join(e.Fails, ", "), ecell(e, "tps_steady", 1), p99Words(v), ecell(e, v.Latency(), 2))
 	}
 	return s + "not evaluated"
 }
@@ -303,6 +339,7 @@ type adviceJSON struct {
 	Features      []string       `json:"features"`
 	Implied       []string       `json:"implied"`
 	SLOP99Ms      float64        `json:"slo_p99_ms"`
+	Latency       string         `json:"slo_applies_to"`
 	MinTPS        float64        `json:"min_tps"`
 	PoolSizes     []int          `json:"pool_sizes"`
 	Offered       float64        `json:"offered_tps"`
@@ -363,11 +400,18 @@ func toEvalJSON(e *advise.Eval) *evalJSON {
 // mode's verdict and every configuration with its metrics (means and
 // _ci95 half-widths with replications).
 func WriteAdviceJSON(w io.Writer, in AdviceInput) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(adviceDoc(in))
+}
+
+// adviceDoc is the JSON document of one advice.
+func adviceDoc(in AdviceInput) adviceJSON {
 	a, req := in.Advice, in.Request
 	out := adviceJSON{
 		Scenario: in.Scenario, Seed: req.Base.Seed, Replications: a.Replications, Deterministic: a.Deterministic,
 		Features: []string{}, Implied: append([]string{}, a.Implied...),
-		SLOP99Ms: float64(req.SLOP99) / 1e6, MinTPS: req.MinTPS, PoolSizes: req.PoolSizes, Offered: a.Offered, OfferedOpen: a.OfferedOpen,
+		SLOP99Ms: float64(req.SLOP99) / 1e6, Latency: latencyField(a), MinTPS: req.MinTPS, PoolSizes: req.PoolSizes, Offered: a.Offered, OfferedOpen: a.OfferedOpen,
 		Answer: toEvalJSON(a.Answer), RunnerUp: toEvalJSON(a.RunnerUp), Tied: []evalJSON{}, NoneMeets: a.Answer == nil,
 		Closest: toEvalJSON(a.Closest), Binding: append([]string{}, a.Binding...), Help: append([]string{}, a.Help...),
 		Classic: a.Classic, Notes: append([]string{}, a.Notes...), Sure: []string{}, Evaluated: []evalJSON{},
@@ -404,7 +448,5 @@ func WriteAdviceJSON(w io.Writer, in AdviceInput) error {
 			out.Evaluated = append(out.Evaluated, *toEvalJSON(e))
 		}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return out
 }
