@@ -9,6 +9,9 @@
 //	                   else of poolsim
 //	proxy/uring        socket sends and receives batched into one system
 //	                   call with Linux's io_uring, for the pooler's loop
+//	proxy/metrics      the pooler's Prometheus endpoint (poolsim proxy
+//	                   --metrics-listen): what its console shows, counters
+//	                   and histograms per pool
 //	proxy/pgcluster    a throwaway PostgreSQL cluster from the installed
 //	                   binaries (initdb, pg_ctl) for tests and validate;
 //	                   childproc starts and reaps its processes
@@ -20,6 +23,7 @@
 //	                   pgbouncer or directly, and sets the measurement
 //	                   beside the model (models/system)
 //
-// The pooler is the only one a user runs on its own, on uring; the other
-// five are the lab that checks the model against it and against PgBouncer.
+// The pooler (with its metrics) is the only one a user runs on its own, on
+// uring; the other five are the lab that checks the model against it and
+// against PgBouncer.
 package proxy

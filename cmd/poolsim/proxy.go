@@ -20,6 +20,7 @@ import (
 
 	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/proxy/metrics"
 	"github.com/poolsim/poolsim/proxy/pooler"
 )
 
@@ -56,6 +57,21 @@ Startup parameters: whatever a client sets at login (options=-c name=value,
 PGOPTIONS, asyncpg server_settings, pgjdbc currentSchema) is applied to its
 session on whichever server it is linked to; --ignore-startup-parameters drops
 the names it lists. A parameter that cannot be applied is refused with a FATAL.
+
+Client TLS, as PgBouncer 1.18: --client-tls-sslmode (client_tls_sslmode)
+disable declines a client's SSLRequest; allow and prefer accept it; require
+also refuses a login over plain TCP with FATAL "SSL required"; verify-ca and
+verify-full also want a client certificate signed by --client-tls-ca-file.
+Every mode but disable needs --client-tls-cert-file and --client-tls-key-file.
+SHOW CLIENTS' tls column names the TLS version and cipher.
+
+Metrics: --metrics-listen ADDR serves Prometheus' text format at
+http://ADDR/metrics: the console's SHOW POOLS, DATABASES and LISTS as
+gauges, per-pool counters (transactions, requests, bytes, seconds in
+transactions, requests and waits) where SHOW STATS averages per database,
+and per-pool histograms of client wait, transaction and request time. The
+endpoint has no authentication; pgbouncer_exporter also works against the
+console (--stats-users).
 
 Signals, as PgBouncer 1.18: SIGHUP reloads the settings (the config file and
 auth file are read again; what can change live changes, the rest is logged);
@@ -105,7 +121,10 @@ Examples:
       --upstream postgres://127.0.0.1:5432/app
   poolsim proxy --config /etc/pgbouncer/pgbouncer.ini --listen 127.0.0.1:6433
   poolsim proxy --upstream postgres://app@127.0.0.1:5432/app --admin-users app --stats-users monitor
+  poolsim proxy --upstream postgres://app@127.0.0.1:5432/app --client-tls-sslmode require \
+      --client-tls-cert-file server.crt --client-tls-key-file server.key
   psql 'postgres://app@127.0.0.1:6432/pgbouncer' -c 'SHOW POOLS'
+  poolsim proxy --upstream postgres://app@127.0.0.1:5432/app --metrics-listen 127.0.0.1:9127
 
 Flags:
 %s
@@ -139,6 +158,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringSliceVar(&cfg.IgnoreStartupParameters, "ignore-startup-parameters", nil, "ignore_startup_parameters: startup parameters to drop; every other one is applied to the client's session")
 	fs.DurationVar(&cfg.ClientLoginTimeout, "client-login-timeout", def.ClientLoginTimeout, "client_login_timeout: close a client that has not logged in this long after connecting, 0 = never")
 	fs.DurationVar(&cfg.AutodbIdleTimeout, "autodb-idle-timeout", def.AutodbIdleTimeout, "autodb_idle_timeout: drop the pools of a database unused this long, 0 = never")
+	fs.StringVar(&cfg.ClientTLSSSLMode, "client-tls-sslmode", def.ClientTLSSSLMode, "client_tls_sslmode: disable, allow, prefer, require, verify-ca or verify-full (TLS for clients, as PgBouncer's)")
+	fs.StringVar(&cfg.ClientTLSCertFile, "client-tls-cert-file", "", "client_tls_cert_file: the proxy's certificate (PEM) for client TLS")
+	fs.StringVar(&cfg.ClientTLSKeyFile, "client-tls-key-file", "", "client_tls_key_file: its private key (PEM)")
+	fs.StringVar(&cfg.ClientTLSCAFile, "client-tls-ca-file", "", "client_tls_ca_file: CA certificates (PEM) that sign client certificates (verify-ca, verify-full)")
 	adminUsers := fs.String("admin-users", "", "admin_users: users who may use the console, comma-separated")
 	statsUsers := fs.String("stats-users", "", "stats_users: users who may run SHOW on the console, comma-separated")
 	fs.IntVar(&cfg.PktBuf, "pkt-buf", def.PktBuf, "pkt_buf: bytes; a longer console message ends the connection (\"incomplete pkt\")")
@@ -147,6 +170,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	threads := fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
 	verbose := fs.BoolP("verbose", "v", false, "log every server close and its reason")
 	plainIO := fs.Bool("plain-io", false, "one read or sendto system call per socket; by default, where the kernel allows io_uring, the event loop batches a turn's reads into one system call and its writes into another")
+	metricsListen := fs.String("metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (what the console shows, counters and histograms per pool; no authentication), e.g. 127.0.0.1:9127; empty = off")
 	pprofListen := fs.String("pprof-listen", "", "serve Go's runtime profiles (net/http/pprof: goroutines, heap) on this loopback address, e.g. 127.0.0.1:6060; empty = off")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -225,6 +249,23 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if env := pooler.UpstreamEnvApplied(cfg.Upstream); cfg.Upstream != "" && len(env) > 0 {
 		logger.Printf("upstream: taking %s from the environment (the URL does not set them)", strings.Join(env, ", "))
 	}
+	if *metricsListen != "" {
+		mln, err := net.Listen("tcp", *metricsListen)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		mctx, stop := context.WithCancel(context.Background())
+		mdone := make(chan error, 1)
+		go func() { mdone <- metrics.Serve(mctx, mln, p) }() // owner: runProxy, which stops and waits for it
+		defer func() {
+			stop()
+			if err := <-mdone; err != nil {
+				logger.Print(err)
+			}
+		}()
+		fmt.Fprintf(stdout, "poolsim proxy: metrics on http://%s/metrics\n", mln.Addr())
+	}
 	if *pprofListen != "" {
 		stop, err := servePprof(*pprofListen)
 		if err != nil {
@@ -271,6 +312,10 @@ func overrideFlags(fs *pflag.FlagSet, c, flags *pooler.Config) {
 	set("ignore-startup-parameters", func() { c.IgnoreStartupParameters = flags.IgnoreStartupParameters })
 	set("client-login-timeout", func() { c.ClientLoginTimeout = flags.ClientLoginTimeout })
 	set("autodb-idle-timeout", func() { c.AutodbIdleTimeout = flags.AutodbIdleTimeout })
+	set("client-tls-sslmode", func() { c.ClientTLSSSLMode = flags.ClientTLSSSLMode })
+	set("client-tls-cert-file", func() { c.ClientTLSCertFile = flags.ClientTLSCertFile })
+	set("client-tls-key-file", func() { c.ClientTLSKeyFile = flags.ClientTLSKeyFile })
+	set("client-tls-ca-file", func() { c.ClientTLSCAFile = flags.ClientTLSCAFile })
 	set("admin-users", func() { c.AdminUsers = flags.AdminUsers })
 	set("stats-users", func() { c.StatsUsers = flags.StatsUsers })
 	set("pkt-buf", func() { c.PktBuf = flags.PktBuf })

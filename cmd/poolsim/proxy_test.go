@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -60,25 +63,36 @@ func TestProxyBadSettings(t *testing.T) {
 	}
 }
 
-// TestProxyRunsAndStops: the proxy listens, and stops with status 0 when
-// its context is cancelled (SIGINT/SIGTERM in main).
+// TestProxyRunsAndStops: the proxy listens, serves its metrics
+// (--metrics-listen), and stops with status 0 when its context is
+// cancelled (SIGINT/SIGTERM in main).
 func TestProxyRunsAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"proxy", "--listen", "127.0.0.1:0", "--upstream", "postgres://u:p@127.0.0.1:1/db",
-			"--shutdown-timeout", "1s"}, &out, &errb)
+			"--shutdown-timeout", "1s", "--metrics-listen", "127.0.0.1:0"}, &out, &errb)
 	}()
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(out.String(), "listening on 127.0.0.1:") {
+	metricsURL := regexp.MustCompile(`metrics on (http://\S+)`)
+	for !strings.Contains(out.String(), "listening on 127.0.0.1:") || metricsURL.FindStringSubmatch(out.String()) == nil {
 		if time.Now().After(deadline) {
-			t.Fatalf("proxy did not report listening: stdout %q stderr %q", out.String(), errb.String())
+			t.Fatalf("proxy did not report listening and its metrics: stdout %q stderr %q", out.String(), errb.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if strings.Contains(out.String(), ":p@") {
 		t.Errorf("stdout shows the upstream password: %q", out.String())
+	}
+	resp, err := http.Get(metricsURL.FindStringSubmatch(out.String())[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "poolsim_proxy_list_items{list=\"databases\"}") {
+		t.Errorf("metrics: %s\n%.500s", resp.Status, body)
 	}
 	cancel()
 	select {

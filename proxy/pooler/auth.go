@@ -13,6 +13,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -145,10 +147,11 @@ func isMD5Secret(s string) bool {
 }
 
 // authenticate checks the client's credentials as auth_type says, with
-// PgBouncer 1.18's refusals: "password authentication failed" for a wrong
-// password or unknown user (the exchange runs anyway, so the reply does
-// not tell whether the user exists), "\"trust\" authentication failed"
-// for a user missing from auth_file under trust.
+// PgBouncer 1.18's refusals: for a wrong password or an unknown user
+// "password authentication failed" (md5, plain) or "SASL authentication
+// failed" (scram-sha-256), the exchange run either way so that the reply
+// does not tell whether the user exists; "\"trust\" authentication
+// failed" for a user missing from auth_file under trust.
 func (p *Proxy) authenticate(c *client, user string) error {
 	cfg := p.conf()
 	secrets := *p.secrets.Load()
@@ -188,6 +191,9 @@ func (p *Proxy) authenticate(c *client, user string) error {
 		}
 		return nil
 	}
+	// PgBouncer 1.18 ends every failed SCRAM exchange (wrong password,
+	// unknown user, bad nonce) with "SASL authentication failed".
+	saslFailed := errors.New("SASL authentication failed")
 	sec, err := secretFor(stored)
 	if !ok || err != nil {
 		// Run the exchange anyway with a random secret, so the reply does not
@@ -195,13 +201,24 @@ func (p *Proxy) authenticate(c *client, user string) error {
 		sec, _ = secretFor(string(rand.Text()))
 	}
 	if err := scramExchange(c.lg.r, c.lg.w, sec); err != nil {
-		return failed
+		var ne net.Error
+		switch {
+		case errors.Is(err, errProtocol), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &ne):
+			return err // the exchange broke: "bad packet", or client_login_timeout
+		case errors.Is(err, errSASLMechanism):
+			return err
+		}
+		return saslFailed
 	}
 	if !ok {
-		return failed
+		return saslFailed
 	}
 	return nil
 }
+
+// errSASLMechanism is PgBouncer's text for a SASLInitialResponse that
+// names another mechanism than SCRAM-SHA-256.
+var errSASLMechanism = errors.New("client selected an invalid SASL authentication mechanism")
 
 // askPassword sends an authentication request and returns the client's
 // PasswordMessage.
@@ -240,8 +257,11 @@ func scramExchange(r *bufio.Reader, w *bufio.Writer, sec scramSecret) error {
 		return err
 	}
 	var init pgproto3.SASLInitialResponse
-	if err := init.Decode(b); err != nil || init.AuthMechanism != "SCRAM-SHA-256" {
+	if err := init.Decode(b); err != nil {
 		return errors.New("scram: bad initial response")
+	}
+	if init.AuthMechanism != "SCRAM-SHA-256" {
+		return errSASLMechanism
 	}
 	cfm := string(init.Data)
 	var gs2 string

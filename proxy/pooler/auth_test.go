@@ -157,42 +157,47 @@ func TestAuthTypes(t *testing.T) {
 	}
 }
 
-// TestAuthTextsMatchPgBouncer: a wrong md5 password gets the same error
+// TestAuthTextsMatchPgBouncer: with auth_type md5 and with scram-sha-256,
+// the right password logs in and a wrong one gets the same error
 // (severity, code, message) from the proxy and from a real PgBouncer.
 func TestAuthTextsMatchPgBouncer(t *testing.T) {
 	c := pgclustertest.Need(t, cluster)
-	ctx := testCtx(t, 30*time.Second)
-	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: c.Port(), AuthType: "md5"})
-	if err != nil {
-		if pgclustertest.InCI() {
-			t.Fatalf("pgbouncer: %v", err)
-		}
-		t.Skipf("pgbouncer: %v", err)
-	}
-	t.Cleanup(func() { _ = b.Stop() })
-	path := filepath.Join(t.TempDir(), "userlist.txt")
-	if err := os.WriteFile(path, []byte(`"poolsim" "poolsim"`+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tp := startProxy(t, func(c *Config) { c.AuthType = AuthMD5; c.AuthFile = path })
-	for _, dsn := range []string{tp.dsn, b.DSN("poolsim", "poolsim")} {
-		conn, err := pgconn.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatalf("right password through %s: %v", dsn, err)
-		}
-		conn.Close(ctx)
-	}
-	errOf := func(dsn string) *pgconn.PgError {
-		_, err := pgconn.Connect(ctx, strings.Replace(dsn, "poolsim:poolsim@", "poolsim:wrong@", 1))
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) {
-			t.Fatalf("wrong password through %s: %v, want an ErrorResponse", dsn, err)
-		}
-		return pe
-	}
-	ours, theirs := errOf(tp.dsn), errOf(b.DSN("poolsim", "poolsim"))
-	if ours.Severity != theirs.Severity || ours.Code != theirs.Code || ours.Message != theirs.Message {
-		t.Errorf("wrong md5 password: proxy %s %s %q, PgBouncer %s %s %q", ours.Severity, ours.Code, ours.Message,
-			theirs.Severity, theirs.Code, theirs.Message)
+	for _, auth := range []string{AuthMD5, AuthSCRAM} {
+		t.Run(auth, func(t *testing.T) {
+			ctx := testCtx(t, 30*time.Second)
+			b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: c.Port(), AuthType: auth})
+			if err != nil {
+				if pgclustertest.InCI() {
+					t.Fatalf("pgbouncer: %v", err)
+				}
+				t.Skipf("pgbouncer: %v", err)
+			}
+			t.Cleanup(func() { _ = b.Stop() })
+			path := filepath.Join(t.TempDir(), "userlist.txt")
+			if err := os.WriteFile(path, []byte(`"poolsim" "poolsim"`+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			tp := startProxy(t, func(c *Config) { c.AuthType = auth; c.AuthFile = path })
+			for _, dsn := range []string{tp.dsn, b.DSN("poolsim", "poolsim")} {
+				conn, err := pgconn.Connect(ctx, dsn)
+				if err != nil {
+					t.Fatalf("right password through %s: %v", dsn, err)
+				}
+				conn.Close(ctx)
+			}
+			errOf := func(dsn string) *pgconn.PgError {
+				_, err := pgconn.Connect(ctx, strings.Replace(dsn, "poolsim:poolsim@", "poolsim:wrong@", 1))
+				var pe *pgconn.PgError
+				if !errors.As(err, &pe) {
+					t.Fatalf("wrong password through %s: %v, want an ErrorResponse", dsn, err)
+				}
+				return pe
+			}
+			ours, theirs := errOf(tp.dsn), errOf(b.DSN("poolsim", "poolsim"))
+			if ours.Severity != theirs.Severity || ours.Code != theirs.Code || ours.Message != theirs.Message {
+				t.Errorf("wrong %s password: proxy %s %s %q, PgBouncer %s %s %q", auth, ours.Severity, ours.Code, ours.Message,
+					theirs.Severity, theirs.Code, theirs.Message)
+			}
+		})
 	}
 }

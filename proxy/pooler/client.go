@@ -49,6 +49,9 @@ type client struct {
 	stmts map[string]*psEntry
 
 	txStatus poolmode.TxStatus
+	// tlsVersion and tlsSuite describe a client's TLS connection (0: plain
+	// TCP), for SHOW CLIENTS.
+	tlsVersion, tlsSuite uint16
 	// counted: the connection holds a place in Proxy.conns (connClosed
 	// gives it back); console: it is an admin console connection. Owned by
 	// the login goroutine, then by the loop.
@@ -283,12 +286,16 @@ func (c *client) ready(s *server, status poolmode.TxStatus, msg []byte) {
 	if c.outstanding > 0 {
 		c.outstanding--
 		if c.outstanding == 0 {
-			st.queryTime += now.Sub(c.queryStart.time()).Microseconds()
+			us := now.Sub(c.queryStart.time()).Microseconds()
+			st.queryTime += us
+			c.pool.hist.query.observe(us)
 		}
 	}
 	if status == poolmode.Idle && c.xactStart != 0 {
+		us := now.Sub(c.xactStart.time()).Microseconds()
 		st.xacts++
-		st.xactTime += now.Sub(c.xactStart.time()).Microseconds()
+		st.xactTime += us
+		c.pool.hist.xact.observe(us)
 		c.xactStart = 0
 	}
 	c.txStatus = status
@@ -298,6 +305,12 @@ func (c *client) ready(s *server, status poolmode.TxStatus, msg []byte) {
 	}
 	d := c.pool.mode.AfterReady(status, pending)
 	if d == poolmode.Refuse {
+		// As PgBouncer, the client gets only the FATAL: what the server
+		// answered (BEGIN's CommandComplete) and is not yet written is
+		// dropped, unless a write of it has begun.
+		if c.sk.sent == 0 {
+			c.sk.out = c.sk.out[:0]
+		}
 		c.unlink(s)
 		c.pool.closeServer(s, poolmode.ErrTxBlockNotAllowed)
 		c.fatalClose(poolerError(poolmode.ErrTxBlockNotAllowed))

@@ -99,6 +99,13 @@ type Config struct {
 	// AuthFile is auth_file, PgBouncer's userlist.txt format:
 	// "user" "password-or-SCRAM-secret" per line. Needed for AuthSCRAM.
 	AuthFile string
+	// ClientTLSSSLMode is client_tls_sslmode: disable (""), allow, prefer,
+	// require, verify-ca or verify-full, as PgBouncer has them
+	// (clienttls.go). ClientTLSCertFile and ClientTLSKeyFile are the
+	// proxy's certificate and key (PEM), needed by every mode but disable;
+	// ClientTLSCAFile the CA that signs client certificates (verify-ca,
+	// verify-full).
+	ClientTLSSSLMode, ClientTLSCertFile, ClientTLSKeyFile, ClientTLSCAFile string
 	// ClientLoginTimeout is client_login_timeout: a client that has not
 	// finished logging in this long after it connected is closed (FATAL
 	// "client_login_timeout"); 0 disables it.
@@ -185,6 +192,7 @@ func DefaultConfig() Config {
 		ServerResetQuery:     d.ServerResetQuery,
 		AuthType:             AuthTrust, // PgBouncer's md5 needs an auth_file; --config uses md5
 		ClientLoginTimeout:   d.ClientLoginTimeout,
+		ClientTLSSSLMode:     d.ClientTLSSSLMode,
 		AutodbIdleTimeout:    d.AutodbIdleTimeout,
 		PktBuf:               4096,
 		MaxPacketSize:        math.MaxInt32,
@@ -294,6 +302,9 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	if err := c.checkClientTLS(); err != nil {
+		return err
+	}
 	if err := checkListen(c.Listen, c.AuthType); err != nil {
 		return err
 	}
@@ -387,6 +398,7 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	c.ServerLifetime, c.ServerLoginRetry = s.ServerLifetime, s.ServerLoginRetry
 	c.ServerResetQuery = s.ServerResetQuery
 	c.AuthType, c.AuthFile = s.AuthType, s.AuthFile
+	c.ClientTLSSSLMode, c.ClientTLSCertFile, c.ClientTLSKeyFile, c.ClientTLSCAFile = s.ClientTLSSSLMode, s.ClientTLSCertFile, s.ClientTLSKeyFile, s.ClientTLSCAFile
 	c.IgnoreStartupParameters = s.IgnoreStartupParameters
 	c.Databases, c.Users = s.Databases, s.Users
 	c.StatsPeriod = s.StatsPeriod
@@ -417,7 +429,6 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 		{"client_idle_timeout", s.ClientIdleTimeout, def.ClientIdleTimeout, secs(s.ClientIdleTimeout), "not implemented"},
 		{"idle_transaction_timeout", s.IdleTransactionTimeout, def.IdleTransactionTimeout, secs(s.IdleTransactionTimeout), "not implemented"},
 		{"server_reset_query_always", s.ServerResetQueryAlways, def.ServerResetQueryAlways, strconv.FormatBool(s.ServerResetQueryAlways), "not implemented"},
-		{"client_tls_sslmode", s.ClientTLSSSLMode, def.ClientTLSSSLMode, s.ClientTLSSSLMode, "client TLS is not implemented yet"},
 	} {
 		if n.got != n.def {
 			skip(n.key, n.value, n.why)

@@ -131,3 +131,23 @@ func TestFromSettingsAdmission(t *testing.T) {
 		t.Errorf("pkt_buf = big not reported: %v", notApplied)
 	}
 }
+
+// TestFromSettingsClientTLS: client_tls_sslmode and its files reach the
+// Config from pgbouncer.ini; the TLS keys the proxy does not apply
+// (client_tls_ciphers, ...) are reported, not dropped silently.
+func TestFromSettingsClientTLS(t *testing.T) {
+	s, err := poolconf.Parse("pgbouncer.ini", []byte("[databases]\n* = host=127.0.0.1\n[pgbouncer]\n"+
+		"client_tls_sslmode = verify-ca\nclient_tls_cert_file = /c.pem\nclient_tls_key_file = /k.pem\n"+
+		"client_tls_ca_file = /ca.pem\nclient_tls_ciphers = secure\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, notApplied := FromSettings(s)
+	if c.ClientTLSSSLMode != SSLVerifyCA || c.ClientTLSCertFile != "/c.pem" || c.ClientTLSKeyFile != "/k.pem" || c.ClientTLSCAFile != "/ca.pem" {
+		t.Errorf("FromSettings: sslmode %q cert %q key %q ca %q", c.ClientTLSSSLMode, c.ClientTLSCertFile, c.ClientTLSKeyFile, c.ClientTLSCAFile)
+	}
+	joined := strings.Join(notApplied, "\n")
+	if strings.Contains(joined, "client_tls_sslmode") || !strings.Contains(joined, "client_tls_ciphers = secure") {
+		t.Errorf("not applied: %q; want client_tls_ciphers and not client_tls_sslmode", notApplied)
+	}
+}

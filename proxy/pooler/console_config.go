@@ -92,6 +92,22 @@ var configFields = map[string]configField{
 		put: func(c *Config, s *poolconf.Settings) { c.AuthType = s.AuthType },
 	},
 	"conffile": {get: func(c *Config) any { return orNull(c.ConfFile) }},
+	"client_tls_sslmode": {
+		get: func(c *Config) any { return c.clientTLSMode() },
+		put: func(c *Config, s *poolconf.Settings) { c.ClientTLSSSLMode = s.ClientTLSSSLMode },
+	},
+	"client_tls_cert_file": {
+		get: func(c *Config) any { return c.ClientTLSCertFile },
+		put: func(c *Config, s *poolconf.Settings) { c.ClientTLSCertFile = s.ClientTLSCertFile },
+	},
+	"client_tls_key_file": {
+		get: func(c *Config) any { return c.ClientTLSKeyFile },
+		put: func(c *Config, s *poolconf.Settings) { c.ClientTLSKeyFile = s.ClientTLSKeyFile },
+	},
+	"client_tls_ca_file": {
+		get: func(c *Config) any { return c.ClientTLSCAFile },
+		put: func(c *Config, s *poolconf.Settings) { c.ClientTLSCAFile = s.ClientTLSCAFile },
+	},
 	"default_pool_size": intField(func(c *Config) *int { return &c.PoolSize },
 		func(s *poolconf.Settings) int { return s.DefaultPoolSize }),
 	"ignore_startup_parameters": {

@@ -2,11 +2,13 @@ package pooler
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -292,7 +294,7 @@ func clientRow(c *client, state string, now time.Time) ([]any, [7]int) {
 		user, db = c.pool.key.user, c.pool.key.db
 	}
 	return []any{"C", user, db, state, addr, port, laddr, lport, c.connectTime.time().Format(adminTime),
-		req.time().Format(adminTime), us / 1e6, us % 1e6, 0, ptr(c.id), link, 0, "",
+		req.time().Format(adminTime), us / 1e6, us % 1e6, 0, ptr(c.id), link, 0, c.tlsInfo(),
 		c.want.get("application_name")}, sockPos(&c.sk, c.fwdLeft)
 }
 
@@ -321,7 +323,7 @@ func consoleRow(cc *consoleConn, state string) ([]any, [7]int) {
 	addr, port := ipAddr(c.remote)
 	laddr, lport := ipAddr(c.local)
 	return []any{"C", cc.u.name, adminDB, state, addr, port, laddr, lport, c.connectTime.time().Format(adminTime),
-		cc.since.Format(adminTime), 0, 0, 0, ptr(c.id), "", 0, "", c.lg.appName}, [7]int{}
+		cc.since.Format(adminTime), 0, 0, 0, ptr(c.id), "", 0, c.tlsInfo(), c.lg.appName}, [7]int{}
 }
 
 // sockPos is SHOW SOCKETS' buffer columns for a loop socket: recv_pos
@@ -658,4 +660,22 @@ func (p *Proxy) showTotals() *table {
 		}
 	})
 	return t
+}
+
+// ErrNoSuchView is Show's error for a name that is not a SHOW view with
+// rows (HELP answers with a notice only).
+var ErrNoSuchView = errors.New("no such SHOW view")
+
+// Show returns what the console's SHOW view (case-insensitive: "POOLS",
+// "stats_totals", ...) shows: its columns, in PgBouncer 1.18's order, and
+// its rows, each cell a string, an int, an int64, a uint64, a bool, a
+// []byte or nil for NULL. The Prometheus endpoint reads the console this
+// way.
+func (p *Proxy) Show(view string) (columns []string, rows [][]any, err error) {
+	v, ok := showViews[strings.ToLower(view)]
+	if !ok || v.table == nil {
+		return nil, nil, fmt.Errorf("show %s: %w", view, ErrNoSuchView)
+	}
+	t := v.table(p)
+	return t.names, t.rows, nil
 }

@@ -6,8 +6,11 @@
 //
 // # What it does
 //
-// Clients log in to the proxy, not to PostgreSQL: SSLRequest and
-// GSSENCRequest are declined ('N'); authentication is PgBouncer's trust,
+// Clients log in to the proxy, not to PostgreSQL: an SSLRequest is
+// accepted or declined as ClientTLSSSLMode (PgBouncer's
+// client_tls_sslmode) says, and require and above refuse a plain login
+// with FATAL "SSL required" (clienttls.go); GSSENCRequest is declined
+// ('N'); authentication is PgBouncer's trust,
 // any, plain, md5 or scram-sha-256 against a PgBouncer auth_file (auth.go);
 // the proxy answers with the ParameterStatus messages cached from its
 // pool's first server connection (one is opened at a pool's first login),
@@ -39,7 +42,8 @@
 // with ServerResetQuery (session mode) or released; a server left inside a
 // transaction or mid-query is closed, never reused. Statement mode closes
 // the server and sends FATAL 08P01 "transaction blocks not allowed in
-// statement pooling mode" when a transaction block starts.
+// statement pooling mode" when a transaction block starts, and, as
+// PgBouncer, nothing of the server's reply to BEGIN before it.
 //
 // Five session settings follow their client as PgBouncer's varcache makes
 // them (varcache.go): client_encoding, DateStyle, TimeZone,
@@ -143,7 +147,11 @@
 // (SHOW DNS_* are empty), no slab allocator (SHOW MEM counts its objects)
 // and no online restart (SHOW FDS lists descriptors, sends none).
 // Proxy.Waits reports every server assignment's wait (request reached the
-// proxy -> server linked) for the validator, in bounded memory.
+// proxy -> server linked) for the validator, in bounded memory. Proxy.Stats
+// also carries, per pool, histograms of those waits and of transaction and
+// request times (HistogramBounds), whose bucket counts the loop keeps with
+// a few comparisons per event; Proxy.Show returns any SHOW view's rows.
+// Package proxy/metrics serves both to Prometheus.
 //
 // # Forwarding: one event loop
 //
@@ -197,8 +205,8 @@
 // the loop, the accept loop, the one that gives free heap back to the
 // operating system (memory.go), one per connection while it logs in (and
 // for the console, while it lasts), one per server login and one per
-// forwarded cancel (two more per server connection behind TLS, which the loop reaches
-// through a socket pair). Pools, logged-in clients and servers belong to
+// forwarded cancel (two more per TLS connection, client or server, which
+// the loop reaches through a socket pair). Pools, logged-in clients and servers belong to
 // the loop; the other goroutines hand it work (Proxy.loop.post and call)
 // and never touch that state themselves, so it needs no locks. The loop also
 // runs query_wait_timeout (exactly, from its epoll timeout) and, three

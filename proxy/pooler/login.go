@@ -79,8 +79,8 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	conn := c.lg.conn
 	handed := false // the loop owns the client (and its connection's place)
 	defer func() {
-		_ = conn.Close()
-		if !handed {
+		if !handed { // once handed, detach has closed conn or bridges it (TLS)
+			_ = conn.Close()
 			p.connClosed(c)
 		}
 	}()
@@ -126,6 +126,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	}
 
 	startup, ok := p.startup(c, timedOut)
+	conn = c.lg.conn // a TLS connection after an accepted SSLRequest
 	if !ok {
 		return
 	}
@@ -279,6 +280,16 @@ func (p *Proxy) startup(c *client, timedOut func(error) bool) (map[string]string
 			if len(buf) != 4 || c.lg.r.Buffered() > 0 {
 				return nil, false // no bytes may follow before our answer
 			}
+			if code == codeSSLRequest && c.tlsVersion != 0 {
+				return nil, false // PgBouncer: "SSL req inside SSL", closed without a message
+			}
+			if tc := p.tls.Load(); code == codeSSLRequest && tc != nil {
+				if err := p.acceptTLS(c, tc); err != nil {
+					p.logf("client %d: failed to accept SSL: %v", c.id, err)
+					return nil, false
+				}
+				continue
+			}
 			if _, err := c.lg.conn.Write([]byte{encryptionDeclined}); err != nil {
 				return nil, false
 			}
@@ -289,6 +300,10 @@ func (p *Proxy) startup(c *client, timedOut func(error) bool) (map[string]string
 			}
 			return nil, false
 		case code>>16 == 3:
+			if c.tlsVersion == 0 && p.conf().requiresTLS() {
+				sendFatal(c.lg.w, poolerError("SSL required"))
+				return nil, false
+			}
 			var sm pgproto3.StartupMessage
 			if err := sm.Decode(buf); err != nil {
 				sendFatal(c.lg.w, poolerError("bad startup packet"))

@@ -3,14 +3,18 @@ package pooler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/proxy/pgbouncer"
 )
 
 func connect(ctx context.Context, t *testing.T, dsn string) *pgx.Conn {
@@ -248,5 +252,60 @@ func TestClientKilledMidTransaction(t *testing.T) {
 				t.Errorf("the dead client's temp table is visible to the next client: its server was reused")
 			}
 		})
+	}
+}
+
+// TestStatementModeFatalOnly, on PgBouncer 1.18 and the proxy in statement
+// mode: after BEGIN the client reads exactly what PgBouncer sends - the
+// FATAL "transaction blocks not allowed in statement pooling mode" and
+// nothing of the server's reply to BEGIN (no CommandComplete, no
+// ReadyForQuery) - and then the connection closes.
+func TestStatementModeFatalOnly(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: cluster.Port(), PoolMode: "statement", DefaultPoolSize: 1})
+	tp := startProxy(t, func(c *Config) { c.Mode = poolmode.Statement; c.PoolSize = 1 })
+	var seqs []string
+	for _, dsn := range []string{b.DSN("poolsim", "poolsim"), tp.dsn} {
+		conn, err := pgconn.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "select 1").ReadAll(); err != nil {
+			t.Fatal(err)
+		}
+		hj, err := conn.Hijack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := hj.Conn
+		_ = raw.SetDeadline(time.Now().Add(10 * time.Second))
+		fe := pgproto3.NewFrontend(raw, raw)
+		fe.Send(&pgproto3.Query{String: "begin"})
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		var seq []string
+		for {
+			msg, err := fe.Receive()
+			if err != nil {
+				seq = append(seq, "EOF")
+				break
+			}
+			switch m := msg.(type) {
+			case *pgproto3.ErrorResponse:
+				seq = append(seq, fmt.Sprintf("E %s %s %s", m.Severity, m.Code, m.Message))
+			default:
+				seq = append(seq, fmt.Sprintf("%T", msg))
+			}
+		}
+		_ = raw.Close()
+		seqs = append(seqs, strings.Join(seq, ", "))
+	}
+	want := "E FATAL 08P01 " + poolmode.ErrTxBlockNotAllowed + ", EOF"
+	if seqs[0] != want {
+		t.Errorf("PgBouncer after BEGIN: %s; this test expects %s", seqs[0], want)
+	}
+	if seqs[1] != seqs[0] {
+		t.Errorf("proxy after BEGIN: %s; PgBouncer: %s", seqs[1], seqs[0])
 	}
 }

@@ -70,6 +70,9 @@ type pool struct {
 	refs int
 
 	retired counters // SHOW STATS counts of clients that have left
+	// hist is the pool's distributions of client waits, transaction and
+	// query times (Proxy.Stats, the Prometheus endpoint); loop-owned.
+	hist struct{ wait, xact, query hist }
 }
 
 // dbCount counts the server connections of one database across its pools,
@@ -281,6 +284,7 @@ func (p *pool) assigned(c *client, since time.Time) {
 	}
 	c.st.assignments++
 	c.st.waitTime += wait.Microseconds()
+	p.hist.wait.observe(wait.Microseconds())
 	p.px.waits.add(now, wait, p.waitKey)
 }
 

@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,6 +27,7 @@ type Proxy struct {
 	upstream *pgconn.Config                    // Config.Upstream parsed; nil without one
 	secrets  atomic.Pointer[map[string]string] // auth_file: user -> password or SCRAM secret
 	ignore   []string                          // ignore_startup_parameters, lower case (login goroutines read it under mu)
+	tls      atomic.Pointer[tls.Config]        // client TLS (clienttls.go); nil when client_tls_sslmode is disable
 
 	ready    chan struct{} // closed when the listener is known
 	addr     net.Addr
@@ -122,6 +124,10 @@ func (p *Proxy) setConfig(cfg *Config) error {
 			return fmt.Errorf("auth_file: %w", err)
 		}
 	}
+	tc, err := cfg.clientTLSConfig()
+	if err != nil {
+		return err
+	}
 	ignore := make([]string, len(cfg.IgnoreStartupParameters))
 	for i, n := range cfg.IgnoreStartupParameters {
 		ignore[i] = strings.ToLower(n)
@@ -131,6 +137,7 @@ func (p *Proxy) setConfig(cfg *Config) error {
 	p.ignore = ignore
 	p.mu.Unlock()
 	p.secrets.Store(&secrets)
+	p.tls.Store(tc)
 	p.live.Store(cfg)
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 
 // Reload puts new settings in force while the proxy serves, as PgBouncer's
 // RELOAD and SIGHUP do: what can change live changes - pool sizes and
-// modes, limits, timeouts, auth_type and auth_file (for the next logins),
+// modes, limits, timeouts, auth_type and auth_file (for the next logins), client TLS (its files are read again),
 // ignore_startup_parameters, the databases and users; servers of a
 // database whose connection settings changed are closed when next released
 // (idle ones at once), so no transaction is cut. What cannot change

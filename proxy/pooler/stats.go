@@ -54,6 +54,68 @@ type PoolStats struct {
 	// MaxWait is how long the oldest waiting client has waited.
 	MaxWait  time.Duration
 	Counters Counters
+	// Wait, Xact and Query are the distributions of the pool's client
+	// waits for a server (one per assignment, zero when a server was
+	// idle), transaction times and request times (as Counters' WaitTime,
+	// XactTime and QueryTime sum them), since the pool was made.
+	Wait, Xact, Query Histogram
+}
+
+// HistogramBounds are the upper bounds of Histogram's buckets.
+var HistogramBounds = [...]time.Duration{
+	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+}
+
+// histBoundsUS are HistogramBounds in microseconds, the loop's unit.
+var histBoundsUS = func() [nBounds]int64 {
+	var b [nBounds]int64
+	for i, d := range HistogramBounds {
+		b[i] = d.Microseconds()
+	}
+	return b
+}()
+
+const nBounds = len(HistogramBounds)
+
+// Histogram is a distribution of durations: Buckets[i] counts the
+// observations at most HistogramBounds[i] (cumulative, as Prometheus
+// counts them); Count and Sum cover every observation.
+type Histogram struct {
+	Buckets []uint64
+	Count   uint64
+	Sum     time.Duration
+}
+
+// hist is a loop-owned histogram: one bucket per bound plus one for
+// larger values, and the sum in microseconds. observe costs a few
+// comparisons and no allocation.
+type hist struct {
+	counts [nBounds + 1]uint64
+	sum    int64
+}
+
+func (h *hist) observe(us int64) {
+	i := 0
+	for i < nBounds && us > histBoundsUS[i] {
+		i++
+	}
+	h.counts[i]++
+	h.sum += us
+}
+
+func (h *hist) export() Histogram {
+	out := Histogram{Buckets: make([]uint64, nBounds), Sum: time.Duration(h.sum) * time.Microsecond}
+	for i, n := range h.counts {
+		out.Count += n
+		if i < nBounds {
+			out.Buckets[i] = out.Count
+		}
+	}
+	return out
 }
 
 // Stats reports every pool, in (database, user) order. The console's own
@@ -69,7 +131,8 @@ func (p *Proxy) Stats() []PoolStats {
 			out = append(out, PoolStats{Database: pl.key.db, User: pl.key.user, Mode: pl.mode,
 				ClActive: st.clActive, ClWaiting: st.clWaiting, SvActive: st.svActive, SvIdle: st.svIdle,
 				SvTested: st.svTested, SvLogin: st.svLogin, SvBeingCanceled: st.svBeingCanceled,
-				MaxWait: st.maxWait, Counters: c.export()})
+				MaxWait: st.maxWait, Counters: c.export(),
+				Wait: pl.hist.wait.export(), Xact: pl.hist.xact.export(), Query: pl.hist.query.export()})
 		}
 	})
 	return out
