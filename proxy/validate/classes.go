@@ -444,7 +444,7 @@ func (vv *v) multiRow(ctx context.Context, p scenarios.Point, model scenarios.Ro
 		return nil, fmt.Errorf("validate: the model has %d classes' figures for %d classes", len(model.Classes), len(classes))
 	}
 	reqLevel := c.RequestLevel()
-	total := Row{Params: p.Params, Mode: pools[0].mode, Clients: 0, Model: model.Metrics, Class: allClasses, reqLevel: reqLevel}
+	total := Row{Params: p.Params, Mode: pools[0].mode, Clients: 0, Model: model.Metrics, Class: allClasses, Pool: "every pool", reqLevel: reqLevel}
 	rows := []Row{}
 	for i, cl := range classes {
 		pl := pools[poolIndex(c, cl)]

@@ -292,9 +292,13 @@ func why(c Cell, r *Row) string {
 			parts = append(parts, fmt.Sprintf("statements took %.3f ms on average under load against %.3f ms calibrated right before the run (%+.0f%%)", x.StmtMeanMs, cal, 100*d))
 		}
 	}
-	if x.ThinkMeanMs > 0 {
-		if t := r.calThinkMs; t > 0 && math.Abs(x.ThinkMeanMs-t)/t > 0.02 {
-			parts = append(parts, fmt.Sprintf("think took %.3f ms on average against %.3f ms calibrated", x.ThinkMeanMs, t))
+	pause, what := x.ThinkMeanMs, "think"
+	if r.Cal.App {
+		pause, what = x.AppMeanMs, "app pauses"
+	}
+	if pause > 0 {
+		if t := r.calThinkMs; t > 0 && math.Abs(pause-t)/t > 0.02 {
+			parts = append(parts, fmt.Sprintf("%s took %.3f ms on average against %.3f ms calibrated", what, pause, t))
 		}
 	}
 	if x.CPUBusy >= cpuSaturated {
@@ -494,8 +498,17 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			p("\n\nPrepared statements (first run): %d executions — %d unnamed (each a parse at the server), %d of named statements (%d with the driver's named Parse, %d failed: prepared statement does not exist, in %d transactions); server parses = named Parses at the servers + unnamed executions = %d, %.1f/s over the wall; named Parses at the servers from %s.",
 				n.Unnamed+n.Binds, n.Unnamed, n.Binds, n.NamedParses, n.Failed, n.FailedTxns, pm.ServerParses, pm.ServerParsesPerS, src)
 		}
-		p("\n\nDiagnostics: hop %s (empty query round trip through the target %s); statements after a transaction's first %.3f ms mean, %.3f ms p99 under load%s (calibrated query + 2 hops %.3f ms); think %.3f ms mean (calibrated %.3f ms); wall %.1f ms; %d wait timeouts, %d failed clients",
-			us(r.Cal.Hop), us(r.Cal.HopRTT), x.StmtMeanMs, x.StmtP99Ms, stmtNote, r.calStmt, x.ThinkMeanMs, r.calThinkMs, x.WallMs, x.WaitTimeouts, x.Failed)
+		switch {
+		case r.Class == allClasses:
+			p("\n\nDiagnostics (every class together; the calibration is per class, on the class rows): hop %s (empty query round trip through the target %s); statements after a transaction's first %.3f ms mean, %.3f ms p99 under load%s; wall %.1f ms; %d wait timeouts, %d failed clients",
+				us(r.Cal.Hop), us(r.Cal.HopRTT), x.StmtMeanMs, x.StmtP99Ms, stmtNote, x.WallMs, x.WaitTimeouts, x.Failed)
+		case r.Cal.App:
+			p("\n\nDiagnostics: hop %s (empty query round trip through the target %s); statements after a transaction's first %.3f ms mean, %.3f ms p99 under load%s (calibrated query + 2 hops %.3f ms); app pauses %.3f ms mean (calibrated %.3f ms), think between requests %.3f ms mean; wall %.1f ms; %d wait timeouts, %d failed clients",
+				us(r.Cal.Hop), us(r.Cal.HopRTT), x.StmtMeanMs, x.StmtP99Ms, stmtNote, r.calStmt, x.AppMeanMs, r.calThinkMs, x.ThinkMeanMs, x.WallMs, x.WaitTimeouts, x.Failed)
+		default:
+			p("\n\nDiagnostics: hop %s (empty query round trip through the target %s); statements after a transaction's first %.3f ms mean, %.3f ms p99 under load%s (calibrated query + 2 hops %.3f ms); think %.3f ms mean (calibrated %.3f ms); wall %.1f ms; %d wait timeouts, %d failed clients",
+				us(r.Cal.Hop), us(r.Cal.HopRTT), x.StmtMeanMs, x.StmtP99Ms, stmtNote, r.calStmt, x.ThinkMeanMs, r.calThinkMs, x.WallMs, x.WaitTimeouts, x.Failed)
+		}
 		if x.WaitMeanOnly {
 			p("; wait percentiles: PgBouncer reports only a mean (SHOW STATS total_wait_time / %d assignments counted by the driver)", x.Assignments)
 		}
