@@ -50,6 +50,11 @@ type Spec struct {
 	// at (SessionBase + client, request), so that the live run and the
 	// model run the same number of transactions.
 	SessionBase uint64
+	// ArrivalStream names the seeded stream of an open workload's
+	// arrivals: the model's ("arrivals", or "arrivals/CLASS" with classes)
+	// gives the model's arrival times; "" keeps the driver's own ("load
+	// arrivals").
+	ArrivalStream string
 	// Hold makes every request hold a WITH HOLD cursor across its
 	// transactions (see hold.go).
 	Hold bool
@@ -351,7 +356,11 @@ func closedGroups(ctx context.Context, runs []*run) ([]*Result, error) {
 
 func (r *run) open(ctx context.Context) (*Result, error) {
 	w := r.spec.Workload
-	arrivals := sim.NewRand(r.spec.Seed, "load arrivals")
+	name := r.spec.ArrivalStream
+	if name == "" {
+		name = "load arrivals"
+	}
+	arrivals := sim.NewRand(r.spec.Seed, name)
 	runCtx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	var done sync.WaitGroup
@@ -363,7 +372,9 @@ func (r *run) open(ctx context.Context) (*Result, error) {
 	first := time.Time{}
 	at := time.Duration(0)
 	for i := 0; ; i++ {
-		at += time.Duration(arrivals.ExpFloat64() / w.ArrivalRate * 1e9)
+		// The gaps in the model's arithmetic (sim.FromSeconds), so that a
+		// run with the model's ArrivalStream has its arrivals.
+		at += sim.FromSeconds(arrivals.ExpFloat64() / w.ArrivalRate).Duration()
 		if at >= w.Duration.Duration() {
 			break
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/goleak"
 
+	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/proxy/pgcluster"
 	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
@@ -179,5 +180,27 @@ func TestHoldSQL(t *testing.T) {
 	}
 	if got := holdSQL("SELECT 1", 1, 3, 1, 2); got != "SELECT 1" {
 		t.Errorf("a later statement: %q", got)
+	}
+}
+
+// TestOpenArrivalsFollowTheModel: with the model's arrival stream the
+// driver's Poisson arrivals are the model's - as many sessions as the
+// model has.
+func TestOpenArrivalsFollowTheModel(t *testing.T) {
+	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 20, SuperuserReservedConnections: pgcluster.ReserveNone})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := system.Default()
+	cfg.Seed = 11
+	cfg.Pooler.Mode = poolmode.Direct
+	cfg.Workload = system.Workload{ArrivalRate: 60, Duration: 500 * sim.Millisecond, TxnsPerSession: 1, StmtsPerTxn: 1,
+		Query: sim.ConstDist(sim.Millisecond)}
+	model := system.Run(cfg).Metrics
+	res, err := Run(ctx, Spec{DSN: c.UserDSN(), Workload: cfg.Workload, Seed: cfg.Seed, Statement: Statement{Kind: KindSleep}, ArrivalStream: "arrivals"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(res.Clients) != model.Sessions || model.Sessions == 0 {
+		t.Errorf("%d arrivals live, %d sessions in the model; want the same, above 0", res.Clients, model.Sessions)
 	}
 }

@@ -304,7 +304,7 @@ func (vv *v) multiOnce(ctx context.Context, c system.Config, stmt load.Statement
 	for i, cl := range classes {
 		p := pools[poolIndex(c, cl)]
 		specs = append(specs, load.Spec{DSN: dsns[p.alias], Workload: cl.Workload, Seed: c.Seed, Blocks: p.mode != poolmode.Statement,
-			Statement: stmt, Settle: settle, SessionBase: uint64(i) << 40, Hold: hold[cl.Name]})
+			Statement: stmt, Settle: settle, SessionBase: uint64(i) << 40, Hold: hold[cl.Name], ArrivalStream: "arrivals/" + cl.Name})
 	}
 	specs[0].Started = func() { t.waits() }
 	cpu0 := sampleCPU()
