@@ -284,6 +284,29 @@ var fields = []field{
 		c.Live.SQL = s
 		return nil
 	}},
+	{"live.with_hold", "classes whose requests poolsim validate runs holding a WITH HOLD cursor across their transactions (DECLARE in the first, FETCH in each later one, CLOSE after the last): a class name, a comma-separated list or a YAML list", func(c *system.Config, n *yaml.Node) error {
+		var names []string
+		switch n.Kind {
+		case yaml.ScalarNode:
+			for _, v := range strings.Split(n.Value, ",") {
+				if v = strings.TrimSpace(v); v != "" {
+					names = append(names, v)
+				}
+			}
+		case yaml.SequenceNode:
+			for _, e := range n.Content {
+				v, err := scalar(e)
+				if err != nil {
+					return err
+				}
+				names = append(names, v)
+			}
+		default:
+			return fmt.Errorf("want a class name or a list of them, got a %s", kindName(n))
+		}
+		c.Live.WithHold = names
+		return nil
+	}},
 	{"server.connect_concurrency", "backends that can start at once; the rest queue in arrival order (1..100000; default 1)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 1, 100_000)
 		c.Server.ConnectConcurrency = int(v)

@@ -47,6 +47,17 @@ sleep (pg_sleep; it rounds up to whole milliseconds, the calibration
 measures by how much), cpu (a generate_series count calibrated on the spot)
 or sql (live.sql as is).
 
+Client classes (classes:, pools:) run together: one group of clients per
+class, logging in as its pool's user; every pool is a [databases] entry of
+its own (named after the pool, pointing at its database, with its
+pool_mode and pool_size) in the proxy and in the generated pgbouncer.ini,
+since PgBouncer 1.18 has no per-user pool_size. The throwaway cluster gets
+the pools' users and databases (--dsn is refused). The report has a row for
+all classes and one per class, with the request figures (ok_reqs, req_tps,
+req_p50_ms, req_p99_ms) for classes with requests_per_session.
+live.with_hold: CLASS,... makes those classes' requests hold a WITH HOLD
+cursor across their transactions (DECLARE, FETCH, CLOSE).
+
 Prepared statements (workload.statements, workload.parse,
 workload.prepare_threshold; e.g. prepared-statements-live): the statement
 (sleep or cpu, taking workload.query + workload.cpu) becomes

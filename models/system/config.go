@@ -30,6 +30,10 @@ type Config struct {
 type Live struct {
 	Statement string // "sleep" (pg_sleep), "cpu" (a CPU-bound statement calibrated to the time) or "sql"
 	SQL       string // the statement to run when Statement is "sql"
+	// WithHold names the classes whose requests hold a WITH HOLD cursor
+	// across their transactions live (load.Spec.Hold): the feature that
+	// needs session pooling.
+	WithHold []string
 }
 
 // AppPoolMode is how the application holds its connections.

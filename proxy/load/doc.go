@@ -16,7 +16,16 @@
 //
 // A session is workload.txns_per_session transactions of
 // workload.stmts_per_txn statements, with workload.think after every
-// statement but the session's last. A transaction of several statements is
+// statement but the session's last. With a request level
+// (workload.requests_per_session) it is that many requests of
+// workload.txns_per_request transactions - drawn per request from the
+// model's own stream, so the live run and the model run the same
+// transactions - with workload.app between the statements of a
+// transaction and between the transactions of a request, and
+// workload.think between requests and, for a closed client, before the
+// first. Spec.Hold makes each request hold a WITH HOLD cursor across its
+// transactions (hold.go). RunGroups runs several groups of clients (a
+// scenario's client classes, each with its own DSN) under one barrier. A transaction of several statements is
 // a transaction block when Spec.Blocks is set: BEGIN travels in the first
 // statement's Query message and COMMIT in the last one's, so a transaction
 // costs exactly stmts_per_txn round trips, as in the model. Statement

@@ -44,6 +44,20 @@ type Spec struct {
 	// start (after every closed-workload client has connected), so that a
 	// caller can drop what the connections recorded so far.
 	Started func()
+	// SessionBase is the model's number of the group's first session (a
+	// class's: its index << 40 in a configuration with classes, else 0):
+	// a request's transaction count is drawn from the model's own stream
+	// at (SessionBase + client, request), so that the live run and the
+	// model run the same number of transactions.
+	SessionBase uint64
+	// ArrivalStream names the seeded stream of an open workload's
+	// arrivals: the model's ("arrivals", or "arrivals/CLASS" with classes)
+	// gives the model's arrival times; "" keeps the driver's own ("load
+	// arrivals").
+	ArrivalStream string
+	// Hold makes every request hold a WITH HOLD cursor across its
+	// transactions (see hold.go).
+	Hold bool
 }
 
 // Result is what a run measured.
@@ -59,7 +73,15 @@ type Result struct {
 	Latency      sim.Samples
 	StmtRT       sim.Samples // round trip of every completed statement but a transaction's first (those wait for a server in session and transaction pooling)
 	Think        sim.Samples // how long every think really took
-	Errors       []string    // the first few unexpected errors, deduplicated
+	App          sim.Samples // how long every app pause really took (request-level workloads; else every pause is a think)
+	// Requests (workload.requests_per_session; without it every
+	// transaction is a request): completed requests, requests a failure
+	// ended, and the latency of every completed one, from its first
+	// statement sent to its last result received.
+	OKReqs     int64
+	FailedReqs int64
+	ReqLatency sim.Samples
+	Errors     []string // the first few unexpected errors, deduplicated
 	// Prepared is what the drivers did with prepared statements
 	// (Spec.Prepared).
 	Prepared PreparedCounts
@@ -121,6 +143,8 @@ type client struct {
 	outcome          outcome
 	err              error
 	lat, rt, think   []sim.Time
+	app, reqLat      []sim.Time
+	okReqs, failReqs int64
 	conn             *pgconn.PgConn
 	queryRNG, thkRNG *sim.Rand
 	index            int
@@ -131,12 +155,27 @@ type client struct {
 // run could not be made (bad spec, context done); errors of single clients
 // are counted in the Result.
 func Run(ctx context.Context, spec Spec) (*Result, error) {
+	r, err := newRun(spec)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Workload.Open() {
+		return r.open(ctx)
+	}
+	return r.closed(ctx)
+}
+
+// newRun checks spec and prepares its run.
+func newRun(spec Spec) (*run, error) {
 	if err := spec.Statement.Validate(); err != nil {
 		return nil, err
 	}
 	w := spec.Workload
-	if w.TxnsPerSession < 1 || w.StmtsPerTxn < 1 {
-		return nil, fmt.Errorf("load: txns_per_session and stmts_per_txn must be at least 1")
+	if n, _ := w.Requests(); n < 1 || w.StmtsPerTxn < 1 {
+		return nil, fmt.Errorf("load: txns_per_session (or requests_per_session) and stmts_per_txn must be at least 1")
+	}
+	if spec.Prepared && w.RequestLevel() {
+		return nil, fmt.Errorf("load: prepared statements run without a request level (workload.requests_per_session)")
 	}
 	cfg, err := pgconn.ParseConfig(spec.DSN)
 	if err != nil {
@@ -156,10 +195,48 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 			return nil, err
 		}
 	}
-	if w.Open() {
-		return r.open(ctx)
+	return r, nil
+}
+
+// RunGroups runs several groups of clients at once - the client classes
+// of a scenario, each with its own DSN (pool), workload and statement - and
+// returns each group's Result in order. Closed groups share one barrier
+// and one time zero; open groups start their arrivals together. Groups
+// must be all closed or all open.
+func RunGroups(ctx context.Context, specs []Spec) ([]*Result, error) {
+	if len(specs) == 0 {
+		return nil, errors.New("load: no groups")
 	}
-	return r.closed(ctx)
+	runs := make([]*run, len(specs))
+	open := 0
+	for i, spec := range specs {
+		r, err := newRun(spec)
+		if err != nil {
+			return nil, fmt.Errorf("load: group %d: %w", i+1, err)
+		}
+		runs[i] = r
+		if spec.Workload.Open() {
+			open++
+		}
+	}
+	if open != 0 && open != len(specs) {
+		return nil, errors.New("load: groups must be all closed or all open")
+	}
+	if open == 0 {
+		return closedGroups(ctx, runs)
+	}
+	res := make([]*Result, len(runs))
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		wg.Add(1)
+		go func() { // owner: RunGroups; ends when the group's arrivals and sessions do
+			defer wg.Done()
+			res[i], errs[i] = r.open(ctx)
+		}()
+	}
+	wg.Wait()
+	return res, errors.Join(errs...)
 }
 
 type run struct {
@@ -198,36 +275,51 @@ func (r *run) connect(ctx context.Context, c *client) bool {
 }
 
 func (r *run) closed(ctx context.Context) (*Result, error) {
-	n := r.spec.Workload.Clients
-	clients := make([]*client, n)
+	res, err := closedGroups(ctx, []*run{r})
+	if len(res) == 0 {
+		return nil, err
+	}
+	return res[0], err
+}
+
+// closedGroups runs closed groups of clients together: every client of
+// every group connects, and after the barrier and the longest Settle they
+// all start at one time zero.
+func closedGroups(ctx context.Context, runs []*run) ([]*Result, error) {
+	clients := make([][]*client, len(runs))
 	start := make(chan struct{})
 	var connected, done sync.WaitGroup
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for i := range n {
-		c := r.newClient(i)
-		clients[i] = c
-		connected.Add(1)
-		done.Add(1)
-		go func() { // owner: closed; ends when the session does
-			defer done.Done()
-			ok := r.connect(runCtx, c)
-			connected.Done()
-			if !ok {
-				return
-			}
-			select {
-			case <-start:
-			case <-runCtx.Done():
-				closeConn(c.conn)
-				return
-			}
-			r.session(runCtx, c)
-		}()
+	var settle, timeout time.Duration
+	for g, r := range runs {
+		settle, timeout = max(settle, r.spec.Settle), max(timeout, r.timeout)
+		clients[g] = make([]*client, r.spec.Workload.Clients)
+		for i := range r.spec.Workload.Clients {
+			c := r.newClient(i)
+			clients[g][i] = c
+			connected.Add(1)
+			done.Add(1)
+			go func() { // owner: closedGroups; ends when the session does
+				defer done.Done()
+				ok := r.connect(runCtx, c)
+				connected.Done()
+				if !ok {
+					return
+				}
+				select {
+				case <-start:
+				case <-runCtx.Done():
+					closeConn(c.conn)
+					return
+				}
+				r.session(runCtx, c)
+			}()
+		}
 	}
 	connected.Wait()
-	if r.spec.Settle > 0 {
-		t := time.NewTimer(r.spec.Settle)
+	if settle > 0 {
+		t := time.NewTimer(settle)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -239,27 +331,36 @@ func (r *run) closed(ctx context.Context) (*Result, error) {
 		done.Wait()
 		return nil, fmt.Errorf("load: %w", err)
 	}
-	if r.spec.Started != nil {
-		r.spec.Started()
+	for _, r := range runs {
+		if r.spec.Started != nil {
+			r.spec.Started()
+		}
 	}
 	t0 := time.Now()
-	deadline := time.AfterFunc(r.timeout, cancel)
+	deadline := time.AfterFunc(timeout, cancel)
 	close(start)
 	done.Wait()
 	deadline.Stop()
-	res := merge(t0, clients)
+	res := make([]*Result, len(runs))
+	for g := range runs {
+		res[g] = merge(t0, clients[g])
+	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("load: %w", err)
 	}
 	if runCtx.Err() != nil {
-		return res, fmt.Errorf("load: run timed out after %v", r.timeout)
+		return res, fmt.Errorf("load: run timed out after %v", timeout)
 	}
 	return res, nil
 }
 
 func (r *run) open(ctx context.Context) (*Result, error) {
 	w := r.spec.Workload
-	arrivals := sim.NewRand(r.spec.Seed, "load arrivals")
+	name := r.spec.ArrivalStream
+	if name == "" {
+		name = "load arrivals"
+	}
+	arrivals := sim.NewRand(r.spec.Seed, name)
 	runCtx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	var done sync.WaitGroup
@@ -271,7 +372,9 @@ func (r *run) open(ctx context.Context) (*Result, error) {
 	first := time.Time{}
 	at := time.Duration(0)
 	for i := 0; ; i++ {
-		at += time.Duration(arrivals.ExpFloat64() / w.ArrivalRate * 1e9)
+		// The gaps in the model's arithmetic (sim.FromSeconds), so that a
+		// run with the model's ArrivalStream has its arrivals.
+		at += sim.FromSeconds(arrivals.ExpFloat64() / w.ArrivalRate).Duration()
 		if at >= w.Duration.Duration() {
 			break
 		}
@@ -311,7 +414,12 @@ func (r *run) open(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-// session runs c's transactions and closes its connection.
+// session runs c's requests and closes its connection: requests of
+// transactions of statements, with the app pause between the statements of
+// a transaction and between the transactions of a request, and think
+// between requests (and, for a closed request-level client, before its
+// first one, as in the model). Without a request level every transaction
+// is a request and every pause a think, as before requests existed.
 func (r *run) session(ctx context.Context, c *client) {
 	if c.ps != nil {
 		r.preparedSession(ctx, c)
@@ -320,35 +428,98 @@ func (r *run) session(ctx context.Context, c *client) {
 	defer closeConn(c.conn)
 	w := r.spec.Workload
 	blocks := r.spec.Blocks && w.StmtsPerTxn > 1
-	for txn := range w.TxnsPerSession {
-		var t0 time.Time
-		for s := range w.StmtsPerTxn {
-			sql := r.spec.Statement.Text(w.Query.Sample(c.queryRNG).Duration())
-			if blocks && s == 0 {
-				sql = "BEGIN; " + sql
-			}
-			if blocks && s == w.StmtsPerTxn-1 {
-				sql += "; COMMIT"
-			}
-			t := time.Now()
-			if s == 0 {
-				t0 = t
-			}
-			c.ran = true
-			_, err := c.conn.Exec(ctx, sql).ReadAll()
-			end := time.Now()
-			if err != nil {
-				c.outcome, c.err = classify(err), err
-				return
-			}
-			if c.statementDone(w, txn, s, t0, t, end) {
-				break
-			}
-			if !r.think(ctx, c) {
-				return
+	reqs, per := w.Requests()
+	if w.RequestLevel() && !w.Open() {
+		if !r.pause(ctx, c, w.Think, &c.think) {
+			return
+		}
+	}
+	streams := sim.NewStreams(r.spec.Seed, "requests")
+	for req := range reqs {
+		n := per.Min
+		if per.Random() {
+			rr := streams.At(r.spec.SessionBase+uint64(c.index), uint64(req))
+			n = per.Sample(&rr)
+		}
+		var reqStart time.Time
+		lastReq := req == reqs-1
+		for txn := range n {
+			var t0 time.Time
+			for s := range w.StmtsPerTxn {
+				sql := r.spec.Statement.Text(w.Query.Sample(c.queryRNG).Duration())
+				if r.spec.Hold {
+					sql = holdSQL(sql, txn, n, s, w.StmtsPerTxn)
+				}
+				if blocks && s == 0 {
+					sql = "BEGIN; " + sql
+				}
+				if blocks && s == w.StmtsPerTxn-1 {
+					sql += "; COMMIT"
+				}
+				if r.spec.Hold && txn == n-1 && s == w.StmtsPerTxn-1 {
+					sql += "; " + holdClose
+				}
+				t := time.Now()
+				if s == 0 {
+					t0 = t
+					if txn == 0 {
+						reqStart = t
+					}
+				}
+				c.ran = true
+				_, err := c.conn.Exec(ctx, sql).ReadAll()
+				end := time.Now()
+				if err != nil {
+					c.outcome, c.err = classify(err), err
+					c.failReqs += int64(reqs - req)
+					return
+				}
+				lastStmt := s == w.StmtsPerTxn-1
+				c.statementDone(s, lastStmt, t0, t, end)
+				if lastStmt && txn == n-1 {
+					c.okReqs++
+					c.reqLat = append(c.reqLat, sim.FromDuration(end.Sub(reqStart)))
+				}
+				if lastReq && txn == n-1 && lastStmt {
+					return // the session's last statement: no pause after it
+				}
+				switch {
+				case !w.RequestLevel():
+					if !r.pause(ctx, c, w.Think, &c.think) {
+						return
+					}
+				case lastStmt && txn == n-1:
+					if !r.pause(ctx, c, w.Think, &c.think) {
+						return
+					}
+				default:
+					if !r.pause(ctx, c, w.AppPause(), &c.app) {
+						return
+					}
+				}
 			}
 		}
 	}
+}
+
+// pause sleeps one draw of d (from c's think stream) and records how long
+// it really took in *rec; false when ctx ended it.
+func (r *run) pause(ctx context.Context, c *client, d sim.Dist, rec *[]sim.Time) bool {
+	p := d.Sample(c.thkRNG).Duration()
+	if p <= 0 {
+		return true
+	}
+	ts := time.Now()
+	tm := time.NewTimer(p)
+	select {
+	case <-ctx.Done():
+		tm.Stop()
+		c.err = ctx.Err()
+		return false
+	case <-tm.C:
+	}
+	*rec = append(*rec, sim.FromDuration(time.Since(ts)))
+	return true
 }
 
 func merge(t0 time.Time, clients []*client) *Result {
@@ -375,6 +546,14 @@ func merge(t0 time.Time, clients []*client) *Result {
 		for _, v := range c.think {
 			res.Think.Add(v)
 		}
+		for _, v := range c.app {
+			res.App.Add(v)
+		}
+		for _, v := range c.reqLat {
+			res.ReqLatency.Add(v)
+		}
+		res.OKReqs += c.okReqs
+		res.FailedReqs += c.failReqs
 		if c.err == nil {
 			continue
 		}
@@ -401,18 +580,16 @@ func closeConn(c *pgconn.PgConn) {
 	_ = c.Close(ctx)
 }
 
-// statementDone records statement s of transaction txn, sent at t and
-// answered at end in a transaction begun at t0; it reports whether that
-// was the session's last statement.
-func (c *client) statementDone(w system.Workload, txn, s int, t0, t, end time.Time) bool {
+// statementDone records statement s, sent at t and answered at end, of
+// a transaction begun at t0; last says it was the transaction's last.
+func (c *client) statementDone(s int, last bool, t0, t, end time.Time) {
 	c.stmts++
 	if s > 0 {
 		c.rt = append(c.rt, sim.FromDuration(end.Sub(t)))
 	}
-	if s == w.StmtsPerTxn-1 {
+	if last {
 		c.ok++
 		c.end = end
 		c.lat = append(c.lat, sim.FromDuration(end.Sub(t0)))
 	}
-	return txn == w.TxnsPerSession-1 && s == w.StmtsPerTxn-1
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/goleak"
 
+	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/proxy/pgcluster"
 	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
@@ -136,5 +137,70 @@ func TestOpenArrivals(t *testing.T) {
 	}
 	if a.Clients == 0 || a.Clients != b.Clients || a.OKTxns != int64(a.Clients) || a.Failed != 0 {
 		t.Errorf("arrivals %d and %d, ok %d, failed %d (%v); want the same count twice, all ok", a.Clients, b.Clients, a.OKTxns, a.Failed, a.Errors)
+	}
+}
+
+// TestRequestsAndHold: 2 clients of 2 requests of 2 transactions of 2
+// statements, straight to PostgreSQL, each request holding a WITH HOLD
+// cursor across its transactions: every request completes (the cursor
+// survives its COMMITs on the client's own backend), the pauses inside a
+// request are app pauses and the ones before and between requests thinks.
+func TestRequestsAndHold(t *testing.T) {
+	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 10, SuperuserReservedConnections: pgcluster.ReserveNone})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := workload(2, 0, 2, time.Millisecond, 2*time.Millisecond)
+	w.RequestsPerSession, w.TxnsPerRequest = 2, sim.ConstInt(2)
+	w.App, w.AppSet = sim.ConstDist(sim.Millisecond), true
+	res, err := Run(ctx, Spec{DSN: c.UserDSN(), Workload: w, Blocks: true, Hold: true, Statement: Statement{Kind: KindSleep}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 0 || res.OKTxns != 8 || res.OKReqs != 4 || res.FailedReqs != 0 || res.ReqLatency.Count() != 4 {
+		t.Fatalf("failed %d (%v), ok txns %d, ok requests %d, failed requests %d, request latencies %d; want 0, 8, 4, 0, 4",
+			res.Failed, res.Errors, res.OKTxns, res.OKReqs, res.FailedReqs, res.ReqLatency.Count())
+	}
+	if res.App.Count() != 12 || res.Think.Count() != 4 {
+		t.Errorf("%d app pauses, %d thinks; want 12 (3 per request) and 4 (before each request)", res.App.Count(), res.Think.Count())
+	}
+	// A request is 4 sleeps of at least 1 ms and 3 app pauses of 1 ms.
+	if p50 := res.ReqLatency.Percentile(50); p50 < 7*sim.Millisecond || p50 < res.Latency.Percentile(50) {
+		t.Errorf("request p50 %v, transaction p50 %v; want at least 7ms and at least the transaction's", p50, res.Latency.Percentile(50))
+	}
+}
+
+// TestHoldSQL: the request's first statement declares the cursor, the
+// first of each later transaction fetches from it, others are left alone.
+func TestHoldSQL(t *testing.T) {
+	if got := holdSQL("SELECT 1", 0, 3, 0, 2); got != "DECLARE poolsim_hold CURSOR WITH HOLD FOR SELECT g FROM generate_series(1, 3) g; SELECT 1" {
+		t.Errorf("first statement of the request: %q", got)
+	}
+	if got := holdSQL("SELECT 1", 1, 3, 0, 2); got != "FETCH NEXT FROM poolsim_hold; SELECT 1" {
+		t.Errorf("first statement of a later transaction: %q", got)
+	}
+	if got := holdSQL("SELECT 1", 1, 3, 1, 2); got != "SELECT 1" {
+		t.Errorf("a later statement: %q", got)
+	}
+}
+
+// TestOpenArrivalsFollowTheModel: with the model's arrival stream the
+// driver's Poisson arrivals are the model's - as many sessions as the
+// model has.
+func TestOpenArrivalsFollowTheModel(t *testing.T) {
+	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 20, SuperuserReservedConnections: pgcluster.ReserveNone})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := system.Default()
+	cfg.Seed = 11
+	cfg.Pooler.Mode = poolmode.Direct
+	cfg.Workload = system.Workload{ArrivalRate: 60, Duration: 500 * sim.Millisecond, TxnsPerSession: 1, StmtsPerTxn: 1,
+		Query: sim.ConstDist(sim.Millisecond)}
+	model := system.Run(cfg).Metrics
+	res, err := Run(ctx, Spec{DSN: c.UserDSN(), Workload: cfg.Workload, Seed: cfg.Seed, Statement: Statement{Kind: KindSleep}, ArrivalStream: "arrivals"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(res.Clients) != model.Sessions || model.Sessions == 0 {
+		t.Errorf("%d arrivals live, %d sessions in the model; want the same, above 0", res.Clients, model.Sessions)
 	}
 }

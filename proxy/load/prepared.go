@@ -189,7 +189,12 @@ func (r *run) preparedSession(ctx context.Context, c *client) {
 			if named && !parse {
 				ps.n.Hits++
 			}
-			if c.statementDone(w, txn, s, t0, t, end) {
+			c.statementDone(s, s == w.StmtsPerTxn-1, t0, t, end)
+			if s == w.StmtsPerTxn-1 {
+				c.okReqs++
+				c.reqLat = append(c.reqLat, c.lat[len(c.lat)-1])
+			}
+			if txn == w.TxnsPerSession-1 && s == w.StmtsPerTxn-1 {
 				break
 			}
 			if !r.think(ctx, c) {

@@ -91,6 +91,10 @@ type Config struct {
 	// Extra holds any other pgbouncer.ini [pgbouncer] settings; they win
 	// over the fields above. Written sorted by key.
 	Extra map[string]string
+	// Databases are [databases] entries written before the "*" one, each
+	// a whole line ("web = host=127.0.0.1 port=5432 dbname=app
+	// pool_mode=transaction pool_size=4"): pools of their own.
+	Databases []string
 
 	// Path is the pgbouncer executable; "" = Find().
 	Path string
@@ -175,6 +179,11 @@ func (cfg Config) settings(dir string, port int) (map[string]string, error) {
 	for k, v := range cfg.Extra {
 		s[k] = v
 	}
+	for _, l := range cfg.Databases {
+		if strings.ContainsAny(l, "\r\n") || !strings.Contains(l, "=") {
+			return nil, fmt.Errorf("pgbouncer: config: entry %q: want one line of name = settings", l)
+		}
+	}
 	for k, v := range s {
 		if !keyRE.MatchString(k) {
 			return nil, fmt.Errorf("pgbouncer: config: setting name %q: expected lower-case letters, digits and _", k)
@@ -195,6 +204,15 @@ func connValue(v string) string {
 }
 
 func (cfg Config) databaseLine() string {
+	var b strings.Builder
+	for _, l := range cfg.Databases {
+		b.WriteString(l + "\n")
+	}
+	return b.String() + cfg.fallbackLine()
+}
+
+// fallbackLine is the "*" entry: every database name not listed.
+func (cfg Config) fallbackLine() string {
 	host := cfg.UpstreamHost
 	if host == "" {
 		host = "127.0.0.1"
@@ -348,7 +366,7 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 		}
 		return nil, fmt.Errorf("%w\n%s", err, childproc.LastLines(log, 20))
 	}
-	logf("pgbouncer: PgBouncer %s on 127.0.0.1:%d -> %s (%s)", p.version, p.port, cfg.databaseLine(), p.dir)
+	logf("pgbouncer: PgBouncer %s on 127.0.0.1:%d -> %s (%s)", p.version, p.port, strings.ReplaceAll(cfg.databaseLine(), "\n", "; "), p.dir)
 	ok = true
 	return p, nil
 }

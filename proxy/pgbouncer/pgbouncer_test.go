@@ -244,6 +244,8 @@ func TestConfigValidation(t *testing.T) {
 		{UpstreamPort: 5432, DefaultPoolSize: -1},
 		{UpstreamPort: 5432, Extra: map[string]string{"Bad Key": "1"}},
 		{UpstreamPort: 5432, Extra: map[string]string{"logfile": "a\nb"}},
+		{UpstreamPort: 5432, Databases: []string{"web = dbname=app\n[pgbouncer]"}}, // a second line
+		{UpstreamPort: 5432, Databases: []string{"web"}},                           // no settings
 	} {
 		if p, err := pgbouncer.Start(ctx, cfg); err == nil {
 			p.Stop()

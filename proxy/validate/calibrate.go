@@ -34,6 +34,10 @@ type Calibration struct {
 	Think        sim.Dist
 	ThinkMean    time.Duration
 	ThinkNominal time.Duration
+	// App is set for a class with requests and workload.app: Think,
+	// ThinkMean and ThinkNominal are then its app pause's (the timers
+	// measured), and its think between requests gets the same overshoot.
+	App bool
 	// Hop is half the extra round trip of an empty query through the target
 	// over the direct one (0 for direct rows); HopRTT is that round trip.
 	Hop, HopRTT time.Duration

@@ -69,6 +69,7 @@ func combineMeasured(xs []Measured, model system.Metrics) Measured {
 	m.ConnRefused = count(xs, model.ConnRefused, func(x Measured) int64 { return x.ConnRefused })
 	m.WaitTimeouts = count(xs, model.WaitTimeouts, func(x Measured) int64 { return x.WaitTimeouts })
 	m.Failed = count(xs, 0, func(x Measured) int64 { return x.Failed })
+	m.OKReqs = count(xs, model.OKReqs, func(x Measured) int64 { return x.OKReqs })
 	m.Errors = nil
 	for _, x := range xs {
 		m.Errors = append(m.Errors, x.Errors...)
@@ -89,6 +90,10 @@ func combineMeasured(xs []Measured, model system.Metrics) Measured {
 		{&m.StmtMeanMs, func(x Measured) float64 { return x.StmtMeanMs }},
 		{&m.StmtP99Ms, func(x Measured) float64 { return x.StmtP99Ms }},
 		{&m.ThinkMeanMs, func(x Measured) float64 { return x.ThinkMeanMs }},
+		{&m.AppMeanMs, func(x Measured) float64 { return x.AppMeanMs }},
+		{&m.ReqTPS, func(x Measured) float64 { return x.ReqTPS }},
+		{&m.ReqP50Ms, func(x Measured) float64 { return x.ReqP50Ms }},
+		{&m.ReqP99Ms, func(x Measured) float64 { return x.ReqP99Ms }},
 		{&m.CPUBusy, func(x Measured) float64 { return x.CPUBusy }},
 		{&m.CPUSelf, func(x Measured) float64 { return x.CPUSelf }},
 		{&m.CPUSteal, func(x Measured) float64 { return x.CPUSteal }},
@@ -120,6 +125,7 @@ func combineModels(ms []system.Metrics, model system.Metrics) system.Metrics {
 	c.StmtExecs = int64(medianOf(ms, func(x system.Metrics) float64 { return float64(x.StmtExecs) }))
 	c.ConnRefused = count(ms, model.ConnRefused, func(x system.Metrics) int64 { return x.ConnRefused })
 	c.WaitTimeouts = count(ms, model.WaitTimeouts, func(x system.Metrics) int64 { return x.WaitTimeouts })
+	c.OKReqs = count(ms, model.OKReqs, func(x system.Metrics) int64 { return x.OKReqs })
 	for _, f := range []struct {
 		dst *float64
 		get func(system.Metrics) float64
@@ -133,6 +139,9 @@ func combineModels(ms []system.Metrics, model system.Metrics) system.Metrics {
 		{&c.WaitMeanMs, func(x system.Metrics) float64 { return x.WaitMeanMs }},
 		{&c.WaitP50Ms, func(x system.Metrics) float64 { return x.WaitP50Ms }},
 		{&c.WaitP99Ms, func(x system.Metrics) float64 { return x.WaitP99Ms }},
+		{&c.ReqTPS, func(x system.Metrics) float64 { return x.ReqTPS }},
+		{&c.ReqP50Ms, func(x system.Metrics) float64 { return x.ReqP50Ms }},
+		{&c.ReqP99Ms, func(x system.Metrics) float64 { return x.ReqP99Ms }},
 		{&c.PreparedHitRate, func(x system.Metrics) float64 { return x.PreparedHitRate }},
 		{&c.ServerParsesPerS, func(x system.Metrics) float64 { return x.ServerParsesPerS }},
 	} {

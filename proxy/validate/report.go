@@ -84,7 +84,12 @@ type Row struct {
 	Cal          Calibration // medians of the calibrations made right before each run
 	Load         string      // the machine's load averages before and after the row's runs
 	Cells        []Cell
+	// Class is the client class a row of a scenario with classes shows
+	// (allClasses for the row of all of them), Pool its pool: name
+	// (database/user, mode, size).
+	Class, Pool string
 
+	reqLevel               bool    // the row's workload runs requests (request cells)
 	maxPrepared, threshold int     // the row's pooler.max_prepared_statements and workload.prepare_threshold
 	cores, poolSize        int     // the row's server.cores and pooler.default_pool_size
 	calStmt                float64 // calibrated statement round trip through the target (query + 2 hops), ms
@@ -115,6 +120,12 @@ type Measured struct {
 	StmtMeanMs  float64
 	StmtP99Ms   float64
 	ThinkMeanMs float64
+	// Requests: completed ones, per second of the wall, and their latency.
+	OKReqs    int64
+	ReqTPS    float64
+	ReqP50Ms  float64
+	ReqP99Ms  float64
+	AppMeanMs float64 // the app pauses' real mean
 	// CPUBusy is the fraction of all the machine's CPUs busy during the run
 	// (PostgreSQL, a pgbouncer, this process and anything else); CPUSelf
 	// is this process's share (the driver, and the proxy when in process).
@@ -191,6 +202,14 @@ func judge(r *Row) {
 	if m.WaitTimeouts != 0 || x.WaitTimeouts != 0 || c.WaitTimeouts != 0 {
 		cells = append(cells[:2], append([]Cell{{Metric: "wait_timeouts", Model: float64(m.WaitTimeouts), Calibrated: float64(c.WaitTimeouts), Measured: float64(x.WaitTimeouts), Known: true, Tol: 0}}, cells[2:]...)...)
 	}
+	if r.reqLevel {
+		cells = append(cells,
+			Cell{Metric: "ok_reqs", Model: float64(m.OKReqs), Calibrated: float64(c.OKReqs), Measured: float64(x.OKReqs), Known: true, Tol: 0},
+			Cell{Metric: "req_tps", Model: m.ReqTPS, Calibrated: c.ReqTPS, Measured: x.ReqTPS, Known: true, Tol: TolTPS},
+			Cell{Metric: "req_p50_ms", Model: m.ReqP50Ms, Calibrated: c.ReqP50Ms, Measured: x.ReqP50Ms, Known: true, Tol: TolP50},
+			Cell{Metric: "req_p99_ms", Model: m.ReqP99Ms, Calibrated: c.ReqP99Ms, Measured: x.ReqP99Ms, Known: true, Tol: TolP99},
+		)
+	}
 	if r.Prepared {
 		cells = preparedCells(r)
 	}
@@ -250,7 +269,7 @@ func why(c Cell, r *Row) string {
 		parts = append(parts, fmt.Sprintf("%d clients failed (%s)", x.Failed, strings.Join(x.Errors, "; ")))
 	}
 	switch c.Metric {
-	case "ok_txns", "conn_refused", "wait_timeouts":
+	case "ok_txns", "conn_refused", "wait_timeouts", "ok_reqs":
 		if c.Model != c.Calibrated {
 			parts = append(parts, fmt.Sprintf("the measured times change the count in the model (%s vs %s)", num(c.Model), num(c.Calibrated)))
 		}
@@ -273,9 +292,13 @@ func why(c Cell, r *Row) string {
 			parts = append(parts, fmt.Sprintf("statements took %.3f ms on average under load against %.3f ms calibrated right before the run (%+.0f%%)", x.StmtMeanMs, cal, 100*d))
 		}
 	}
-	if x.ThinkMeanMs > 0 {
-		if t := r.calThinkMs; t > 0 && math.Abs(x.ThinkMeanMs-t)/t > 0.02 {
-			parts = append(parts, fmt.Sprintf("think took %.3f ms on average against %.3f ms calibrated", x.ThinkMeanMs, t))
+	pause, what := x.ThinkMeanMs, "think"
+	if r.Cal.App {
+		pause, what = x.AppMeanMs, "app pauses"
+	}
+	if pause > 0 {
+		if t := r.calThinkMs; t > 0 && math.Abs(pause-t)/t > 0.02 {
+			parts = append(parts, fmt.Sprintf("%s took %.3f ms on average against %.3f ms calibrated", what, pause, t))
 		}
 	}
 	if x.CPUBusy >= cpuSaturated {
@@ -322,10 +345,23 @@ func (r Row) Title() string {
 	for _, p := range r.Params {
 		b = append(b, p.Key+"="+p.Value)
 	}
+	t := strings.Join(b, ", ")
 	if len(b) == 0 {
-		return r.Mode.String()
+		t = r.Mode.String()
 	}
-	return strings.Join(b, ", ")
+	switch {
+	case r.Class == allClasses:
+		if len(b) == 0 {
+			return allClasses
+		}
+		return t + " · " + allClasses
+	case r.Class != "":
+		if len(b) == 0 {
+			return "class " + r.Class
+		}
+		return t + " · class " + r.Class
+	}
+	return t
 }
 
 func (r Row) verdict() string {
@@ -376,6 +412,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			m.P50Ms, c.P50Ms, x.P50Ms, m.P99Ms, c.P99Ms, x.P99Ms, m.WaitP99Ms, c.WaitP99Ms, wait, r.verdict())
 	}
 	p("\n")
+	rep.writeClassSummary(&b)
 	rep.writeProbeSummary(&b)
 
 	p("## Calibration\n\n")
@@ -389,12 +426,19 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	p("\n\n")
 	p("| row | connect | query (scenario → measured mean, p99) | think (scenario → measured mean) | hop | connections × statements |\n|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
-		if r.Skipped != "" {
+		if r.Skipped != "" || r.Class == allClasses {
 			continue
 		}
 		c := r.Cal
-		p("| %s | %s | %s → %s, %s | %s → %s | %s | %d × %d |\n", r.Title(), ms(c.Connect), ms(c.QueryNominal), ms(c.QueryMean), ms(c.QueryP99),
-			ms(c.ThinkNominal), ms(c.ThinkMean), us(c.Hop), c.Concurrency, c.Samples)
+		app := ""
+		if c.App {
+			app = "app "
+		}
+		p("| %s | %s | %s → %s, %s | %s%s → %s | %s | %d × %d |\n", r.Title(), ms(c.Connect), ms(c.QueryNominal), ms(c.QueryMean), ms(c.QueryP99),
+			app, ms(c.ThinkNominal), ms(c.ThinkMean), us(c.Hop), c.Concurrency, c.Samples)
+	}
+	if rep.classes() {
+		p("\nWith classes each class is calibrated on its own, as its pool's user on its database, with as many connections at once as its pool has servers. For a class with requests and workload.app the think column is its app pause (marked app): those timers are measured, and its think between requests gets the same overshoot in the calibrated model. One hop (through the first pool) serves every class.\n")
 	}
 	if rep.prepared() {
 		p("\nPrepared statements, measured right before and right after each run on one connection straight to PostgreSQL with nothing else running (the run's calibration is the mean of the two; the table shows medians over the row's runs): a prepared execution (Bind/Execute of a named statement at the statement's mean time), a prepared trivial `SELECT 1` (the round trip), an unnamed execution of the same text (Parse/Bind/Execute), and parse = the median of (unnamed − prepared), timed alternately. The calibrated model takes the prepared execution less the trivial round trip as its server time (CPU for a cpu statement, shaped as the scenario's distribution), the trivial round trip as fixed non-CPU time, and the measured parse as workload.parse.\n\n")
@@ -454,8 +498,17 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			p("\n\nPrepared statements (first run): %d executions — %d unnamed (each a parse at the server), %d of named statements (%d with the driver's named Parse, %d failed: prepared statement does not exist, in %d transactions); server parses = named Parses at the servers + unnamed executions = %d, %.1f/s over the wall; named Parses at the servers from %s.",
 				n.Unnamed+n.Binds, n.Unnamed, n.Binds, n.NamedParses, n.Failed, n.FailedTxns, pm.ServerParses, pm.ServerParsesPerS, src)
 		}
-		p("\n\nDiagnostics: hop %s (empty query round trip through the target %s); statements after a transaction's first %.3f ms mean, %.3f ms p99 under load%s (calibrated query + 2 hops %.3f ms); think %.3f ms mean (calibrated %.3f ms); wall %.1f ms; %d wait timeouts, %d failed clients",
-			us(r.Cal.Hop), us(r.Cal.HopRTT), x.StmtMeanMs, x.StmtP99Ms, stmtNote, r.calStmt, x.ThinkMeanMs, r.calThinkMs, x.WallMs, x.WaitTimeouts, x.Failed)
+		switch {
+		case r.Class == allClasses:
+			p("\n\nDiagnostics (every class together; the calibration is per class, on the class rows): hop %s (empty query round trip through the target %s); statements after a transaction's first %.3f ms mean, %.3f ms p99 under load%s; wall %.1f ms; %d wait timeouts, %d failed clients",
+				us(r.Cal.Hop), us(r.Cal.HopRTT), x.StmtMeanMs, x.StmtP99Ms, stmtNote, x.WallMs, x.WaitTimeouts, x.Failed)
+		case r.Cal.App:
+			p("\n\nDiagnostics: hop %s (empty query round trip through the target %s); statements after a transaction's first %.3f ms mean, %.3f ms p99 under load%s (calibrated query + 2 hops %.3f ms); app pauses %.3f ms mean (calibrated %.3f ms), think between requests %.3f ms mean; wall %.1f ms; %d wait timeouts, %d failed clients",
+				us(r.Cal.Hop), us(r.Cal.HopRTT), x.StmtMeanMs, x.StmtP99Ms, stmtNote, r.calStmt, x.AppMeanMs, r.calThinkMs, x.ThinkMeanMs, x.WallMs, x.WaitTimeouts, x.Failed)
+		default:
+			p("\n\nDiagnostics: hop %s (empty query round trip through the target %s); statements after a transaction's first %.3f ms mean, %.3f ms p99 under load%s (calibrated query + 2 hops %.3f ms); think %.3f ms mean (calibrated %.3f ms); wall %.1f ms; %d wait timeouts, %d failed clients",
+				us(r.Cal.Hop), us(r.Cal.HopRTT), x.StmtMeanMs, x.StmtP99Ms, stmtNote, r.calStmt, x.ThinkMeanMs, r.calThinkMs, x.WallMs, x.WaitTimeouts, x.Failed)
+		}
 		if x.WaitMeanOnly {
 			p("; wait percentiles: PgBouncer reports only a mean (SHOW STATS total_wait_time / %d assignments counted by the driver)", x.Assignments)
 		}
@@ -559,9 +612,9 @@ func (rep *Report) writeProbeDetail(b *strings.Builder) {
 
 func fnum(metric string, v float64) string {
 	switch metric {
-	case "ok_txns", "conn_refused", "wait_timeouts", "prepared_error_txns", "txns_ended", "server_parses", "stmt_execs":
+	case "ok_txns", "conn_refused", "wait_timeouts", "prepared_error_txns", "txns_ended", "server_parses", "stmt_execs", "ok_reqs":
 		return num(math.Round(v))
-	case "tps", "server_parses_per_s":
+	case "tps", "server_parses_per_s", "req_tps":
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	case "prepared_hit_rate":
 		return strconv.FormatFloat(v, 'f', 3, 64)
@@ -585,6 +638,42 @@ func tolText(c Cell) string {
 		return "abs " + strconv.FormatFloat(c.Tol, 'f', 2, 64)
 	}
 	return strconv.FormatFloat(100*c.Tol, 'f', 0, 64)
+}
+
+// classes reports whether the report's rows are a scenario's classes.
+func (rep *Report) classes() bool {
+	for _, r := range rep.Rows {
+		if r.Class != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// writeClassSummary is the per-class table: each class's pool and its
+// figures, the requests' beside the transactions'.
+func (rep *Report) writeClassSummary(b *strings.Builder) {
+	if !rep.classes() {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## Classes\n\nEach class's pool (name: database/user, pool_mode, pool_size) and its figures, model / calibrated model / measured; requests are a class's own unit (without requests_per_session every transaction is one). Wait is the mean wait for a server at the pooler (the proxy's record of every assignment; PgBouncer's SHOW STATS total_wait_time of the pool's database entry over the driver's assignments).\n\n")
+	p("| row | pool | tps | p50_ms | p99_ms | req_tps | req_p50_ms | req_p99_ms | wait_mean_ms | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rep.Rows {
+		if r.Skipped != "" {
+			continue
+		}
+		m, c, x := r.Model, r.Calibrated, r.Measured
+		wait := "—"
+		if x.WaitKnown || x.WaitMeanOnly {
+			wait = fmt.Sprintf("%.2f", x.WaitMeanMs)
+		}
+		p("| %s | %s | %.1f / %.1f / %.1f | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.1f / %.1f / %.1f | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.2f / %.2f / %s | %s |\n",
+			r.Title(), r.Pool, m.TPS, c.TPS, x.TPS, m.P50Ms, c.P50Ms, x.P50Ms, m.P99Ms, c.P99Ms, x.P99Ms,
+			m.ReqTPS, c.ReqTPS, x.ReqTPS, m.ReqP50Ms, c.ReqP50Ms, x.ReqP50Ms, m.ReqP99Ms, c.ReqP99Ms, x.ReqP99Ms,
+			m.WaitMeanMs, c.WaitMeanMs, wait, r.verdict())
+	}
+	p("\n")
 }
 
 // prepared reports whether the report's rows run prepared statements.

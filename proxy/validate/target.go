@@ -73,6 +73,7 @@ type running struct {
 	preparedNote string
 	dsn          string // where clients connect
 	px           *pooler.Proxy
+	port         int // the proxy's port
 	bouncer      *pgbouncer.PgBouncer
 	stop         func() error
 }
@@ -112,6 +113,16 @@ func startProxy(ctx context.Context, srv server, ps poolSettings) (*running, err
 	cfg.ShutdownTimeout = 2 * time.Second
 	cfg.MaxPreparedStatements = ps.maxPrepared
 	cfg.StatsUsers = []string{srv.user} // the validator reads SHOW STATS as the load's role
+	t, err := serveProxy(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	t.dsn, t.prepared = srv.dsnAt("127.0.0.1", t.port), ps.maxPrepared
+	return t, nil
+}
+
+// serveProxy starts the in-process proxy of cfg on a free loopback port.
+func serveProxy(ctx context.Context, cfg pooler.Config) (*running, error) {
 	px, err := pooler.New(cfg)
 	if err != nil {
 		return nil, err
@@ -134,7 +145,7 @@ func startProxy(ctx context.Context, srv server, ps poolSettings) (*running, err
 			return errors.New("proxy: did not stop within 30s")
 		}
 	}
-	return &running{dsn: srv.dsnAt("127.0.0.1", addr.Port), px: px, stop: stop, prepared: ps.maxPrepared}, nil
+	return &running{px: px, stop: stop, port: addr.Port}, nil
 }
 
 func startBouncer(ctx context.Context, srv server, ps poolSettings, logf func(string, ...any)) (*running, error) {

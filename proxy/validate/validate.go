@@ -130,8 +130,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	maxConn := points[0].Config.Server.MaxConnections
+	multi := points[0].Config.Multi()
 	for _, p := range points {
 		c := p.Config
+		if c.Multi() != multi {
+			return nil, fmt.Errorf("%w: classes in some points of the sweep and not in others", ErrUnsupported)
+		}
+		if multi {
+			if c.Server.MaxConnections != maxConn {
+				return nil, fmt.Errorf("%w: server.max_connections varies across the sweep; validate starts one PostgreSQL per run", ErrUnsupported)
+			}
+			if err := checkMulti(o, c); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if c.Server.MaxConnections != maxConn && o.DSN == "" {
 			return nil, fmt.Errorf("%w: server.max_connections varies across the sweep; validate starts one PostgreSQL per run", ErrUnsupported)
 		}
@@ -162,8 +175,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if !o.Quick || o.Probes {
 		modes := map[poolmode.Mode]bool{}
 		for _, p := range points {
-			if m := p.Config.Pooler.Mode; !(o.Target == TargetDirect && m.Pooled()) {
-				modes[m] = true
+			for _, m := range p.Config.PoolModes() {
+				if !(o.Target == TargetDirect && m.Pooled()) {
+					modes[m] = true
+				}
 			}
 		}
 		l.total += len(modes)
@@ -205,6 +220,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := l.versions(ctx, rep, maxConn); err != nil {
 		return nil, err
 	}
+	if multi {
+		if err := l.setupPools(ctx, points[0].Config); err != nil {
+			return nil, err
+		}
+	}
 
 	samples := 540
 	if o.Quick {
@@ -219,6 +239,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	models := scenarios.Run(points, 0)
 	for i, p := range points {
+		if multi {
+			rows, err := l.multiRow(ctx, p, models[i], stmt, samples)
+			if err != nil {
+				return nil, err
+			}
+			rep.Rows = append(rep.Rows, rows...)
+			continue
+		}
 		row, err := l.row(ctx, p, models[i].Metrics, stmt, samples)
 		if err != nil {
 			return nil, err
@@ -228,14 +256,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	if !o.Quick || o.Probes {
 		seen := map[poolmode.Mode]bool{}
-		for _, p := range points {
-			m := p.Config.Pooler.Mode
+		for _, pm := range probeModes(points) {
+			m := pm.mode
 			if seen[m] || (o.Target == TargetDirect && m.Pooled()) {
 				continue
 			}
 			seen[m] = true
 			l.phase(fmt.Sprintf("probing session features in %s mode", m))
-			pr, err := l.probe(ctx, m, p.Config.Pooler.MaxPreparedStatements)
+			pr, err := l.probe(ctx, m, pm.maxPrepared)
 			if err != nil {
 				return nil, err
 			}
@@ -244,9 +272,31 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	rep.Notes = append(rep.Notes, notes(o.Target, points)...)
+	if multi {
+		rep.Notes = append(rep.Notes, classNotes(points[0].Config)...)
+	}
 	rep.Versions.LoadEnd = loadAvg()
 	rep.Elapsed = time.Since(began)
 	return rep, nil
+}
+
+// probeMode is a pool mode to probe, with the max_prepared_statements of
+// the first point that uses it.
+type probeMode struct {
+	mode        poolmode.Mode
+	maxPrepared int
+}
+
+// probeModes lists the points' pool modes (every pool's, with classes) in
+// order of first use.
+func probeModes(points []scenarios.Point) []probeMode {
+	var out []probeMode
+	for _, p := range points {
+		for _, m := range p.Config.PoolModes() {
+			out = append(out, probeMode{m, p.Config.Pooler.MaxPreparedStatements})
+		}
+	}
+	return out
 }
 
 // quiesce waits until no other client backend is connected, so that every
@@ -498,8 +548,22 @@ func measured(r *load.Result) Measured {
 		StmtMeanMs:   r.StmtRT.Mean().Milliseconds(),
 		StmtP99Ms:    r.StmtRT.Percentile(99).Milliseconds(),
 		ThinkMeanMs:  r.Think.Mean().Milliseconds(),
+		AppMeanMs:    r.App.Mean().Milliseconds(),
+		OKReqs:       r.OKReqs,
+		ReqTPS:       reqTPS(r),
+		ReqP50Ms:     r.ReqLatency.Percentile(50).Milliseconds(),
+		ReqP99Ms:     r.ReqLatency.Percentile(99).Milliseconds(),
 		Errors:       r.Errors,
 	}
+}
+
+// reqTPS is completed requests per second of the run's wall.
+func reqTPS(r *load.Result) float64 {
+	w := r.Wall()
+	if w <= 0 {
+		return 0
+	}
+	return float64(r.OKReqs) / w.Seconds()
 }
 
 // probe runs the feature probes of one mode through the target, with a
