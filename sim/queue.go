@@ -45,9 +45,6 @@ func (h *eventHeap) pop() Event {
 	return top
 }
 
-// replaceTop removes the least event and pushes e in one sift.
-func (h *eventHeap) replaceTop(e Event) { h.siftDown(e) }
-
 // siftDown puts e in the root's place and moves it down to where it
 // belongs.
 func (h *eventHeap) siftDown(e Event) {

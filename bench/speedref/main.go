@@ -57,7 +57,7 @@ type ref struct {
 	ok                    int64
 	latSum                float64
 	lastTxn               sim.Time
-	timedOut, unfinished  int64
+	timedOut              int64
 	stmtsDone, assignment int64
 }
 

@@ -52,13 +52,17 @@ func denyIOUring() error {
 		flagTSync     = 1          // SECCOMP_FILTER_FLAG_TSYNC
 		setNoNewPrivs = 38         // PR_SET_NO_NEW_PRIVS
 	)
+	stmt := func(code, k int) syscall.SockFilter { return syscall.SockFilter{Code: uint16(code), K: uint32(k)} }
+	jump := func(code, k, jt, jf int) syscall.SockFilter {
+		return syscall.SockFilter{Code: uint16(code), Jt: uint8(jt), Jf: uint8(jf), K: uint32(k)}
+	}
 	filter := []syscall.SockFilter{
-		*syscall.LsfStmt(syscall.BPF_LD|syscall.BPF_W|syscall.BPF_ABS, 4), // seccomp_data.arch
-		*syscall.LsfJump(syscall.BPF_JMP|syscall.BPF_JEQ|syscall.BPF_K, int(arch), 0, 3),
-		*syscall.LsfStmt(syscall.BPF_LD|syscall.BPF_W|syscall.BPF_ABS, 0), // seccomp_data.nr
-		*syscall.LsfJump(syscall.BPF_JMP|syscall.BPF_JEQ|syscall.BPF_K, ioUringSetup, 0, 1),
-		*syscall.LsfStmt(syscall.BPF_RET|syscall.BPF_K, retErrno|int(syscall.EPERM)),
-		*syscall.LsfStmt(syscall.BPF_RET|syscall.BPF_K, retAllow),
+		stmt(syscall.BPF_LD|syscall.BPF_W|syscall.BPF_ABS, 4), // seccomp_data.arch
+		jump(syscall.BPF_JMP|syscall.BPF_JEQ|syscall.BPF_K, int(arch), 0, 3),
+		stmt(syscall.BPF_LD|syscall.BPF_W|syscall.BPF_ABS, 0), // seccomp_data.nr
+		jump(syscall.BPF_JMP|syscall.BPF_JEQ|syscall.BPF_K, ioUringSetup, 0, 1),
+		stmt(syscall.BPF_RET|syscall.BPF_K, retErrno|int(syscall.EPERM)),
+		stmt(syscall.BPF_RET|syscall.BPF_K, retAllow),
 	}
 	prog := syscall.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, setNoNewPrivs, 1, 0); e != 0 {

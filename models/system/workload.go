@@ -35,9 +35,6 @@ func newUser(session uint64, cls int16) user {
 // wl is client u's workload (its class's).
 func (m *model) wl(u int32) *Workload { return &m.classes[m.users[u].cls].cfg.Workload }
 
-// ap is client u's application pool settings (its class's).
-func (m *model) ap(u int32) *AppPool { return &m.classes[m.users[u].cls].cfg.AppPool }
-
 // txnsOf is how many transactions request req of client u's session runs
 // (drawn from the session's own stream at that request: common random
 // numbers).

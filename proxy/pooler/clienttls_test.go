@@ -113,7 +113,6 @@ func writeTLSFiles(t *testing.T) tlsFiles {
 // proxy, reached at addr.
 type tlsTarget struct {
 	name, addr string
-	admin      string // console URL (sslmode left to the caller)
 }
 
 // psqlTLS runs psql through target with the given libpq sslmode (and

@@ -142,7 +142,7 @@ func TestClassPools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vv := &v{cluster: cl, srv: srv, logf: t.Logf, backendGone: func(ctx context.Context, pid uint32) error { return cl.WaitBackendsExit(ctx, pid) }}
+	vv := &lab{cluster: cl, srv: srv, logf: t.Logf, backendGone: func(ctx context.Context, pid uint32) error { return cl.WaitBackendsExit(ctx, pid) }}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := vv.setupPools(ctx, cfg); err != nil {
