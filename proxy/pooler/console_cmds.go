@@ -260,6 +260,9 @@ func (x *consoleCmd) kill(arg string) consoleReply {
 // its clients get FATAL "database removed" and are closed, and its servers
 // are closed, mid-transaction or not. False if the proxy has stopped.
 func (p *Proxy) Kill(db string) bool {
+	if !p.running() {
+		return false
+	}
 	return p.loop.call(func() {
 		ps := &p.pause
 		if ps.dbs == nil {

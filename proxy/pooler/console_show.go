@@ -676,6 +676,9 @@ func (p *Proxy) Show(view string) (columns []string, rows [][]any, err error) {
 	if !ok || v.table == nil {
 		return nil, nil, fmt.Errorf("show %s: %w", view, ErrNoSuchView)
 	}
+	if !p.running() {
+		return nil, nil, fmt.Errorf("show %s: %w", view, ErrNotServing)
+	}
 	t := v.table(p)
 	return t.names, t.rows, nil
 }

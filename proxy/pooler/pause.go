@@ -76,6 +76,9 @@ func (p *Proxy) pausedAll() bool {
 // database again is allowed; pausing while everything is paused or
 // suspended is ErrAlreadyPaused.
 func (p *Proxy) Pause(db string) (<-chan struct{}, error) {
+	if !p.running() {
+		return nil, ErrNotServing
+	}
 	ch := make(chan struct{})
 	var err error
 	ok := p.loop.call(func() {
@@ -113,6 +116,9 @@ func (p *Proxy) Pause(db string) (<-chan struct{}, error) {
 // the pause of database db: ErrNotPaused, or ErrDBNotPaused wrapped with
 // the name, when there is none.
 func (p *Proxy) Resume(db string) error {
+	if !p.running() {
+		return ErrNotServing
+	}
 	var err error
 	ok := p.loop.call(func() {
 		ps := &p.pause
@@ -184,6 +190,9 @@ func (p *Proxy) pauseProgress() {
 // is closed when all are (or suspendTimeout has passed and the busy ones
 // have been closed); Resume("") reads them again.
 func (p *Proxy) Suspend() (<-chan struct{}, error) {
+	if !p.running() {
+		return nil, ErrNotServing
+	}
 	ch := make(chan struct{})
 	var err error
 	ok := p.loop.call(func() {

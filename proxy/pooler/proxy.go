@@ -240,6 +240,25 @@ func listenerFD(ln net.Listener) int {
 	return fd
 }
 
+// ErrNotServing is the answer of a method that reads or changes the running
+// proxy's state (Show, Pause, ...) when Serve has not set it up: called
+// before Serve, or after Serve failed to start.
+var ErrNotServing = errors.New("proxy is not serving")
+
+// running reports whether Serve has set up the event loop. A public entry
+// point that uses the loop asks first: a caller that comes early (a
+// metrics scrape or a signal as the proxy starts) gets an answer instead of
+// racing Serve. p.loop is written before ready is closed, so reading it
+// after is safe.
+func (p *Proxy) running() bool {
+	select {
+	case <-p.ready:
+		return p.loop != nil
+	default:
+		return false
+	}
+}
+
 // Addr is the listening address. It blocks until Serve has been called.
 func (p *Proxy) Addr() net.Addr {
 	<-p.ready

@@ -44,13 +44,15 @@ func (p *Proxy) Reload(cfg Config) (changed, kept []string, err error) {
 		return nil, nil, fmt.Errorf("proxy reload: %w", err)
 	}
 	var errs []string
-	p.loop.call(func() {
-		for _, pl := range p.loopPools {
-			if e := p.reconfigure(pl, &cfg); e != "" {
-				errs = append(errs, e)
+	if p.running() { // before Serve there is no pool to reconfigure
+		p.loop.call(func() {
+			for _, pl := range p.loopPools {
+				if e := p.reconfigure(pl, &cfg); e != "" {
+					errs = append(errs, e)
+				}
 			}
-		}
-	})
+		})
+	}
 	kept = append(kept, errs...)
 	for _, c := range changed {
 		p.logf("reload: %s", c)

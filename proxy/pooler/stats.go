@@ -123,6 +123,9 @@ func (h *hist) export() Histogram {
 // has stopped.
 func (p *Proxy) Stats() []PoolStats {
 	var out []PoolStats
+	if !p.running() {
+		return nil
+	}
 	p.loop.call(func() {
 		now := p.loop.now
 		for _, pl := range p.poolList() {
