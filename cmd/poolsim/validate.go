@@ -26,7 +26,12 @@ the runs and probes done and the time left; --quiet turns it off): ok_txns and c
 the calibrated model within 10%% of the measured TPS and p50 and within 25%%
 of p99. Each row runs several times (--repeats), each run calibrated right
 before it; the verdict compares the medians of the measurements with the
-medians of the calibrated models, and the report lists every run. Then it
+medians of the calibrated models, and the report lists every run with the
+measured mean, its 95%% confidence interval and the runs' 95%% interval of
+the calibrated model's error. A miss of the medians still passes when that
+interval reaches into the tolerance band (the verdict says "within the
+runs' 95%% interval": the miss is not told apart from run-to-run noise);
+it fails when the whole interval lies outside, or with one run. Then it
 probes each session feature live in each pool mode (SET, LISTEN, PREPARE,
 protocol-level prepared statements, advisory locks, WITH HOLD cursors,
 temporary tables, transaction blocks) and compares with the model's compat

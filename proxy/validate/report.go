@@ -148,7 +148,18 @@ type Cell struct {
 	Tol        float64 // relative tolerance; 0 = must match exactly; -1 = not judged
 	Check      string  // checkDefault (Tol as above), checkAbs (Tol absolute) or checkBothPositive
 	Pass       bool
+	By         string // what a pass of a judged cell rests on: ByTolerance or ByCI (spread.go)
 	Why        string // for a judged cell outside its tolerance
+
+	// Runs is how many live runs the row has. MeasMean and MeasHalf are
+	// the measured mean over them and its 95 % half-width; ErrMean and
+	// ErrHalf the calibrated model's relative error per run, its mean and
+	// half-width; HasCI says the runs gave an interval (two or more with an
+	// error each). Set for the metrics in runMetrics.
+	Runs               int
+	MeasMean, MeasHalf float64
+	ErrMean, ErrHalf   float64
+	HasCI              bool
 }
 
 // ProbeRow is one mode's live feature probes next to compat.
@@ -225,8 +236,14 @@ func judge(r *Row) {
 		case cl.Tol == 0:
 			cl.Pass = cl.Measured == cl.Calibrated && cl.Measured == cl.Model
 		default:
+			spread(cl, r)
 			e := relErr(cl.Calibrated, cl.Measured)
 			cl.Pass = !math.IsNaN(e) && math.Abs(e) <= cl.Tol+1e-9
+			if cl.Pass {
+				cl.By = ByTolerance
+			} else if cl.withinByCI() {
+				cl.Pass, cl.By = true, ByCI
+			}
 		}
 		if !cl.Pass {
 			cl.Why = why(*cl, r)
@@ -248,6 +265,18 @@ func (r Row) Pass() bool {
 	return len(r.Cells) > 0
 }
 
+// passedByCI lists the metrics that pass by the runs' interval, not the
+// tolerance.
+func (r Row) passedByCI() []string {
+	var out []string
+	for _, c := range r.Cells {
+		if c.Pass && c.By == ByCI {
+			out = append(out, c.Metric)
+		}
+	}
+	return out
+}
+
 // Failing lists the metrics outside tolerance.
 func (r Row) Failing() []string {
 	var out []string
@@ -265,6 +294,11 @@ func (r Row) Failing() []string {
 func why(c Cell, r *Row) string {
 	x := r.Measured
 	var parts []string
+	if c.HasCI {
+		parts = append(parts, fmt.Sprintf("the runs' 95%% interval of the calibrated model's error, %s %%, lies wholly outside ±%s %%", c.ciText(), tolText(c)))
+	} else if c.Runs == 1 {
+		parts = append(parts, "one run gives no interval to weigh the miss against")
+	}
 	if x.Failed > 0 {
 		parts = append(parts, fmt.Sprintf("%d clients failed (%s)", x.Failed, strings.Join(x.Errors, "; ")))
 	}
@@ -369,6 +403,9 @@ func (r Row) verdict() string {
 	case r.Skipped != "":
 		return "SKIPPED: " + r.Skipped
 	case r.Pass():
+		if ci := r.passedByCI(); len(ci) > 0 {
+			return "PASS (" + strings.Join(ci, ", ") + " outside the tolerance, within the runs' 95% interval)"
+		}
 		return "PASS"
 	default:
 		return "FAIL (" + strings.Join(r.Failing(), ", ") + ")"
@@ -466,18 +503,27 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			p("Skipped: %s\n\n", r.Skipped)
 			continue
 		}
-		p("| metric | model | calibrated model | measured | error %% model | error %% calibrated |\n|---|---|---|---|---|---|\n")
+		p("| metric | model | calibrated model | measured | measured mean ± 95%% CI | error %% model | error %% calibrated | error %% calibrated, runs' mean ± 95%% CI |\n|---|---|---|---|---|---|---|---|\n")
 		for _, c := range r.Cells {
-			meas, em, ec := "—", "—", "—"
+			meas, em, ec, mm, ci := "—", "—", "—", "—", "—"
 			if c.Known {
 				meas, em, ec = fnum(c.Metric, c.Measured), pct(c.Model, c.Measured), pct(c.Calibrated, c.Measured)
 			}
-			p("| %s | %s | %s | %s | %s | %s |\n", c.Metric, fnum(c.Metric, c.Model), fnum(c.Metric, c.Calibrated), meas, em, ec)
+			if t := c.measText(); t != "" {
+				mm = t
+			}
+			if t := c.ciText(); t != "" {
+				ci = t
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Metric, fnum(c.Metric, c.Model), fnum(c.Metric, c.Calibrated), meas, mm, em, ec, ci)
 		}
 		p("\n**Verdict: %s**", r.verdict())
 		for _, c := range r.Cells {
-			if !c.Pass {
+			switch {
+			case !c.Pass:
 				p("\n- %s outside tolerance: %s.", c.Metric, c.Why)
+			case c.By == ByCI:
+				p("\n- %s passes by the runs' interval, not the tolerance: the medians differ by %s %% (tolerance ±%s %%), and the runs' 95%% interval of the error, %s %%, reaches into the band — run-to-run noise cannot be told apart from the miss.", c.Metric, pct(c.Calibrated, c.Measured), tolText(c), c.ciText())
 			}
 		}
 		if !r.Pass() && rep.busy() {
@@ -710,7 +756,8 @@ func (rep *Report) writePreparedSummary(b *strings.Builder) {
 // WriteCSV writes rows.csv: one line per row and metric.
 func (rep *Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"target", "row", "mode", "clients", "metric", "model", "calibrated", "measured", "err_model_pct", "err_calibrated_pct", "tolerance_pct", "pass"})
+	_ = cw.Write([]string{"target", "row", "mode", "clients", "metric", "model", "calibrated", "measured", "err_model_pct", "err_calibrated_pct", "tolerance_pct", "pass",
+		"runs", "measured_mean", "measured_ci95", "err_calibrated_runs_mean_pct", "err_calibrated_runs_ci95_pct", "pass_by"})
 	for _, r := range rep.Rows {
 		if r.Skipped != "" {
 			continue
@@ -721,8 +768,10 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 				meas, em, ec = fnum(c.Metric, c.Measured), pct(c.Model, c.Measured), pct(c.Calibrated, c.Measured)
 			}
 			tol := tolText(c)
-			_ = cw.Write([]string{rep.Target, r.Title(), r.Mode.String(), strconv.Itoa(r.Clients), c.Metric,
-				fnum(c.Metric, c.Model), fnum(c.Metric, c.Calibrated), meas, em, ec, tol, strconv.FormatBool(c.Pass)})
+			row := []string{rep.Target, r.Title(), r.Mode.String(), strconv.Itoa(r.Clients), c.Metric,
+				fnum(c.Metric, c.Model), fnum(c.Metric, c.Calibrated), meas, em, ec, tol, strconv.FormatBool(c.Pass)}
+			row = append(row, c.csvRuns()...)
+			_ = cw.Write(row)
 		}
 	}
 	cw.Flush()
@@ -752,9 +801,15 @@ func (rep *Report) WriteText(w io.Writer) error {
 			tol, mark := tolText(c), ""
 			if tol != "" {
 				mark = "ok"
-				if !c.Pass {
+				switch {
+				case !c.Pass:
 					mark = "OUT"
+				case c.By == ByCI:
+					mark = "ok by CI"
 				}
+			}
+			if t := c.ciText(); t != "" {
+				mark += "   runs " + t
 			}
 			p("%-34s %-14s %9s %9s %9s %9s %9s %9s   %s\n", title, c.Metric, fnum(c.Metric, c.Model), fnum(c.Metric, c.Calibrated), meas, em, ec, tol, mark)
 		}

@@ -75,6 +75,69 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// TestJudgeWithRuns: a row's runs give the measured side its interval.
+// A miss of the medians passes only when the runs' 95% interval of the
+// error reaches into the tolerance band, and the verdict says so; a tight
+// interval outside the band, or one run, fails.
+func TestJudgeWithRuns(t *testing.T) {
+	model := system.Metrics{OKTxns: 120, TPS: 300, P50Ms: 100, P99Ms: 200}
+	runs := func(tps ...float64) Row {
+		r := Row{Params: []scenarios.Param{{Key: "pooler.mode", Value: "transaction"}}, Mode: poolmode.Transaction,
+			Clients: 40, Model: model}
+		for _, x := range tps {
+			r.Repeats = append(r.Repeats, Measured{OKTxns: 120, TPS: x, P50Ms: 100, P99Ms: 200})
+			r.RepeatModels = append(r.RepeatModels, model)
+		}
+		r.Measured = combineMeasured(r.Repeats, model)
+		r.Calibrated = combineModels(r.RepeatModels, model)
+		judge(&r)
+		return r
+	}
+	tests := []struct {
+		name    string
+		tps     []float64
+		pass    bool
+		by      string
+		verdict string
+	}{
+		{"medians within the tolerance", []float64{290, 300, 310}, true, ByTolerance, "PASS"},
+		// Errors +25%, +11.1%, -9.1%: median +11.1% is out, the runs'
+		// interval (mean +9.0%, half-width about 42%) reaches into ±10%.
+		{"a noisy miss passes by the interval", []float64{240, 270, 330}, true, ByCI, "PASS (tps outside the tolerance, within the runs' 95% interval)"},
+		// Errors +11.1%, +11.5%, +11.9%: a tight interval wholly outside.
+		{"a tight miss fails", []float64{270, 269, 268}, false, "", "FAIL (tps)"},
+		{"one run has no interval", []float64{270}, false, "", "FAIL (tps)"},
+	}
+	for _, tt := range tests {
+		r := runs(tt.tps...)
+		c := cell(r, "tps")
+		if c.Pass != tt.pass || c.By != tt.by {
+			t.Errorf("%s: tps pass %v by %q, want %v by %q (error %+.3f ± %.3f, %d runs)", tt.name, c.Pass, c.By, tt.pass, tt.by, c.ErrMean, c.ErrHalf, c.Runs)
+		}
+		if got := r.verdict(); got != tt.verdict {
+			t.Errorf("%s: verdict %q, want %q", tt.name, got, tt.verdict)
+		}
+		if c.Runs != len(tt.tps) {
+			t.Errorf("%s: runs %d, want %d", tt.name, c.Runs, len(tt.tps))
+		}
+		if len(tt.tps) > 1 {
+			var sum float64
+			for _, x := range tt.tps {
+				sum += x
+			}
+			if want := sum / float64(len(tt.tps)); math.Abs(c.MeasMean-want) > 1e-9 || c.MeasHalf <= 0 {
+				t.Errorf("%s: measured mean %v ± %v, want %v with a positive half-width", tt.name, c.MeasMean, c.MeasHalf, want)
+			}
+		}
+		switch {
+		case !c.Pass && len(tt.tps) > 1 && !strings.Contains(c.Why, "lies wholly outside ±10 %"):
+			t.Errorf("%s: why %q does not give the interval", tt.name, c.Why)
+		case !c.Pass && len(tt.tps) == 1 && !strings.Contains(c.Why, "one run gives no interval"):
+			t.Errorf("%s: why %q does not say one run has no interval", tt.name, c.Why)
+		}
+	}
+}
+
 func TestJudgeCountsMatchBothModels(t *testing.T) {
 	// The calibrated model's count differs from the model's: a count then
 	// fails even when the measurement equals one of them, and says why.
@@ -184,7 +247,7 @@ func TestReportWriters(t *testing.T) {
 	if got, want := len(recs), 1+7+6; got != want { // header, two judged rows (one with wait_mean_ms); the skipped row has none
 		t.Fatalf("rows.csv has %d records, want %d", got, want)
 	}
-	if got := strings.Join(recs[0], ","); got != "target,row,mode,clients,metric,model,calibrated,measured,err_model_pct,err_calibrated_pct,tolerance_pct,pass" {
+	if got := strings.Join(recs[0], ","); got != "target,row,mode,clients,metric,model,calibrated,measured,err_model_pct,err_calibrated_pct,tolerance_pct,pass,runs,measured_mean,measured_ci95,err_calibrated_runs_mean_pct,err_calibrated_runs_ci95_pct,pass_by" {
 		t.Errorf("rows.csv header = %s", got)
 	}
 	for _, r := range recs[1:] {
