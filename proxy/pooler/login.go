@@ -94,7 +94,10 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	_ = conn.SetDeadline(deadline)
 	// A connection accepted just as shutdown starts is closed by its owner
 	// here rather than leaked past Serve.
-	stop := context.AfterFunc(p.base, func() { _ = conn.Close() })
+	// It closes the accepted socket (raw), which ends a TLS connection built
+	// on it too; conn itself is reassigned below.
+	raw := conn
+	stop := context.AfterFunc(p.base, func() { _ = raw.Close() })
 	defer stop()
 
 	bufs, _ := p.login.Get().(*loginBufs)
