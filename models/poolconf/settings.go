@@ -17,47 +17,32 @@ const Unset = -1
 // of pool_mode is PoolMode, of default_pool_size DefaultPoolSize, ...).
 // See the package comment for units and the meaning of 0.
 type Settings struct {
-	ListenAddr string // listen_addr; "" listens on no TCP address in PgBouncer
-	ListenPort int    // listen_port
+	ListenAddr string `ini:"listen_addr"` // "" listens on no TCP address in PgBouncer
+	ListenPort int    `ini:"listen_port"`
 
-	AuthType   string   // auth_type: trust, any, plain, md5, scram-sha-256, hba, cert, pam
-	AuthFile   string   // auth_file: "user" "secret" per line
-	AdminUsers []string // admin_users: may run every console command
-	StatsUsers []string // stats_users: may run the console's read-only SHOW commands
+	AuthType   string   `ini:"auth_type"`   // trust, any, plain, md5, scram-sha-256, hba, cert, pam
+	AuthFile   string   `ini:"auth_file"`   // "user" "secret" per line
+	AdminUsers []string `ini:"admin_users"` // may run every console command
+	StatsUsers []string `ini:"stats_users"` // may run the console's read-only SHOW commands
 
-	PoolMode               poolmode.Mode // pool_mode: Session, Transaction or Statement
-	DefaultPoolSize        int           // default_pool_size
-	MinPoolSize            int           // min_pool_size
-	ReservePoolSize        int           // reserve_pool_size
-	ReservePoolTimeout     time.Duration // reserve_pool_timeout
-	MaxClientConn          int           // max_client_conn
-	MaxDBConnections       int           // max_db_connections; 0 = unlimited
-	MaxUserConnections     int           // max_user_connections; 0 = unlimited
-	MaxPreparedStatements  int           // max_prepared_statements (PgBouncer 1.21+); 0 = not tracked
-	ServerResetQuery       string        // server_reset_query; "" = none
-	ServerResetQueryAlways bool          // server_reset_query_always
+	// Pooling is how the pools behave: the part of the settings that the
+	// model, the proxy and the PgBouncer launcher all read.
+	Pooling
 
-	// IgnoreStartupParameters is ignore_startup_parameters: startup
-	// parameters dropped without an error.
-	IgnoreStartupParameters []string
+	// IgnoreStartupParameters: startup parameters dropped without an error.
+	IgnoreStartupParameters []string `ini:"ignore_startup_parameters"`
 
-	QueryTimeout           time.Duration // query_timeout; 0 = disabled
-	QueryWaitTimeout       time.Duration // query_wait_timeout; 0 = disabled
-	ClientIdleTimeout      time.Duration // client_idle_timeout; 0 = disabled
-	ClientLoginTimeout     time.Duration // client_login_timeout; 0 = disabled
-	IdleTransactionTimeout time.Duration // idle_transaction_timeout; 0 = disabled
-	ServerConnectTimeout   time.Duration // server_connect_timeout
-	ServerIdleTimeout      time.Duration // server_idle_timeout; 0 = disabled
-	ServerLifetime         time.Duration // server_lifetime; 0 = disabled
-	ServerLoginRetry       time.Duration // server_login_retry
-	AutodbIdleTimeout      time.Duration // autodb_idle_timeout
-	SuspendTimeout         time.Duration // suspend_timeout
-	StatsPeriod            time.Duration // stats_period
+	ClientLoginTimeout   time.Duration `ini:"client_login_timeout"` // 0 = disabled
+	ServerConnectTimeout time.Duration `ini:"server_connect_timeout"`
+	ServerLoginRetry     time.Duration `ini:"server_login_retry"`
+	AutodbIdleTimeout    time.Duration `ini:"autodb_idle_timeout"`
+	SuspendTimeout       time.Duration `ini:"suspend_timeout"`
+	StatsPeriod          time.Duration `ini:"stats_period"`
 
-	ClientTLSSSLMode  string // client_tls_sslmode: disable, allow, prefer, require, verify-ca, verify-full
-	ClientTLSCertFile string // client_tls_cert_file
-	ClientTLSKeyFile  string // client_tls_key_file
-	ClientTLSCAFile   string // client_tls_ca_file
+	ClientTLSSSLMode  string `ini:"client_tls_sslmode"` // disable, allow, prefer, require, verify-ca, verify-full
+	ClientTLSCertFile string `ini:"client_tls_cert_file"`
+	ClientTLSKeyFile  string `ini:"client_tls_key_file"`
+	ClientTLSCAFile   string `ini:"client_tls_ca_file"`
 
 	// Databases is the [databases] section in file order; the entry named
 	// "*" is the fallback for any other database name.
@@ -69,6 +54,32 @@ type Settings struct {
 	Other map[string]string
 	// Files lists the files read, the main one first, then each %include.
 	Files []string
+}
+
+// Pooling is the [pgbouncer] keys that say how the pools behave: what a
+// model of the pooler needs as much as a pooler does. Each field's tag is
+// its pgbouncer.ini key; Set, Text and the PgBouncer launcher read the tags,
+// so a new key is a field here and its default in Defaults. A duration
+// or limit of 0 means what it means in pgbouncer.ini (see the package
+// comment).
+type Pooling struct {
+	PoolMode               poolmode.Mode `ini:"pool_mode"` // Session, Transaction or Statement
+	DefaultPoolSize        int           `ini:"default_pool_size"`
+	MinPoolSize            int           `ini:"min_pool_size"`
+	ReservePoolSize        int           `ini:"reserve_pool_size"`
+	ReservePoolTimeout     time.Duration `ini:"reserve_pool_timeout"`
+	MaxClientConn          int           `ini:"max_client_conn"`
+	MaxDBConnections       int           `ini:"max_db_connections"`      // 0 = unlimited
+	MaxUserConnections     int           `ini:"max_user_connections"`    // 0 = unlimited
+	MaxPreparedStatements  int           `ini:"max_prepared_statements"` // PgBouncer 1.21+; 0 = not tracked
+	ServerResetQuery       string        `ini:"server_reset_query"`      // "" = none
+	ServerResetQueryAlways bool          `ini:"server_reset_query_always"`
+	QueryTimeout           time.Duration `ini:"query_timeout"`            // 0 = disabled
+	QueryWaitTimeout       time.Duration `ini:"query_wait_timeout"`       // 0 = disabled
+	ClientIdleTimeout      time.Duration `ini:"client_idle_timeout"`      // 0 = disabled
+	IdleTransactionTimeout time.Duration `ini:"idle_transaction_timeout"` // 0 = disabled
+	ServerIdleTimeout      time.Duration `ini:"server_idle_timeout"`      // 0 = disabled
+	ServerLifetime         time.Duration `ini:"server_lifetime"`          // 0 = disabled
 }
 
 // Database is one [databases] entry: where a client database name leads.
@@ -104,23 +115,30 @@ type User struct {
 // MaxPreparedStatements 0 (tracking off, the 1.18 behaviour).
 func Defaults() Settings {
 	return Settings{
-		ListenPort:             6432,
-		AuthType:               "md5",
+		ListenPort:           6432,
+		AuthType:             "md5",
+		Pooling:              DefaultPooling(),
+		ClientLoginTimeout:   60 * time.Second,
+		ServerConnectTimeout: 15 * time.Second,
+		ServerLoginRetry:     15 * time.Second,
+		AutodbIdleTimeout:    3600 * time.Second,
+		SuspendTimeout:       10 * time.Second,
+		StatsPeriod:          60 * time.Second,
+		ClientTLSSSLMode:     "disable",
+	}
+}
+
+// DefaultPooling is the Pooling part of Defaults.
+func DefaultPooling() Pooling {
+	return Pooling{
 		PoolMode:               poolmode.Session,
 		DefaultPoolSize:        20,
 		ReservePoolTimeout:     5 * time.Second,
 		MaxClientConn:          100,
 		ServerResetQuery:       "DISCARD ALL",
 		QueryWaitTimeout:       120 * time.Second,
-		ClientLoginTimeout:     60 * time.Second,
-		ServerConnectTimeout:   15 * time.Second,
 		ServerIdleTimeout:      600 * time.Second,
 		ServerLifetime:         3600 * time.Second,
-		ServerLoginRetry:       15 * time.Second,
-		AutodbIdleTimeout:      3600 * time.Second,
-		SuspendTimeout:         10 * time.Second,
-		StatsPeriod:            60 * time.Second,
-		ClientTLSSSLMode:       "disable",
 		MaxPreparedStatements:  0,
 		ServerResetQueryAlways: false,
 	}
