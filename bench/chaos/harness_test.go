@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/poolsim/poolsim/models/poolconf"
+	"github.com/poolsim/poolsim/models/poolmode"
 	"io"
 	"net"
 	"net/http"
@@ -298,8 +300,10 @@ func startBouncer(t *testing.T, s settings) *target {
 			t.Fatal(err)
 		}
 	}
-	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: s.upstreamPort, PoolMode: "transaction", Path: path,
-		DefaultPoolSize: s.poolSize, MaxClientConn: s.maxClientConn, QueryWaitTimeout: s.queryWaitTimeout, Extra: extra})
+	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: s.upstreamPort, Path: path, Extra: extra,
+		Pooling: pgbouncer.Pool(poolmode.Transaction, s.poolSize, func(p *poolconf.Pooling) {
+			p.MaxClientConn, p.QueryWaitTimeout = s.maxClientConn, s.queryWaitTimeout
+		})})
 	if err != nil {
 		if pgclustertest.InCI() || !errors.Is(err, pgbouncer.ErrNoPgBouncer) {
 			t.Fatalf("pgbouncer: %v", err)

@@ -41,6 +41,16 @@ var fieldIndex, poolingKeys = func() (map[string][]int, []string) {
 	return idx, pooling
 }()
 
+// PoolingDoc is what a key of Pooling means, from its field's doc tag
+// ("" for another key).
+func PoolingDoc(key string) string {
+	path, ok := fieldIndex[key]
+	if !ok || path[0] != poolingIndex {
+		return ""
+	}
+	return reflect.TypeFor[Settings]().FieldByIndex(path).Tag.Get("doc")
+}
+
 // PoolingKeys are the pgbouncer.ini keys of Pooling, in its field order.
 func PoolingKeys() []string { return poolingKeys }
 

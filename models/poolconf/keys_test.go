@@ -71,6 +71,9 @@ func TestEveryKeyRoundTrips(t *testing.T) {
 		t.Fatal("no pooling keys")
 	}
 	for _, key := range PoolingKeys() {
+		if PoolingDoc(key) == "" {
+			t.Errorf("pooling key %s: no doc tag", key)
+		}
 		s := Defaults()
 		p := &s.Pooling
 		want, _ := s.Text(key)

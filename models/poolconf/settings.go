@@ -63,23 +63,23 @@ type Settings struct {
 // or limit of 0 means what it means in pgbouncer.ini (see the package
 // comment).
 type Pooling struct {
-	PoolMode               poolmode.Mode `ini:"pool_mode"` // Session, Transaction or Statement
-	DefaultPoolSize        int           `ini:"default_pool_size"`
-	MinPoolSize            int           `ini:"min_pool_size"`
-	ReservePoolSize        int           `ini:"reserve_pool_size"`
-	ReservePoolTimeout     time.Duration `ini:"reserve_pool_timeout"`
-	MaxClientConn          int           `ini:"max_client_conn"`
-	MaxDBConnections       int           `ini:"max_db_connections"`      // 0 = unlimited
-	MaxUserConnections     int           `ini:"max_user_connections"`    // 0 = unlimited
-	MaxPreparedStatements  int           `ini:"max_prepared_statements"` // PgBouncer 1.21+; 0 = not tracked
-	ServerResetQuery       string        `ini:"server_reset_query"`      // "" = none
-	ServerResetQueryAlways bool          `ini:"server_reset_query_always"`
-	QueryTimeout           time.Duration `ini:"query_timeout"`            // 0 = disabled
-	QueryWaitTimeout       time.Duration `ini:"query_wait_timeout"`       // 0 = disabled
-	ClientIdleTimeout      time.Duration `ini:"client_idle_timeout"`      // 0 = disabled
-	IdleTransactionTimeout time.Duration `ini:"idle_transaction_timeout"` // 0 = disabled
-	ServerIdleTimeout      time.Duration `ini:"server_idle_timeout"`      // 0 = disabled
-	ServerLifetime         time.Duration `ini:"server_lifetime"`          // 0 = disabled
+	PoolMode               poolmode.Mode `ini:"pool_mode" doc:"session, transaction or statement"`
+	DefaultPoolSize        int           `ini:"default_pool_size" doc:"server connections per pool (database and user)"`
+	MinPoolSize            int           `ini:"min_pool_size" doc:"servers a pool keeps open even when idle"`
+	ReservePoolSize        int           `ini:"reserve_pool_size" doc:"extra servers a pool may open when a client has waited reserve_pool_timeout"`
+	ReservePoolTimeout     time.Duration `ini:"reserve_pool_timeout" doc:"how long a client waits before the reserve pool opens"`
+	MaxClientConn          int           `ini:"max_client_conn" doc:"client connections in all"`
+	MaxDBConnections       int           `ini:"max_db_connections" doc:"server connections per database across users; 0 = unlimited"`
+	MaxUserConnections     int           `ini:"max_user_connections" doc:"server connections per user across databases; 0 = unlimited"`
+	MaxPreparedStatements  int           `ini:"max_prepared_statements" doc:"protocol-level prepared statements tracked per server (PgBouncer 1.21+); 0 = not tracked"`
+	ServerResetQuery       string        `ini:"server_reset_query" doc:"run on a server when a session-mode client leaves; empty = none"`
+	ServerResetQueryAlways bool          `ini:"server_reset_query_always" doc:"run server_reset_query in every pool mode"`
+	QueryTimeout           time.Duration `ini:"query_timeout" doc:"longest a query may run before the server is closed; 0 = disabled"`
+	QueryWaitTimeout       time.Duration `ini:"query_wait_timeout" doc:"longest a client waits for a server; 0 = disabled"`
+	ClientIdleTimeout      time.Duration `ini:"client_idle_timeout" doc:"idle clients older than this are closed; 0 = disabled"`
+	IdleTransactionTimeout time.Duration `ini:"idle_transaction_timeout" doc:"a client idle in a transaction this long is closed; 0 = disabled"`
+	ServerIdleTimeout      time.Duration `ini:"server_idle_timeout" doc:"idle servers older than this are closed; 0 = disabled"`
+	ServerLifetime         time.Duration `ini:"server_lifetime" doc:"a server older than this is closed when released; 0 = disabled"`
 }
 
 // Database is one [databases] entry: where a client database name leads.
@@ -225,13 +225,38 @@ var AuthTypes = []string{"any", "trust", "plain", "md5", "scram-sha-256", "cert"
 // SSLModes are the client_tls_sslmode values.
 var SSLModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
 
+// Validate checks every value of p and names the first bad one by its
+// pgbouncer.ini key.
+func (p *Pooling) Validate() error {
+	switch p.PoolMode {
+	case poolmode.Session, poolmode.Transaction, poolmode.Statement:
+	default:
+		return fmt.Errorf("pool_mode: %v: want session, transaction or statement", p.PoolMode)
+	}
+	for _, key := range poolingKeys {
+		switch v, _ := p.Field(key); v := v.(type) {
+		case *int:
+			least := 0
+			if key == "max_client_conn" {
+				least = 1
+			}
+			if *v < least {
+				return fmt.Errorf("%s: %d: want %d or more", key, *v, least)
+			}
+		case *time.Duration:
+			if *v < 0 {
+				return fmt.Errorf("%s: %v: want 0 or more", key, *v)
+			}
+		}
+	}
+	return nil
+}
+
 // Validate checks every value and names the first bad one by its
 // pgbouncer.ini key.
 func (s *Settings) Validate() error {
-	switch s.PoolMode {
-	case poolmode.Session, poolmode.Transaction, poolmode.Statement:
-	default:
-		return fmt.Errorf("pool_mode: %v: want session, transaction or statement", s.PoolMode)
+	if err := s.Pooling.Validate(); err != nil {
+		return err
 	}
 	if !slices.Contains(AuthTypes, s.AuthType) {
 		return fmt.Errorf("auth_type: %q: want one of %s", s.AuthType, strings.Join(AuthTypes, ", "))
@@ -244,10 +269,7 @@ func (s *Settings) Validate() error {
 		v   int
 		min int
 	}{
-		{"listen_port", s.ListenPort, 0}, {"default_pool_size", s.DefaultPoolSize, 0}, {"min_pool_size", s.MinPoolSize, 0},
-		{"reserve_pool_size", s.ReservePoolSize, 0}, {"max_client_conn", s.MaxClientConn, 1},
-		{"max_db_connections", s.MaxDBConnections, 0}, {"max_user_connections", s.MaxUserConnections, 0},
-		{"max_prepared_statements", s.MaxPreparedStatements, 0},
+		{"listen_port", s.ListenPort, 0},
 	} {
 		if n.v < n.min {
 			return fmt.Errorf("%s: %d: want %d or more", n.key, n.v, n.min)
@@ -260,11 +282,8 @@ func (s *Settings) Validate() error {
 		key string
 		v   time.Duration
 	}{
-		{"reserve_pool_timeout", s.ReservePoolTimeout}, {"query_timeout", s.QueryTimeout},
-		{"query_wait_timeout", s.QueryWaitTimeout}, {"client_idle_timeout", s.ClientIdleTimeout},
-		{"client_login_timeout", s.ClientLoginTimeout}, {"idle_transaction_timeout", s.IdleTransactionTimeout},
-		{"server_connect_timeout", s.ServerConnectTimeout}, {"server_idle_timeout", s.ServerIdleTimeout},
-		{"server_lifetime", s.ServerLifetime}, {"server_login_retry", s.ServerLoginRetry},
+		{"client_login_timeout", s.ClientLoginTimeout},
+		{"server_connect_timeout", s.ServerConnectTimeout}, {"server_login_retry", s.ServerLoginRetry},
 		{"autodb_idle_timeout", s.AutodbIdleTimeout}, {"suspend_timeout", s.SuspendTimeout},
 		{"stats_period", s.StatsPeriod},
 	} {

@@ -17,7 +17,7 @@ import (
 // the server it ran on is closed after it, not reused.
 func TestReload(t *testing.T) {
 	c := pgclustertest.Need(t, cluster)
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1 })
 	ctx := testCtx(t, 30*time.Second)
 	conn := connect(ctx, t, tp.dsn)
 	admin := connect(ctx, t, tp.adminDSN())
@@ -34,7 +34,7 @@ func TestReload(t *testing.T) {
 		t.Fatalf("pool_size before reload = %q, want 1", got)
 	}
 	cfg := *tp.conf()
-	cfg.PoolSize = 3
+	cfg.DefaultPoolSize = 3
 	cfg.Listen = "127.0.0.1:1"
 	changed, kept, err := tp.Reload(cfg)
 	if err != nil {
@@ -50,9 +50,9 @@ func TestReload(t *testing.T) {
 		t.Errorf("kept = %q, listen %s: want the listen address kept and reported", kept, tp.conf().Listen)
 	}
 	bad := cfg
-	bad.PoolSize = 0
-	if _, _, err := tp.Reload(bad); err == nil || tp.conf().PoolSize != 3 {
-		t.Errorf("reload with pool size 0: err %v, pool size %d; want an error and 3 kept", err, tp.conf().PoolSize)
+	bad.DefaultPoolSize = 0
+	if _, _, err := tp.Reload(bad); err == nil || tp.conf().DefaultPoolSize != 3 {
+		t.Errorf("reload with pool size 0: err %v, pool size %d; want an error and 3 kept", err, tp.conf().DefaultPoolSize)
 	}
 
 	tx, err := conn.Begin(ctx)
