@@ -43,8 +43,8 @@ func TestReload(t *testing.T) {
 	if got := poolSize(); got != "3" {
 		t.Errorf("pool_size after reload = %q, want 3", got)
 	}
-	if !strings.Contains(strings.Join(changed, "\n"), "PoolSize: 1 -> 3") {
-		t.Errorf("changed = %q, want PoolSize: 1 -> 3", changed)
+	if !strings.Contains(strings.Join(changed, "\n"), "default_pool_size: 1 -> 3") {
+		t.Errorf("changed = %q, want default_pool_size: 1 -> 3", changed)
 	}
 	if !strings.Contains(strings.Join(kept, "\n"), "listen_addr") || tp.conf().Listen == "127.0.0.1:1" {
 		t.Errorf("kept = %q, listen %s: want the listen address kept and reported", kept, tp.conf().Listen)
