@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,10 +89,11 @@ func buildPoolsim(dir string) (string, error) {
 
 // settings are the pooler settings a scenario gives both targets.
 type settings struct {
+	// Each 0 below is PgBouncer's default, for both targets.
 	upstreamPort         int // 0 = the cluster
 	poolSize             int
 	maxClientConn        int
-	clientLoginTimeout   time.Duration // 0 = PgBouncer's default
+	clientLoginTimeout   time.Duration
 	serverConnectTimeout time.Duration
 	serverLoginRetry     time.Duration
 	queryWaitTimeout     time.Duration
@@ -301,8 +303,9 @@ func startBouncer(t *testing.T, s settings) *target {
 		}
 	}
 	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: s.upstreamPort, Path: path, Extra: extra,
-		Pooling: pgbouncer.Pool(poolmode.Transaction, s.poolSize, func(p *poolconf.Pooling) {
-			p.MaxClientConn, p.QueryWaitTimeout = s.maxClientConn, s.queryWaitTimeout
+		Pooling: pgbouncer.Pool(poolmode.Transaction, cmp.Or(s.poolSize, 20), func(p *poolconf.Pooling) {
+			p.MaxClientConn = cmp.Or(s.maxClientConn, p.MaxClientConn)
+			p.QueryWaitTimeout = cmp.Or(s.queryWaitTimeout, p.QueryWaitTimeout)
 		})})
 	if err != nil {
 		if pgclustertest.InCI() || !errors.Is(err, pgbouncer.ErrNoPgBouncer) {
