@@ -156,7 +156,7 @@ var fields = []field{
 		if err != nil {
 			return err
 		}
-		c.Pooler.Mode, err = poolmode.Parse(s)
+		c.Pooler.PoolMode, err = poolmode.Parse(s)
 		return suggestOn(err, s, []string{"direct", "session", "transaction", "statement"})
 	}},
 	{"pooler.hop", "one-way client<->pooler latency paid by every message each way (duration)", func(c *system.Config, n *yaml.Node) error {
@@ -401,10 +401,10 @@ func durationValue(n *yaml.Node) (sim.Time, error) {
 	return sim.FromDuration(d), nil
 }
 
-func durationInto(dst *sim.Time, n *yaml.Node) error {
+func durationInto[T ~int64](dst *T, n *yaml.Node) error {
 	d, err := durationValue(n)
 	if err == nil {
-		*dst = d
+		*dst = T(d)
 	}
 	return err
 }

@@ -27,7 +27,7 @@ func TestPgbouncerModesMatchesTheSeedCounts(t *testing.T) {
 	for _, r := range rows {
 		c, m := r.Config, r.Metrics
 		n := int64(c.Workload.Clients)
-		switch c.Pooler.Mode {
+		switch c.Pooler.PoolMode {
 		case poolmode.Direct:
 			// 20 slots: the first 20 clients run 3 transactions each, the rest are refused.
 			if m.OKTxns != 60 || m.ConnRefused != n-20 || m.HopMsPerTxn != 0 {
@@ -35,14 +35,14 @@ func TestPgbouncerModesMatchesTheSeedCounts(t *testing.T) {
 			}
 		default:
 			if m.OKTxns != 3*n || m.ConnRefused != 0 || m.WaitTimeouts != 0 {
-				t.Errorf("%v, %d clients: ok %d refused %d timeouts %d; want %d, 0, 0", c.Pooler.Mode, n, m.OKTxns, m.ConnRefused, m.WaitTimeouts, 3*n)
+				t.Errorf("%v, %d clients: ok %d refused %d timeouts %d; want %d, 0, 0", c.Pooler.PoolMode, n, m.OKTxns, m.ConnRefused, m.WaitTimeouts, 3*n)
 			}
 			// 6 statements × 2 hops × 25us.
 			if math.Abs(m.HopMsPerTxn-0.30) > 1e-9 {
-				t.Errorf("%v, %d clients: hop %.4f ms/txn, want 0.30", c.Pooler.Mode, n, m.HopMsPerTxn)
+				t.Errorf("%v, %d clients: hop %.4f ms/txn, want 0.30", c.Pooler.PoolMode, n, m.HopMsPerTxn)
 			}
 			if m.ServerConns != 20 {
-				t.Errorf("%v, %d clients: %d server connections, want the pool's 20", c.Pooler.Mode, n, m.ServerConns)
+				t.Errorf("%v, %d clients: %d server connections, want the pool's 20", c.Pooler.PoolMode, n, m.ServerConns)
 			}
 		}
 	}
@@ -220,7 +220,7 @@ func TestVariants(t *testing.T) {
 		t.Fatal(err)
 	}
 	points, _ := s.Points()
-	if len(points) != 2 || points[1].Config.Workload.Query.Mean != 9e6 || points[1].Config.Pooler.Mode.String() != "transaction" || points[0].Config.Workload.Query.Mean != 1e6 {
+	if len(points) != 2 || points[1].Config.Workload.Query.Mean != 9e6 || points[1].Config.Pooler.PoolMode.String() != "transaction" || points[0].Config.Workload.Query.Mean != 1e6 {
 		t.Errorf("variants not applied: %+v", points)
 	}
 	for _, bad := range []string{

@@ -3,9 +3,12 @@ package chaos
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/poolsim/poolsim/models/poolconf"
+	"github.com/poolsim/poolsim/models/poolmode"
 	"io"
 	"net"
 	"net/http"
@@ -86,10 +89,11 @@ func buildPoolsim(dir string) (string, error) {
 
 // settings are the pooler settings a scenario gives both targets.
 type settings struct {
+	// Each 0 below is PgBouncer's default, for both targets.
 	upstreamPort         int // 0 = the cluster
 	poolSize             int
 	maxClientConn        int
-	clientLoginTimeout   time.Duration // 0 = PgBouncer's default
+	clientLoginTimeout   time.Duration
 	serverConnectTimeout time.Duration
 	serverLoginRetry     time.Duration
 	queryWaitTimeout     time.Duration
@@ -298,8 +302,11 @@ func startBouncer(t *testing.T, s settings) *target {
 			t.Fatal(err)
 		}
 	}
-	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: s.upstreamPort, PoolMode: "transaction", Path: path,
-		DefaultPoolSize: s.poolSize, MaxClientConn: s.maxClientConn, QueryWaitTimeout: s.queryWaitTimeout, Extra: extra})
+	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: s.upstreamPort, Path: path, Extra: extra,
+		Pooling: pgbouncer.Pool(poolmode.Transaction, cmp.Or(s.poolSize, 20), func(p *poolconf.Pooling) {
+			p.MaxClientConn = cmp.Or(s.maxClientConn, p.MaxClientConn)
+			p.QueryWaitTimeout = cmp.Or(s.queryWaitTimeout, p.QueryWaitTimeout)
+		})})
 	if err != nil {
 		if pgclustertest.InCI() || !errors.Is(err, pgbouncer.ErrNoPgBouncer) {
 			t.Fatalf("pgbouncer: %v", err)

@@ -25,6 +25,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/poolsim/poolsim/models/poolconf"
+	"github.com/poolsim/poolsim/models/poolmode"
 	"math"
 	"net"
 	"os"
@@ -127,13 +129,15 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}()
 
+	mode, err := poolmode.Parse(o.mode) // checked in main
+	if err != nil {
+		return err
+	}
 	cfg := pgbouncer.Config{
-		UpstreamPort:    c.Port(),
-		PoolMode:        o.mode,
-		DefaultPoolSize: o.pool,
-		MaxClientConn:   4*o.parallel + 20,
-		SoReuseport:     true,
-		Logf:            logf,
+		UpstreamPort: c.Port(),
+		Pooling:      pgbouncer.Pool(mode, o.pool, func(p *poolconf.Pooling) { p.MaxClientConn = 4*o.parallel + 20 }),
+		SoReuseport:  true,
+		Logf:         logf,
 	}
 	pa, err := pgbouncer.Start(ctx, cfg)
 	if err != nil {

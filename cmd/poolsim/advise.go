@@ -253,7 +253,7 @@ func advicePlot(sc *scenarios.Scenario, req advise.Request, a *advise.Advice) pl
 			}
 			for _, n := range sizes {
 				c := req.Base
-				c.Pooler.Mode, c.Pooler.DefaultPoolSize, c.Pooler.MaxPreparedStatements = e.Mode, n, e.MaxPrepared
+				c.Pooler.PoolMode, c.Pooler.DefaultPoolSize, c.Pooler.MaxPreparedStatements = e.Mode, n, e.MaxPrepared
 				if e == a.Answer && (e.Mode != poolmode.Direct || n == sizes[0]) {
 					chosen = append(chosen, len(rows))
 				}

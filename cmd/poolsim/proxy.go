@@ -138,10 +138,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Usage = func() { fmt.Fprintf(stderr, proxyUsage, fs.FlagUsages()) }
 	cfg := def
 	configFile := fs.String("config", "", "a pgbouncer.ini to read settings, [databases] and [users] from; the flags given override it; SIGHUP reads it again")
-	mode := fs.String("mode", def.Mode.String(), "pool_mode: session, transaction or statement")
+	mode := fs.String("mode", def.PoolMode.String(), "pool_mode: session, transaction or statement")
 	fs.StringVar(&cfg.Listen, "listen", def.Listen, "listen address; must be loopback with --auth-type trust or any")
 	fs.StringVar(&cfg.Upstream, "upstream", "", "PostgreSQL server URL or keyword/value string (required unless --config has [databases]); serves every database name the config does not list")
-	fs.IntVar(&cfg.PoolSize, "pool-size", def.PoolSize, "default_pool_size: server connections per (database, user)")
+	fs.IntVar(&cfg.DefaultPoolSize, "pool-size", def.DefaultPoolSize, "default_pool_size: server connections per (database, user)")
 	fs.IntVar(&cfg.MaxClientConn, "max-client-conn", def.MaxClientConn, "max_client_conn: client connections in all")
 	fs.IntVar(&cfg.MaxDBConnections, "max-db-connections", def.MaxDBConnections, "max_db_connections: server connections per database, 0 = unlimited")
 	fs.IntVar(&cfg.MaxUserConnections, "max-user-connections", def.MaxUserConnections, "max_user_connections: server connections per user, 0 = unlimited")
@@ -182,7 +182,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil || !m.Pooled() {
 		return usagef("--mode %q: want session, transaction or statement", *mode)
 	}
-	cfg.Mode = m
+	cfg.PoolMode = m
 	cfg.AdminUsers = pooler.ParseUserList(*adminUsers)
 	cfg.StatsUsers = pooler.ParseUserList(*statsUsers)
 	if *threads < 0 {
@@ -234,7 +234,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("listen: %w", err)
 	}
 	prepared := ""
-	if cfg.MaxPreparedStatements > 0 && cfg.Mode != poolmode.Session {
+	if cfg.MaxPreparedStatements > 0 && cfg.PoolMode != poolmode.Session {
 		prepared = fmt.Sprintf(", max %d prepared statements per server", cfg.MaxPreparedStatements)
 	}
 	upstream := redact(cfg.Upstream)
@@ -245,7 +245,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	fmt.Fprintf(stdout, "poolsim proxy: listening on %s, %s pooling, pool size %d%s, upstream %s\n",
-		ln.Addr(), cfg.Mode, cfg.PoolSize, prepared, upstream)
+		ln.Addr(), cfg.PoolMode, cfg.DefaultPoolSize, prepared, upstream)
 	if env := pooler.UpstreamEnvApplied(cfg.Upstream); cfg.Upstream != "" && len(env) > 0 {
 		logger.Printf("upstream: taking %s from the environment (the URL does not set them)", strings.Join(env, ", "))
 	}
@@ -293,10 +293,10 @@ func overrideFlags(fs *pflag.FlagSet, c, flags *pooler.Config) {
 			apply()
 		}
 	}
-	set("mode", func() { c.Mode = flags.Mode })
+	set("mode", func() { c.PoolMode = flags.PoolMode })
 	set("listen", func() { c.Listen = flags.Listen })
 	set("upstream", func() { c.Upstream = flags.Upstream })
-	set("pool-size", func() { c.PoolSize = flags.PoolSize })
+	set("pool-size", func() { c.DefaultPoolSize = flags.DefaultPoolSize })
 	set("max-client-conn", func() { c.MaxClientConn = flags.MaxClientConn })
 	set("max-db-connections", func() { c.MaxDBConnections = flags.MaxDBConnections })
 	set("max-user-connections", func() { c.MaxUserConnections = flags.MaxUserConnections })

@@ -119,7 +119,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // writeExplain prints, for each row, the teaching view of its queues.
 func writeExplain(w io.Writer, rows []scenarios.Row) error {
 	for _, x := range rows {
-		title := x.Config.Pooler.Mode.String()
+		title := x.Config.Pooler.PoolMode.String()
 		for _, p := range x.Params {
 			if p.Key != "pooler.mode" {
 				title += ", " + p.Key + "=" + p.Value

@@ -288,14 +288,14 @@ func Plan(r Request) ([]*Eval, []system.Config, []string, error) {
 		}
 		if v.Mode == poolmode.Direct {
 			c := r.Base
-			c.Pooler.Mode = poolmode.Direct
+			c.Pooler.PoolMode = poolmode.Direct
 			evals = append(evals, &Eval{Option: v.Option})
 			cfgs = append(cfgs, c)
 			continue
 		}
 		for _, s := range sizes {
 			c := r.Base
-			c.Pooler.Mode = v.Mode
+			c.Pooler.PoolMode = v.Mode
 			c.Pooler.DefaultPoolSize = s
 			c.Pooler.MaxPreparedStatements = v.MaxPrepared
 			evals = append(evals, &Eval{Option: v.Option, PoolSize: s})

@@ -231,7 +231,7 @@ func Pools(r PoolsRequest, run func([]system.Config) ([]Outcome, error)) (*Pools
 		part.Lead = classes[lead].Name
 		sub := Request{Base: cur.Clone(), PoolSizes: r.PoolSizes, ServerCores: r.ServerCores, Spindles: r.Spindles}
 		sub.Base.Workload, sub.Base.AppPool = classes[lead].Workload, classes[lead].AppPool
-		sub.Base.Pooler.Mode = spec.Mode
+		sub.Base.Pooler.PoolMode = spec.Mode
 		sub.SLOP99 = r.Needs[part.Lead].SLOP99
 		for _, name := range part.Classes {
 			for _, f := range r.Needs[name].Features {

@@ -4,6 +4,13 @@
 // 1.18's defaults (Defaults), and a reader for the ini file itself (Load,
 // with %include), so a user's existing pgbouncer.ini can be read as it is.
 //
+// Pooling, embedded in Settings, is the part that says how the pools
+// behave; the simulator's pooler (models/system), the proxy and the
+// PgBouncer launcher all embed or take it, so each of them reads the same
+// field with the same meaning. Every field with a pgbouncer.ini key has it
+// as its `ini` tag: reading the file, Set, Text and the launcher go by the
+// tags, so a key is declared once.
+//
 // # Units and the meaning of 0
 //
 // Durations are time.Duration (the ini file writes seconds, fractions

@@ -147,85 +147,14 @@ func (s *Settings) set(key, v string) error {
 	if _, ok := LookupKey(key); !ok {
 		return errors.New("unknown setting (not a PgBouncer 1.18 [pgbouncer] key)")
 	}
-	var err error
-	num := func(dst *int) { *dst, err = parseInt(v) }
-	dur := func(dst *time.Duration) { *dst, err = parseSeconds(v) }
-	switch key {
-	case "listen_addr":
-		s.ListenAddr = v
-	case "listen_port":
-		num(&s.ListenPort)
-	case "auth_type":
-		s.AuthType = v
-	case "auth_file":
-		s.AuthFile = v
-	case "admin_users":
-		s.AdminUsers = list(v)
-	case "stats_users":
-		s.StatsUsers = list(v)
-	case "pool_mode":
-		s.PoolMode, err = parseMode(v)
-	case "default_pool_size":
-		num(&s.DefaultPoolSize)
-	case "min_pool_size":
-		num(&s.MinPoolSize)
-	case "reserve_pool_size":
-		num(&s.ReservePoolSize)
-	case "reserve_pool_timeout":
-		dur(&s.ReservePoolTimeout)
-	case "max_client_conn":
-		num(&s.MaxClientConn)
-	case "max_db_connections":
-		num(&s.MaxDBConnections)
-	case "max_user_connections":
-		num(&s.MaxUserConnections)
-	case "max_prepared_statements":
-		num(&s.MaxPreparedStatements)
-	case "server_reset_query":
-		s.ServerResetQuery = v
-	case "server_reset_query_always":
-		s.ServerResetQueryAlways, err = parseBool(v)
-	case "ignore_startup_parameters":
-		s.IgnoreStartupParameters = list(v)
-	case "query_timeout":
-		dur(&s.QueryTimeout)
-	case "query_wait_timeout":
-		dur(&s.QueryWaitTimeout)
-	case "client_idle_timeout":
-		dur(&s.ClientIdleTimeout)
-	case "client_login_timeout":
-		dur(&s.ClientLoginTimeout)
-	case "idle_transaction_timeout":
-		dur(&s.IdleTransactionTimeout)
-	case "server_connect_timeout":
-		dur(&s.ServerConnectTimeout)
-	case "server_idle_timeout":
-		dur(&s.ServerIdleTimeout)
-	case "server_lifetime":
-		dur(&s.ServerLifetime)
-	case "server_login_retry":
-		dur(&s.ServerLoginRetry)
-	case "autodb_idle_timeout":
-		dur(&s.AutodbIdleTimeout)
-	case "suspend_timeout":
-		dur(&s.SuspendTimeout)
-	case "stats_period":
-		dur(&s.StatsPeriod)
-	case "client_tls_sslmode":
-		s.ClientTLSSSLMode = v
-	case "client_tls_cert_file":
-		s.ClientTLSCertFile = v
-	case "client_tls_key_file":
-		s.ClientTLSKeyFile = v
-	case "client_tls_ca_file":
-		s.ClientTLSCAFile = v
-	default:
-		if s.Other == nil {
-			s.Other = map[string]string{}
-		}
-		s.Other[key] = v
+	if ptr, ok := s.Field(key); ok {
+		return parseInto(ptr, v)
 	}
-	return err
+	if s.Other == nil {
+		s.Other = map[string]string{}
+	}
+	s.Other[key] = v
+	return nil
 }
 
 // addDatabase stores one [databases] entry: libpq-style key=value pairs.

@@ -2,9 +2,6 @@ package poolconf
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
-	"time"
 )
 
 // Key is one [pgbouncer] setting as PgBouncer 1.18.0's SHOW CONFIG lists it:
@@ -145,83 +142,8 @@ func (s *Settings) Text(key string) (v string, ok bool) {
 	if !ok {
 		return "", false
 	}
-	num := strconv.Itoa
-	dur := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
-	b := func(x bool) string {
-		if x {
-			return "1"
-		}
-		return "0"
-	}
-	switch key {
-	case "listen_addr":
-		return s.ListenAddr, true
-	case "listen_port":
-		return num(s.ListenPort), true
-	case "auth_type":
-		return s.AuthType, true
-	case "auth_file":
-		return s.AuthFile, true
-	case "admin_users":
-		return strings.Join(s.AdminUsers, ","), true
-	case "stats_users":
-		return strings.Join(s.StatsUsers, ","), true
-	case "pool_mode":
-		return s.PoolMode.String(), true
-	case "default_pool_size":
-		return num(s.DefaultPoolSize), true
-	case "min_pool_size":
-		return num(s.MinPoolSize), true
-	case "reserve_pool_size":
-		return num(s.ReservePoolSize), true
-	case "reserve_pool_timeout":
-		return dur(s.ReservePoolTimeout), true
-	case "max_client_conn":
-		return num(s.MaxClientConn), true
-	case "max_db_connections":
-		return num(s.MaxDBConnections), true
-	case "max_user_connections":
-		return num(s.MaxUserConnections), true
-	case "max_prepared_statements":
-		return num(s.MaxPreparedStatements), true
-	case "server_reset_query":
-		return s.ServerResetQuery, true
-	case "server_reset_query_always":
-		return b(s.ServerResetQueryAlways), true
-	case "ignore_startup_parameters":
-		return strings.Join(s.IgnoreStartupParameters, ","), true
-	case "query_timeout":
-		return dur(s.QueryTimeout), true
-	case "query_wait_timeout":
-		return dur(s.QueryWaitTimeout), true
-	case "client_idle_timeout":
-		return dur(s.ClientIdleTimeout), true
-	case "client_login_timeout":
-		return dur(s.ClientLoginTimeout), true
-	case "idle_transaction_timeout":
-		return dur(s.IdleTransactionTimeout), true
-	case "server_connect_timeout":
-		return dur(s.ServerConnectTimeout), true
-	case "server_idle_timeout":
-		return dur(s.ServerIdleTimeout), true
-	case "server_lifetime":
-		return dur(s.ServerLifetime), true
-	case "server_login_retry":
-		return dur(s.ServerLoginRetry), true
-	case "autodb_idle_timeout":
-		return dur(s.AutodbIdleTimeout), true
-	case "suspend_timeout":
-		return dur(s.SuspendTimeout), true
-	case "stats_period":
-		return dur(s.StatsPeriod), true
-	case "client_tls_sslmode":
-		return s.ClientTLSSSLMode, true
-	case "client_tls_cert_file":
-		return s.ClientTLSCertFile, true
-	case "client_tls_key_file":
-		return s.ClientTLSKeyFile, true
-	case "client_tls_ca_file":
-		return s.ClientTLSCAFile, true
+	if ptr, ok := s.Field(key); ok {
+		return format(ptr), true
 	}
 	if v, ok := s.Other[key]; ok {
 		return v, true

@@ -48,3 +48,47 @@ func TestSetText(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryKeyRoundTrips: every tagged field is a key PgBouncer knows,
+// its default reads back through Set and Text, and Pooling's keys read the
+// same through Pooling and through the Settings that embeds it.
+func TestEveryKeyRoundTrips(t *testing.T) {
+	d := Defaults()
+	for key := range fieldIndex {
+		if _, ok := LookupKey(key); !ok {
+			t.Errorf("tag %s: not a PgBouncer key", key)
+		}
+		text, _ := d.Text(key)
+		s := Defaults()
+		if err := s.Set(key, text); err != nil {
+			t.Errorf("Set(%s, %q) of its own default text: %v", key, text, err)
+		}
+		if got, _ := s.Text(key); got != text {
+			t.Errorf("Text(%s) after Set(%q) = %q", key, text, got)
+		}
+	}
+	if len(PoolingKeys()) == 0 {
+		t.Fatal("no pooling keys")
+	}
+	for _, key := range PoolingKeys() {
+		if PoolingDoc(key) == "" {
+			t.Errorf("pooling key %s: no doc tag", key)
+		}
+		s := Defaults()
+		p := &s.Pooling
+		want, _ := s.Text(key)
+		if got, ok := p.Text(key); !ok || got != want {
+			t.Errorf("Pooling.Text(%s) = %q, %v; Settings.Text %q", key, got, ok, want)
+		}
+	}
+	p := DefaultPooling()
+	if err := p.Set("query_wait_timeout", "2.5"); err != nil || p.QueryWaitTimeout != 2500*time.Millisecond {
+		t.Errorf("Pooling.Set(query_wait_timeout, 2.5): %v, %v", err, p.QueryWaitTimeout)
+	}
+	if err := p.Set("listen_port", "1"); err == nil {
+		t.Error("Pooling.Set(listen_port): no error for a key outside Pooling")
+	}
+	if err := p.Set("default_pool_size", "x"); err == nil {
+		t.Error("Pooling.Set(default_pool_size, x): no error")
+	}
+}

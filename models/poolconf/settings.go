@@ -17,47 +17,32 @@ const Unset = -1
 // of pool_mode is PoolMode, of default_pool_size DefaultPoolSize, ...).
 // See the package comment for units and the meaning of 0.
 type Settings struct {
-	ListenAddr string // listen_addr; "" listens on no TCP address in PgBouncer
-	ListenPort int    // listen_port
+	ListenAddr string `ini:"listen_addr"` // "" listens on no TCP address in PgBouncer
+	ListenPort int    `ini:"listen_port"`
 
-	AuthType   string   // auth_type: trust, any, plain, md5, scram-sha-256, hba, cert, pam
-	AuthFile   string   // auth_file: "user" "secret" per line
-	AdminUsers []string // admin_users: may run every console command
-	StatsUsers []string // stats_users: may run the console's read-only SHOW commands
+	AuthType   string   `ini:"auth_type"`   // trust, any, plain, md5, scram-sha-256, hba, cert, pam
+	AuthFile   string   `ini:"auth_file"`   // "user" "secret" per line
+	AdminUsers []string `ini:"admin_users"` // may run every console command
+	StatsUsers []string `ini:"stats_users"` // may run the console's read-only SHOW commands
 
-	PoolMode               poolmode.Mode // pool_mode: Session, Transaction or Statement
-	DefaultPoolSize        int           // default_pool_size
-	MinPoolSize            int           // min_pool_size
-	ReservePoolSize        int           // reserve_pool_size
-	ReservePoolTimeout     time.Duration // reserve_pool_timeout
-	MaxClientConn          int           // max_client_conn
-	MaxDBConnections       int           // max_db_connections; 0 = unlimited
-	MaxUserConnections     int           // max_user_connections; 0 = unlimited
-	MaxPreparedStatements  int           // max_prepared_statements (PgBouncer 1.21+); 0 = not tracked
-	ServerResetQuery       string        // server_reset_query; "" = none
-	ServerResetQueryAlways bool          // server_reset_query_always
+	// Pooling is how the pools behave: the part of the settings that the
+	// model, the proxy and the PgBouncer launcher all read.
+	Pooling
 
-	// IgnoreStartupParameters is ignore_startup_parameters: startup
-	// parameters dropped without an error.
-	IgnoreStartupParameters []string
+	// IgnoreStartupParameters: startup parameters dropped without an error.
+	IgnoreStartupParameters []string `ini:"ignore_startup_parameters"`
 
-	QueryTimeout           time.Duration // query_timeout; 0 = disabled
-	QueryWaitTimeout       time.Duration // query_wait_timeout; 0 = disabled
-	ClientIdleTimeout      time.Duration // client_idle_timeout; 0 = disabled
-	ClientLoginTimeout     time.Duration // client_login_timeout; 0 = disabled
-	IdleTransactionTimeout time.Duration // idle_transaction_timeout; 0 = disabled
-	ServerConnectTimeout   time.Duration // server_connect_timeout
-	ServerIdleTimeout      time.Duration // server_idle_timeout; 0 = disabled
-	ServerLifetime         time.Duration // server_lifetime; 0 = disabled
-	ServerLoginRetry       time.Duration // server_login_retry
-	AutodbIdleTimeout      time.Duration // autodb_idle_timeout
-	SuspendTimeout         time.Duration // suspend_timeout
-	StatsPeriod            time.Duration // stats_period
+	ClientLoginTimeout   time.Duration `ini:"client_login_timeout"` // 0 = disabled
+	ServerConnectTimeout time.Duration `ini:"server_connect_timeout"`
+	ServerLoginRetry     time.Duration `ini:"server_login_retry"`
+	AutodbIdleTimeout    time.Duration `ini:"autodb_idle_timeout"`
+	SuspendTimeout       time.Duration `ini:"suspend_timeout"`
+	StatsPeriod          time.Duration `ini:"stats_period"`
 
-	ClientTLSSSLMode  string // client_tls_sslmode: disable, allow, prefer, require, verify-ca, verify-full
-	ClientTLSCertFile string // client_tls_cert_file
-	ClientTLSKeyFile  string // client_tls_key_file
-	ClientTLSCAFile   string // client_tls_ca_file
+	ClientTLSSSLMode  string `ini:"client_tls_sslmode"` // disable, allow, prefer, require, verify-ca, verify-full
+	ClientTLSCertFile string `ini:"client_tls_cert_file"`
+	ClientTLSKeyFile  string `ini:"client_tls_key_file"`
+	ClientTLSCAFile   string `ini:"client_tls_ca_file"`
 
 	// Databases is the [databases] section in file order; the entry named
 	// "*" is the fallback for any other database name.
@@ -69,6 +54,32 @@ type Settings struct {
 	Other map[string]string
 	// Files lists the files read, the main one first, then each %include.
 	Files []string
+}
+
+// Pooling is the [pgbouncer] keys that say how the pools behave: what a
+// model of the pooler needs as much as a pooler does. Each field's tag is
+// its pgbouncer.ini key; Set, Text and the PgBouncer launcher read the tags,
+// so a new key is a field here and its default in Defaults. A duration
+// or limit of 0 means what it means in pgbouncer.ini (see the package
+// comment).
+type Pooling struct {
+	PoolMode               poolmode.Mode `ini:"pool_mode" doc:"session, transaction or statement"`
+	DefaultPoolSize        int           `ini:"default_pool_size" doc:"server connections per pool (database and user)"`
+	MinPoolSize            int           `ini:"min_pool_size" doc:"servers a pool keeps open even when idle"`
+	ReservePoolSize        int           `ini:"reserve_pool_size" doc:"extra servers a pool may open when a client has waited reserve_pool_timeout"`
+	ReservePoolTimeout     time.Duration `ini:"reserve_pool_timeout" doc:"how long a client waits before the reserve pool opens"`
+	MaxClientConn          int           `ini:"max_client_conn" doc:"client connections in all"`
+	MaxDBConnections       int           `ini:"max_db_connections" doc:"server connections per database across users; 0 = unlimited"`
+	MaxUserConnections     int           `ini:"max_user_connections" doc:"server connections per user across databases; 0 = unlimited"`
+	MaxPreparedStatements  int           `ini:"max_prepared_statements" doc:"protocol-level prepared statements tracked per server (PgBouncer 1.21+); 0 = not tracked"`
+	ServerResetQuery       string        `ini:"server_reset_query" doc:"run on a server when a session-mode client leaves; empty = none"`
+	ServerResetQueryAlways bool          `ini:"server_reset_query_always" doc:"run server_reset_query in every pool mode"`
+	QueryTimeout           time.Duration `ini:"query_timeout" doc:"longest a query may run before the server is closed; 0 = disabled"`
+	QueryWaitTimeout       time.Duration `ini:"query_wait_timeout" doc:"longest a client waits for a server; 0 = disabled"`
+	ClientIdleTimeout      time.Duration `ini:"client_idle_timeout" doc:"idle clients older than this are closed; 0 = disabled"`
+	IdleTransactionTimeout time.Duration `ini:"idle_transaction_timeout" doc:"a client idle in a transaction this long is closed; 0 = disabled"`
+	ServerIdleTimeout      time.Duration `ini:"server_idle_timeout" doc:"idle servers older than this are closed; 0 = disabled"`
+	ServerLifetime         time.Duration `ini:"server_lifetime" doc:"a server older than this is closed when released; 0 = disabled"`
 }
 
 // Database is one [databases] entry: where a client database name leads.
@@ -104,23 +115,30 @@ type User struct {
 // MaxPreparedStatements 0 (tracking off, the 1.18 behaviour).
 func Defaults() Settings {
 	return Settings{
-		ListenPort:             6432,
-		AuthType:               "md5",
+		ListenPort:           6432,
+		AuthType:             "md5",
+		Pooling:              DefaultPooling(),
+		ClientLoginTimeout:   60 * time.Second,
+		ServerConnectTimeout: 15 * time.Second,
+		ServerLoginRetry:     15 * time.Second,
+		AutodbIdleTimeout:    3600 * time.Second,
+		SuspendTimeout:       10 * time.Second,
+		StatsPeriod:          60 * time.Second,
+		ClientTLSSSLMode:     "disable",
+	}
+}
+
+// DefaultPooling is the Pooling part of Defaults.
+func DefaultPooling() Pooling {
+	return Pooling{
 		PoolMode:               poolmode.Session,
 		DefaultPoolSize:        20,
 		ReservePoolTimeout:     5 * time.Second,
 		MaxClientConn:          100,
 		ServerResetQuery:       "DISCARD ALL",
 		QueryWaitTimeout:       120 * time.Second,
-		ClientLoginTimeout:     60 * time.Second,
-		ServerConnectTimeout:   15 * time.Second,
 		ServerIdleTimeout:      600 * time.Second,
 		ServerLifetime:         3600 * time.Second,
-		ServerLoginRetry:       15 * time.Second,
-		AutodbIdleTimeout:      3600 * time.Second,
-		SuspendTimeout:         10 * time.Second,
-		StatsPeriod:            60 * time.Second,
-		ClientTLSSSLMode:       "disable",
 		MaxPreparedStatements:  0,
 		ServerResetQueryAlways: false,
 	}
@@ -207,13 +225,38 @@ var AuthTypes = []string{"any", "trust", "plain", "md5", "scram-sha-256", "cert"
 // SSLModes are the client_tls_sslmode values.
 var SSLModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
 
+// Validate checks every value of p and names the first bad one by its
+// pgbouncer.ini key.
+func (p *Pooling) Validate() error {
+	switch p.PoolMode {
+	case poolmode.Session, poolmode.Transaction, poolmode.Statement:
+	default:
+		return fmt.Errorf("pool_mode: %v: want session, transaction or statement", p.PoolMode)
+	}
+	for _, key := range poolingKeys {
+		switch v, _ := p.Field(key); v := v.(type) {
+		case *int:
+			least := 0
+			if key == "max_client_conn" {
+				least = 1
+			}
+			if *v < least {
+				return fmt.Errorf("%s: %d: want %d or more", key, *v, least)
+			}
+		case *time.Duration:
+			if *v < 0 {
+				return fmt.Errorf("%s: %v: want 0 or more", key, *v)
+			}
+		}
+	}
+	return nil
+}
+
 // Validate checks every value and names the first bad one by its
 // pgbouncer.ini key.
 func (s *Settings) Validate() error {
-	switch s.PoolMode {
-	case poolmode.Session, poolmode.Transaction, poolmode.Statement:
-	default:
-		return fmt.Errorf("pool_mode: %v: want session, transaction or statement", s.PoolMode)
+	if err := s.Pooling.Validate(); err != nil {
+		return err
 	}
 	if !slices.Contains(AuthTypes, s.AuthType) {
 		return fmt.Errorf("auth_type: %q: want one of %s", s.AuthType, strings.Join(AuthTypes, ", "))
@@ -226,10 +269,7 @@ func (s *Settings) Validate() error {
 		v   int
 		min int
 	}{
-		{"listen_port", s.ListenPort, 0}, {"default_pool_size", s.DefaultPoolSize, 0}, {"min_pool_size", s.MinPoolSize, 0},
-		{"reserve_pool_size", s.ReservePoolSize, 0}, {"max_client_conn", s.MaxClientConn, 1},
-		{"max_db_connections", s.MaxDBConnections, 0}, {"max_user_connections", s.MaxUserConnections, 0},
-		{"max_prepared_statements", s.MaxPreparedStatements, 0},
+		{"listen_port", s.ListenPort, 0},
 	} {
 		if n.v < n.min {
 			return fmt.Errorf("%s: %d: want %d or more", n.key, n.v, n.min)
@@ -242,11 +282,8 @@ func (s *Settings) Validate() error {
 		key string
 		v   time.Duration
 	}{
-		{"reserve_pool_timeout", s.ReservePoolTimeout}, {"query_timeout", s.QueryTimeout},
-		{"query_wait_timeout", s.QueryWaitTimeout}, {"client_idle_timeout", s.ClientIdleTimeout},
-		{"client_login_timeout", s.ClientLoginTimeout}, {"idle_transaction_timeout", s.IdleTransactionTimeout},
-		{"server_connect_timeout", s.ServerConnectTimeout}, {"server_idle_timeout", s.ServerIdleTimeout},
-		{"server_lifetime", s.ServerLifetime}, {"server_login_retry", s.ServerLoginRetry},
+		{"client_login_timeout", s.ClientLoginTimeout},
+		{"server_connect_timeout", s.ServerConnectTimeout}, {"server_login_retry", s.ServerLoginRetry},
 		{"autodb_idle_timeout", s.AutodbIdleTimeout}, {"suspend_timeout", s.SuspendTimeout},
 		{"stats_period", s.StatsPeriod},
 	} {

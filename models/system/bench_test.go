@@ -25,7 +25,7 @@ func BenchmarkClosedSixStatements(b *testing.B) {
 	cfg := Default()
 	cfg.Workload = Workload{Clients: 2000, TxnsPerSession: 30, StmtsPerTxn: 6,
 		Query: sim.ExpDist(300 * sim.Microsecond), Think: sim.ExpDist(800 * sim.Microsecond)}
-	cfg.Pooler.Mode = poolmode.Transaction
+	cfg.Pooler.PoolMode = poolmode.Transaction
 	cfg.Pooler.Hop = 25 * sim.Microsecond
 	cfg.Pooler.MaxClientConn = 10_000
 	cfg.Server.MaxConnections = 20
@@ -43,7 +43,7 @@ func speedConfig() Config {
 	cfg := Default()
 	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Workload.StmtsPerTxn = 200, 500, 6
 	cfg.Workload.Query, cfg.Workload.Think = sim.ConstDist(300*sim.Microsecond), sim.ConstDist(800*sim.Microsecond)
-	cfg.Pooler.Mode = poolmode.Transaction
+	cfg.Pooler.PoolMode = poolmode.Transaction
 	cfg.Pooler.Hop = 25 * sim.Microsecond
 	cfg.Pooler.MaxClientConn = 1000
 	cfg.Pooler.MaxPreparedStatements = 0
@@ -66,7 +66,7 @@ func BenchmarkSpeedScenario(b *testing.B) {
 // (a handful of events): the cost of a run's setup and results.
 func BenchmarkTinyRun(b *testing.B) {
 	cfg := Default()
-	cfg.Pooler.Mode = poolmode.Transaction
+	cfg.Pooler.PoolMode = poolmode.Transaction
 	cfg.Workload.Query = sim.ConstDist(sim.Millisecond)
 	var m Metrics
 	b.ReportAllocs()

@@ -159,7 +159,7 @@ func TestAppPoolOracles(t *testing.T) {
 	o := Default()
 	o.Workload = Workload{ArrivalRate: 120, Duration: 8000 * sim.Second, TxnsPerSession: 1, StmtsPerTxn: 1,
 		Query: sim.ExpDist(100 * sim.Millisecond), TimeWait: 60 * sim.Second}
-	o.Pooler.Mode = poolmode.Direct
+	o.Pooler.PoolMode = poolmode.Direct
 	o.Server.MaxConnections = 100
 	o.AppPool = AppPool{Mode: QueuePool, Size: 10, Timeout: 100 * sim.Millisecond}
 	om := Run(o).Metrics

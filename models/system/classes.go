@@ -63,12 +63,12 @@ func (c Config) ClassList() []Class {
 // the one pool of Pooler.Mode and Pooler.DefaultPoolSize.
 func (c Config) PoolList() []PoolSpec {
 	if len(c.Pools) == 0 {
-		return []PoolSpec{{Database: "app", User: "app", Mode: c.Pooler.Mode, ModeSet: true, Size: c.Pooler.DefaultPoolSize}}
+		return []PoolSpec{{Database: "app", User: "app", Mode: c.Pooler.PoolMode, ModeSet: true, Size: c.Pooler.DefaultPoolSize}}
 	}
 	out := make([]PoolSpec, len(c.Pools))
 	for i, p := range c.Pools {
 		if !p.ModeSet {
-			p.Mode, p.ModeSet = c.Pooler.Mode, true
+			p.Mode, p.ModeSet = c.Pooler.PoolMode, true
 		}
 		if p.Size == 0 {
 			p.Size = c.Pooler.DefaultPoolSize

@@ -3,6 +3,7 @@ package system
 import (
 	"errors"
 	"fmt"
+	"github.com/poolsim/poolsim/models/poolconf"
 	"strings"
 
 	"github.com/poolsim/poolsim/models/poolmode"
@@ -175,14 +176,12 @@ const (
 
 // Pooler is the pooler between clients and server (ignored in Direct mode).
 type Pooler struct {
-	Mode                  poolmode.Mode
-	Hop                   sim.Time // one-way client<->pooler latency per message
-	MaxClientConn         int
-	DefaultPoolSize       int
-	MaxDBConnections      int      // 0 = unlimited
-	MaxUserConnections    int      // server connections per user across databases; 0 = unlimited
-	QueryWaitTimeout      sim.Time // 0 = wait forever
-	MaxPreparedStatements int
+	// Pooling is PgBouncer's settings of the pools, with PgBouncer's names
+	// and meanings (models/poolconf): the model applies those in
+	// AppliedPoolingKeys (pooler.go) and the proxy and the PgBouncer
+	// launcher get the same values.
+	poolconf.Pooling
+	Hop sim.Time // one-way client<->pooler latency per message
 	// TimeoutCheck is how often the pooler looks for waiters older than
 	// QueryWaitTimeout (PgBouncer's janitor runs every 1/3 s, so a timeout
 	// fires at the first check after it has passed); 0 fires it at the
@@ -240,13 +239,9 @@ func Default() Config {
 			StmtTextSize:   2 << 10, // seed 004: 2-3 kB a statement
 		},
 		Pooler: Pooler{
-			Mode:                  poolmode.Session, // PgBouncer's pool_mode default
-			MaxClientConn:         100,
-			DefaultPoolSize:       20,
-			QueryWaitTimeout:      120 * sim.Second,
-			MaxPreparedStatements: 200, // PgBouncer 1.24+
-			TimeoutCheck:          PgBouncerJanitor,
-			Processes:             1,
+			Pooling:      defaultPooling(),
+			TimeoutCheck: PgBouncerJanitor,
+			Processes:    1,
 		},
 		AppPool: AppPool{ // SQLAlchemy's QueuePool defaults, used when the mode is queue
 			Size:        5,
@@ -260,6 +255,22 @@ func Default() Config {
 			MemoryPerConn:      1536 << 10, // about 1.5 MB per idle backend, measured in seed 000
 		},
 	}
+}
+
+// AppliedPoolingKeys are the keys of poolconf.Pooling the model applies
+// (pool_mode as pooler.mode, which also takes direct): each is a scenario
+// key pooler.<key>, and poolsim validate hands the whole Pooling to the
+// proxy and to PgBouncer. The others are PgBouncer's defaults, there too.
+var AppliedPoolingKeys = []string{"pool_mode", "default_pool_size", "max_client_conn", "max_db_connections",
+	"max_user_connections", "query_wait_timeout", "max_prepared_statements"}
+
+// defaultPooling is PgBouncer's defaults (pool_mode session,
+// max_client_conn 100, default_pool_size 20, query_wait_timeout 120 s),
+// with max_prepared_statements 200 as in PgBouncer 1.24+.
+func defaultPooling() poolconf.Pooling {
+	p := poolconf.DefaultPooling()
+	p.MaxPreparedStatements = 200
+	return p
 }
 
 // PgBouncerJanitor is the period of PgBouncer's janitor, which checks
@@ -279,8 +290,8 @@ func (c Config) Validate() error {
 	}
 	c.validateClasses(bad)
 	p := c.Pooler
-	if p.Mode > poolmode.Statement {
-		bad("pooler.mode %v is not a mode", p.Mode)
+	if p.PoolMode > poolmode.Statement {
+		bad("pooler.mode %v is not a mode", p.PoolMode)
 	}
 	if p.MaxClientConn < 1 {
 		bad("pooler.max_client_conn must be at least 1, got %d", p.MaxClientConn)

@@ -42,7 +42,7 @@ func TestPercentilesPastExactLimit(t *testing.T) {
 	open.Workload.WarmupAuto = true
 
 	classes := Default()
-	classes.Pooler.Mode = poolmode.Transaction
+	classes.Pooler.PoolMode = poolmode.Transaction
 	classes.Pooler.Hop = 50 * sim.Microsecond
 	classes.Classes = []Class{
 		{Name: "web", Workload: Workload{ArrivalRate: 200, Duration: 30 * sim.Second, TxnsPerSession: 2, StmtsPerTxn: 3,

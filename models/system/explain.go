@@ -16,7 +16,7 @@ import (
 // one paragraph of plain sentences.
 func Explain(c Config, m Metrics) []string {
 	out := []string{steadyWords(c, m)}
-	if c.Pooler.Mode.Pooled() {
+	if c.Pooler.PoolMode.Pooled() {
 		out = append(out, little("The pooler's wait queue (clients waiting for a server connection)",
 			"departures (assignments and query_wait_timeout disconnects)", m.WaitL, m.WaitLambda, m.WaitW))
 	}
@@ -107,7 +107,7 @@ func hold(c Config) (s, perTxn float64) {
 	q := w.Query.MeanValue().Seconds() + w.CPU.MeanValue().Seconds()
 	gap := w.Think.MeanValue().Seconds() + 2*c.Pooler.Hop.Seconds()
 	n := float64(w.StmtsPerTxn)
-	switch c.Pooler.Mode {
+	switch c.Pooler.PoolMode {
 	case poolmode.Statement:
 		return q, n
 	case poolmode.Transaction:
@@ -123,7 +123,7 @@ func hold(c Config) (s, perTxn float64) {
 // query_wait_timeout.
 func erlang(c Config, m Metrics) string {
 	w := c.Workload
-	if !w.Open() || !c.Pooler.Mode.Pooled() || c.AppPool.Mode != NoAppPool || c.Server.Cores > 0 {
+	if !w.Open() || !c.Pooler.PoolMode.Pooled() || c.AppPool.Mode != NoAppPool || c.Server.Cores > 0 {
 		return ""
 	}
 	s, perTxn := hold(c)
@@ -168,14 +168,14 @@ func closedBounds(c Config, m Metrics) string {
 	q := w.Query.MeanValue().Seconds() + w.CPU.MeanValue().Seconds()
 	z := w.Think.MeanValue().Seconds()
 	hop := 0.0
-	if c.Pooler.Mode.Pooled() {
+	if c.Pooler.PoolMode.Pooled() {
 		hop = 2 * c.Pooler.Hop.Seconds()
 	}
 	r0 := n*(q+hop) + (n-1)*z
 	s, perTxn := hold(c)
 	servers := c.poolLimit()
 	name := "the pool's servers"
-	if c.Pooler.Mode == poolmode.Direct {
+	if c.Pooler.PoolMode == poolmode.Direct {
 		servers = c.Server.MaxConnections
 		name = "the backends (max_connections)"
 	}
@@ -186,7 +186,7 @@ func closedBounds(c Config, m Metrics) string {
 		}
 	}
 	clients := w.Clients
-	if c.Pooler.Mode.Pooled() {
+	if c.Pooler.PoolMode.Pooled() {
 		clients = min(clients, c.Pooler.MaxClientConn)
 	} else {
 		clients = min(clients, c.Server.MaxConnections)

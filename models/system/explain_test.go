@@ -3,6 +3,7 @@ package system
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/sim"
@@ -16,7 +17,7 @@ func TestExplain(t *testing.T) {
 			t.Errorf("open M/M/c explanation lacks %q:\n%s", want, text)
 		}
 	}
-	open.Pooler.QueryWaitTimeout = 100 * sim.Millisecond
+	open.Pooler.QueryWaitTimeout = 100 * time.Millisecond
 	if text := strings.Join(Explain(open, Run(open).Metrics), "\n"); !strings.Contains(text, "M/M/c+D gives P(timeout)") {
 		t.Errorf("timeout explanation lacks M/M/c+D:\n%s", text)
 	}

@@ -3,6 +3,7 @@ package system
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/sim"
@@ -17,7 +18,7 @@ import (
 func openPool(rate float64, c int, query sim.Dist, d sim.Time) Config {
 	cfg := Default()
 	cfg.Workload = Workload{ArrivalRate: rate, Duration: d, TxnsPerSession: 1, StmtsPerTxn: 1, Query: query}
-	cfg.Pooler.Mode = poolmode.Transaction
+	cfg.Pooler.PoolMode = poolmode.Transaction
 	cfg.Pooler.DefaultPoolSize = c
 	cfg.Pooler.MaxClientConn = 10_000_000
 	cfg.Pooler.QueryWaitTimeout = 0
@@ -75,7 +76,7 @@ func TestMMcTimeout(t *testing.T) {
 	}
 	for _, tt := range tests {
 		cfg := openPool(tt.rate, 10, sim.ExpDist(100*sim.Millisecond), 8000*sim.Second)
-		cfg.Pooler.QueryWaitTimeout = tt.tau
+		cfg.Pooler.QueryWaitTimeout = time.Duration(tt.tau)
 		cfg.Pooler.TimeoutCheck = 0 // the formula's exact patience
 		m := Run(cfg).Metrics
 		within(t, "P(timeout)", float64(m.WaitTimeouts)/float64(m.Sessions), tt.wantP, 0.03)
@@ -105,7 +106,7 @@ func TestFiniteSource(t *testing.T) {
 	cfg := Default()
 	cfg.Workload = Workload{Clients: 20, TxnsPerSession: 20_000, StmtsPerTxn: 1,
 		Query: sim.ExpDist(200 * sim.Millisecond), Think: sim.ExpDist(sim.Second)}
-	cfg.Pooler.Mode = poolmode.Transaction
+	cfg.Pooler.PoolMode = poolmode.Transaction
 	cfg.Pooler.DefaultPoolSize = 4
 	cfg.Pooler.QueryWaitTimeout = 0
 	m := Run(cfg).Metrics

@@ -137,7 +137,7 @@ func (m *model) atPooler(s *sim.Sim, c int32) {
 	m.waitNo++
 	cn.waitNo = m.waitNo
 	if t := m.cfg.Pooler.QueryWaitTimeout; t > 0 {
-		s.At(m.timeoutAt(now+t), evWaitTimeout, c, cn.waitNo)
+		s.At(m.timeoutAt(now+sim.Time(t)), evWaitTimeout, c, cn.waitNo)
 	}
 	m.grow(s, int(cn.pool))
 }

@@ -355,5 +355,5 @@ func (m *model) result(s *sim.Sim) Result {
 
 // CompatFor is the session-feature matrix of c's pool mode and settings.
 func CompatFor(c Config) compat.Matrix {
-	return compat.For(c.Pooler.Mode, c.Pooler.MaxPreparedStatements)
+	return compat.For(c.Pooler.PoolMode, c.Pooler.MaxPreparedStatements)
 }

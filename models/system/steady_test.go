@@ -77,7 +77,7 @@ func TestRepairmanSteadyThroughput(t *testing.T) {
 	cfg := Default()
 	cfg.Workload = Workload{Clients: 20, TxnsPerSession: 200, StmtsPerTxn: 1,
 		Query: sim.ExpDist(200 * sim.Millisecond), Think: sim.ExpDist(sim.Second)}
-	cfg.Pooler.Mode = poolmode.Transaction
+	cfg.Pooler.PoolMode = poolmode.Transaction
 	cfg.Pooler.DefaultPoolSize = 4
 	cfg.Pooler.QueryWaitTimeout = 0
 	reps := replicate(cfg, 10)
@@ -99,7 +99,7 @@ func TestPoolSizeKeepsEveryClientsDraws(t *testing.T) {
 	base := Default()
 	base.Workload = Workload{Clients: 30, TxnsPerSession: 20, StmtsPerTxn: 3,
 		Query: sim.ExpDist(2 * sim.Millisecond), CPU: sim.ExpDist(500 * sim.Microsecond), Think: sim.ExpDist(sim.Millisecond)}
-	base.Pooler.Mode = poolmode.Transaction
+	base.Pooler.PoolMode = poolmode.Transaction
 	base.Server.Cores = 2
 	seqs := func(c Config) map[uint64][]sim.Time {
 		m, _ := simulateWith(c, options{trace: true})

@@ -3,6 +3,7 @@ package system
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/sim"
@@ -12,7 +13,7 @@ func closed(mode poolmode.Mode, clients, txns, stmts int, query, think sim.Time)
 	c := Default()
 	c.Workload = Workload{Clients: clients, TxnsPerSession: txns, StmtsPerTxn: stmts,
 		Query: sim.ConstDist(query), Think: sim.ConstDist(think), TimeWait: 60 * sim.Second}
-	c.Pooler.Mode = mode
+	c.Pooler.PoolMode = mode
 	c.Pooler.MaxClientConn = 10_000
 	return c
 }
@@ -32,7 +33,7 @@ func TestQueryWaitTimeoutDisconnects(t *testing.T) {
 	// 30 and 40 ms are disconnected at 25 ms.
 	c := closed(poolmode.Transaction, 5, 1, 1, 10*sim.Millisecond, 0)
 	c.Pooler.DefaultPoolSize = 1
-	c.Pooler.QueryWaitTimeout = 25 * sim.Millisecond
+	c.Pooler.QueryWaitTimeout = 25 * time.Millisecond
 	c.Pooler.TimeoutCheck = 0 // at the exact instant
 	m := Run(c).Metrics
 	if m.OKTxns != 3 || m.WaitTimeouts != 2 || m.TimedOutTxns != 2 {
@@ -63,7 +64,7 @@ func TestQueryWaitTimeoutJanitor(t *testing.T) {
 	} {
 		c := closed(poolmode.Transaction, 2, 1, 1, tt.hold, 0)
 		c.Pooler.DefaultPoolSize = 1
-		c.Pooler.QueryWaitTimeout = 50 * sim.Millisecond
+		c.Pooler.QueryWaitTimeout = 50 * time.Millisecond
 		m := Run(c).Metrics
 		if m.WaitTimeouts != tt.timeouts || m.WallMs != tt.wantEnd {
 			t.Errorf("hold %v: %d timeouts, wall %v ms; want %d and %v", tt.hold, m.WaitTimeouts, m.WallMs, tt.timeouts, tt.wantEnd)
@@ -86,7 +87,7 @@ func TestSessionModeHoldsTheServerForTheSession(t *testing.T) {
 	sess := closed(poolmode.Session, 2, 2, 1, sim.Millisecond, sim.Millisecond)
 	sess.Pooler.DefaultPoolSize = 1
 	tx := sess
-	tx.Pooler.Mode = poolmode.Transaction
+	tx.Pooler.PoolMode = poolmode.Transaction
 	ms, mt := Run(sess).Metrics, Run(tx).Metrics
 	if ms.WaitP99Ms != 3 || ms.Assignments != 2 {
 		t.Errorf("session: wait p99 %v ms over %d assignments, want 3 ms over 2", ms.WaitP99Ms, ms.Assignments)
@@ -150,7 +151,7 @@ func TestOpenWorkloadReusesClientSlots(t *testing.T) {
 	c := Default()
 	c.Workload = Workload{ArrivalRate: 1000, Duration: 10 * sim.Second, TxnsPerSession: 2, StmtsPerTxn: 2,
 		Query: sim.ExpDist(100 * sim.Microsecond), Think: sim.ExpDist(100 * sim.Microsecond)}
-	c.Pooler.Mode = poolmode.Transaction
+	c.Pooler.PoolMode = poolmode.Transaction
 	c.Pooler.MaxClientConn = 100_000
 	m := Run(c).Metrics
 	if m.Sessions < 9000 || m.OKTxns != 2*m.Sessions {
@@ -164,7 +165,7 @@ func TestRunIsDeterministic(t *testing.T) {
 	c := closed(poolmode.Transaction, 300, 4, 3, 0, 0)
 	c.Workload.Query = sim.ExpDist(300 * sim.Microsecond)
 	c.Workload.Think = sim.Dist{Kind: sim.Lognormal, Mean: sim.Millisecond, Sigma: 0.8}
-	c.Pooler.QueryWaitTimeout = 8 * sim.Millisecond
+	c.Pooler.QueryWaitTimeout = 8 * time.Millisecond
 	if a, b := Run(c), Run(c); !reflect.DeepEqual(a, b) {
 		t.Errorf("two runs differ:\n%+v\n%+v", a.Metrics, b.Metrics)
 	}

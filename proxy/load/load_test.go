@@ -192,7 +192,7 @@ func TestOpenArrivalsFollowTheModel(t *testing.T) {
 	defer cancel()
 	cfg := system.Default()
 	cfg.Seed = 11
-	cfg.Pooler.Mode = poolmode.Direct
+	cfg.Pooler.PoolMode = poolmode.Direct
 	cfg.Workload = system.Workload{ArrivalRate: 60, Duration: 500 * sim.Millisecond, TxnsPerSession: 1, StmtsPerTxn: 1,
 		Query: sim.ConstDist(sim.Millisecond)}
 	model := system.Run(cfg).Metrics

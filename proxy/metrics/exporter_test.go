@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"github.com/poolsim/poolsim/models/poolmode"
 	"net"
 	"net/http"
 	"os"
@@ -138,7 +139,7 @@ func TestPgbouncerExporter(t *testing.T) {
 	c := pgclustertest.Need(t, cluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: c.Port(), PoolMode: "transaction", DefaultPoolSize: 2,
+	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: c.Port(), Pooling: pgbouncer.Pool(poolmode.Transaction, 2),
 		AdminUsers: []string{"poolsim"}})
 	if err != nil {
 		if pgclustertest.InCI() {

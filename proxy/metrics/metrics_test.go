@@ -50,7 +50,7 @@ func startProxy(t *testing.T, poolSize int) *testProxy {
 	t.Helper()
 	c := pgclustertest.Need(t, cluster)
 	cfg := pooler.DefaultConfig()
-	cfg.Listen, cfg.Upstream, cfg.Mode, cfg.PoolSize = "127.0.0.1:0", c.UserDSN(), poolmode.Transaction, poolSize
+	cfg.Listen, cfg.Upstream, cfg.PoolMode, cfg.DefaultPoolSize = "127.0.0.1:0", c.UserDSN(), poolmode.Transaction, poolSize
 	cfg.ShutdownTimeout = 2 * time.Second
 	cfg.AdminUsers = []string{"poolsim"}
 	cfg.Logf = t.Logf

@@ -12,7 +12,7 @@ func TestDatabaseEntries(t *testing.T) {
 		"web = host=127.0.0.1 port=5432 dbname=app pool_mode=transaction pool_size=10",
 		"report = host=127.0.0.1 port=5432 dbname=app pool_mode=session pool_size=2",
 	}}
-	s, err := cfg.settings("/tmp/x", 6432)
+	s, err := cfg.settings("/tmp/x", 6432, "1.18.0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/poolsim/poolsim/models/poolconf"
+	"github.com/poolsim/poolsim/models/poolmode"
 	"net"
 	"net/url"
 	"os"
@@ -65,22 +67,12 @@ type Config struct {
 	// be in Users). Others: "plain", "md5", "scram-sha-256", "any".
 	AuthType string
 
-	// PoolMode is pool_mode: "session" (PgBouncer's default when ""),
-	// "transaction" or "statement".
-	PoolMode string
-	// DefaultPoolSize is default_pool_size; 0 = PgBouncer's default (20).
-	DefaultPoolSize int
-	// MaxClientConn is max_client_conn; 0 = PgBouncer's default (100).
-	MaxClientConn int
-	// MaxDBConnections is max_db_connections; 0 = unlimited (the default).
-	MaxDBConnections int
-	// QueryWaitTimeout is query_wait_timeout: 0 = PgBouncer's default
-	// (120 s); negative = disabled (written as 0); positive = that long
-	// (written in seconds, fractions allowed).
-	QueryWaitTimeout time.Duration
-	// ServerResetQuery is server_reset_query; nil = the default (DISCARD
-	// ALL); a pointer to "" = no reset query.
-	ServerResetQuery *string
+	// Pooling is how the pools behave, with PgBouncer's names and
+	// meanings (models/poolconf; 0 is what 0 is in pgbouncer.ini): every
+	// key of it is written. nil leaves them all at PgBouncer's defaults.
+	// max_prepared_statements, which PgBouncer has from 1.21, is written
+	// to an older PgBouncer only if it is not 0 (then it refuses to start).
+	Pooling *poolconf.Pooling
 	// SoReuseport sets so_reuseport = 1 (several PgBouncers on one port).
 	SoReuseport bool
 	// ListenPort is the TCP port on 127.0.0.1; 0 = a free port. With
@@ -106,6 +98,18 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
+// Pool is PgBouncer's defaults (poolconf.DefaultPooling) with pool_mode
+// mode and default_pool_size size, then each of more applied: a Config's
+// Pooling.
+func Pool(mode poolmode.Mode, size int, more ...func(*poolconf.Pooling)) *poolconf.Pooling {
+	p := poolconf.DefaultPooling()
+	p.PoolMode, p.DefaultPoolSize = mode, size
+	for _, f := range more {
+		f(&p)
+	}
+	return &p
+}
+
 // PgBouncer is a running PgBouncer.
 type PgBouncer struct {
 	path       string
@@ -127,7 +131,9 @@ var (
 	versionRE = regexp.MustCompile(`(?i)pgbouncer\s+(\d+(?:\.\d+)*)`)
 )
 
-func (cfg Config) settings(dir string, port int) (map[string]string, error) {
+// settings is the [pgbouncer] section for PgBouncer version ("" when it is
+// not known yet: Start checks cfg before it looks).
+func (cfg Config) settings(dir string, port int, version string) (map[string]string, error) {
 	if cfg.UpstreamPort <= 0 || cfg.UpstreamPort > 65535 {
 		return nil, fmt.Errorf("pgbouncer: config: UpstreamPort %d: expected 1..65535", cfg.UpstreamPort)
 	}
@@ -146,32 +152,17 @@ func (cfg Config) settings(dir string, port int) (map[string]string, error) {
 	if cfg.AdminUsers != nil {
 		s["admin_users"] = strings.Join(cfg.AdminUsers, ",")
 	}
-	switch cfg.PoolMode {
-	case "":
-	case "session", "transaction", "statement":
-		s["pool_mode"] = cfg.PoolMode
-	default:
-		return nil, fmt.Errorf("pgbouncer: config: PoolMode %q: expected session, transaction or statement", cfg.PoolMode)
-	}
-	for _, f := range []struct {
-		key string
-		v   int
-	}{{"default_pool_size", cfg.DefaultPoolSize}, {"max_client_conn", cfg.MaxClientConn}, {"max_db_connections", cfg.MaxDBConnections}} {
-		if f.v < 0 {
-			return nil, fmt.Errorf("pgbouncer: config: %s %d: expected >= 0 (0 = PgBouncer's default)", f.key, f.v)
+	if p := cfg.Pooling; p != nil {
+		for _, key := range poolconf.PoolingKeys() {
+			v, _ := p.Text(key)
+			if key == "max_prepared_statements" && v == "0" && (version == "" || !VersionAtLeast(version, 1, 21)) {
+				continue // PgBouncer before 1.21 does not know it; 0 is what it does
+			}
+			s[key] = v
 		}
-		if f.v > 0 {
-			s[f.key] = strconv.Itoa(f.v)
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("pgbouncer: config: %w", err)
 		}
-	}
-	switch {
-	case cfg.QueryWaitTimeout < 0:
-		s["query_wait_timeout"] = "0"
-	case cfg.QueryWaitTimeout > 0:
-		s["query_wait_timeout"] = strconv.FormatFloat(cfg.QueryWaitTimeout.Seconds(), 'f', -1, 64)
-	}
-	if cfg.ServerResetQuery != nil {
-		s["server_reset_query"] = *cfg.ServerResetQuery
 	}
 	if cfg.SoReuseport {
 		s["so_reuseport"] = "1"
@@ -310,7 +301,7 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := cfg.settings("", 1); err != nil { // validate before touching the disk
+	if _, err := cfg.settings("", 1, ""); err != nil { // validate before touching the disk
 		return nil, err
 	}
 	logf := cfg.Logf
@@ -345,7 +336,7 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 				return nil, fmt.Errorf("pgbouncer: start: free port: %w", err)
 			}
 		}
-		settings, err := cfg.settings(dir, port)
+		settings, err := cfg.settings(dir, port, p.version)
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/poolsim/poolsim/models/poolconf"
+	"github.com/poolsim/poolsim/models/poolmode"
 	"net"
 	"os"
 	"strconv"
@@ -104,15 +106,14 @@ func showRows(t *testing.T, ctx context.Context, conn *pgx.Conn, cmd string) []m
 }
 
 func TestTransactionModeSelect1AndShowPools(t *testing.T) {
-	resetNone := ""
 	p := start(t, pgbouncer.Config{
-		PoolMode:        "transaction",
-		DefaultPoolSize: 2,
-		MaxClientConn:   50,
-		// A fraction, to see it written and read back; long enough that a
-		// server login on a busy machine never runs into it.
-		QueryWaitTimeout: 90500 * time.Millisecond,
-		ServerResetQuery: &resetNone,
+		Pooling: pgbouncer.Pool(poolmode.Transaction, 2, func(p *poolconf.Pooling) {
+			p.MaxClientConn = 50
+			// A fraction, to see it written and read back; long enough that a
+			// server login on a busy machine never runs into it.
+			p.QueryWaitTimeout = 90500 * time.Millisecond
+			p.ServerResetQuery = ""
+		}),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -219,7 +220,7 @@ func TestSCRAMUpstream(t *testing.T) {
 	c := pgclustertest.Start(t, pgcluster.Options{Auth: pgcluster.AuthSCRAM, MaxConnections: 10})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	p, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: c.Port(), AuthType: "md5", PoolMode: "transaction"})
+	p, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: c.Port(), AuthType: "md5", Pooling: pgbouncer.Pool(poolmode.Transaction, 20)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,9 +240,9 @@ func TestSCRAMUpstream(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	ctx := context.Background()
 	for _, cfg := range []pgbouncer.Config{
-		{},                                  // no upstream port
-		{UpstreamPort: 5432, PoolMode: "x"}, // bad mode
-		{UpstreamPort: 5432, DefaultPoolSize: -1},
+		{}, // no upstream port
+		{UpstreamPort: 5432, Pooling: pgbouncer.Pool(poolmode.Direct, 2)}, // not a pool_mode
+		{UpstreamPort: 5432, Pooling: pgbouncer.Pool(poolmode.Transaction, -1)},
 		{UpstreamPort: 5432, Extra: map[string]string{"Bad Key": "1"}},
 		{UpstreamPort: 5432, Extra: map[string]string{"logfile": "a\nb"}},
 		{UpstreamPort: 5432, Databases: []string{"web = dbname=app\n[pgbouncer]"}}, // a second line

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/poolsim/poolsim/models/poolconf"
+	"github.com/poolsim/poolsim/models/poolmode"
 	"strconv"
 	"sync"
 	"testing"
@@ -26,13 +28,11 @@ func TestReuseportCancelsAreLost(t *testing.T) {
 	needPgBouncer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	resetNone := ""
 	cfg := pgbouncer.Config{
-		PoolMode:         "transaction",
-		DefaultPoolSize:  4,
-		MaxClientConn:    20,
-		ServerResetQuery: &resetNone,
-		SoReuseport:      true,
+		Pooling: pgbouncer.Pool(poolmode.Transaction, 4, func(p *poolconf.Pooling) {
+			p.MaxClientConn, p.ServerResetQuery = 20, ""
+		}),
+		SoReuseport: true,
 	}
 	a := start(t, cfg)
 	cfg.ListenPort = a.Port()

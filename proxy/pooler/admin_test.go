@@ -40,7 +40,7 @@ func show(ctx context.Context, t *testing.T, admin *pgx.Conn, cmd string) ([]str
 // TestShowPoolsCounts: pool size 1; one client inside a transaction holds
 // the server, one waits, one is idle; SHOW POOLS must say so.
 func TestShowPoolsCounts(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1 })
 	ctx := testCtx(t, 20*time.Second)
 	holder := connect(ctx, t, tp.dsn)
 	waiter := connect(ctx, t, tp.dsn)

@@ -84,7 +84,7 @@ func (p *Proxy) clientCap() int {
 	if cs.fdCap == 0 {
 		return 0
 	}
-	return max(cs.fdCap-cs.servers-p.conf().PoolSize, 1)
+	return max(cs.fdCap-cs.servers-p.conf().DefaultPoolSize, 1)
 }
 
 // serverOpened and serverClosed count server connections for the

@@ -89,7 +89,7 @@ func startupFor(user, db string) []byte {
 func TestConsoleAccess(t *testing.T) {
 	c := pgclustertest.Need(t, cluster)
 	ctx := testCtx(t, 60*time.Second)
-	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: c.Port(), PoolMode: "transaction",
+	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: c.Port(), Pooling: pgbouncer.Pool(poolmode.Transaction, 20),
 		Users:      map[string]string{"poolsim": "poolsim", "st": "", "adm": ""},
 		AdminUsers: []string{"adm"}, Extra: map[string]string{"stats_users": "st"}})
 	tp := startProxy(t, func(cfg *Config) { cfg.AdminUsers = []string{"adm"}; cfg.StatsUsers = []string{"st"} })
@@ -152,7 +152,7 @@ func heapInUse() uint64 {
 func TestConsoleLengthBomb(t *testing.T) {
 	c := pgclustertest.Need(t, cluster)
 	ctx := testCtx(t, 60*time.Second)
-	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: c.Port(), PoolMode: "transaction",
+	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: c.Port(), Pooling: pgbouncer.Pool(poolmode.Transaction, 20),
 		Users: map[string]string{"poolsim": "poolsim", "adm": ""}, AdminUsers: []string{"adm"}})
 	tp := startProxy(t, func(cfg *Config) { cfg.AdminUsers = []string{"adm"} })
 	long := append([]byte{'Q', 0, 0, 0, 0}, strings.Repeat(" ", 4994)+"\x00"...)
@@ -262,7 +262,7 @@ func TestAcceptErrorsBackOff(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Upstream = fake.dsn()
-	cfg.Mode = poolmode.Transaction
+	cfg.PoolMode = poolmode.Transaction
 	cfg.ShutdownTimeout = time.Second
 	cfg.Logf = func(format string, args ...any) {
 		if strings.HasPrefix(format, "accept") {
@@ -444,7 +444,7 @@ func TestServerDownLogin(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Listen = "127.0.0.1:0"
 			cfg.Upstream = fmt.Sprintf("postgres://poolsim:poolsim@127.0.0.1:%d/poolsim?sslmode=disable", tc.port)
-			cfg.Mode = poolmode.Transaction
+			cfg.PoolMode = poolmode.Transaction
 			cfg.ClientLoginTimeout = loginTimeout
 			cfg.ServerConnectTimeout = 500 * time.Millisecond
 			cfg.ServerLoginRetry = 300 * time.Millisecond
@@ -457,7 +457,7 @@ func TestServerDownLogin(t *testing.T) {
 			tp := serveProxy(t, cfg)
 			targets := map[string]string{"proxy": fmt.Sprintf("postgres://poolsim@%s/poolsim?sslmode=disable", tp.Addr())}
 			if _, err := pgbouncer.Find(); err == nil {
-				b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: tc.port, PoolMode: "transaction",
+				b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: tc.port, Pooling: pgbouncer.Pool(poolmode.Transaction, 20),
 					Extra: map[string]string{"client_login_timeout": "2", "server_connect_timeout": "1", "server_login_retry": "1"}})
 				targets["pgbouncer"] = b.DSN("poolsim", "poolsim")
 			} else if pgclustertest.InCI() {

@@ -59,7 +59,7 @@ func (c sysCalls) total() int64 { return c.epollWait + c.reads + c.writes + c.ri
 // loop must have gone through io_uring; plain, never.
 func TestBatchedIO(t *testing.T) {
 	ioModes(t, func(t *testing.T, plain bool) {
-		tp := startProxy(t, func(c *Config) { c.PoolSize = 4; c.PlainIO = plain })
+		tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 4; c.PlainIO = plain })
 		ctx := testCtx(t, 90*time.Second)
 		const clients, rounds = 24, 30
 		var wg sync.WaitGroup
@@ -189,7 +189,7 @@ func TestLoopWaitsShortWhileBusy(t *testing.T) {
 // put on a loaded machine, where ns/op does not.
 func BenchmarkForward(b *testing.B) {
 	ioModes(b, func(b *testing.B, plain bool) {
-		tp := startProxy(b, func(c *Config) { c.PoolSize = 8; c.PlainIO = plain; c.Verbose = false })
+		tp := startProxy(b, func(c *Config) { c.DefaultPoolSize = 8; c.PlainIO = plain; c.Verbose = false })
 		ctx := testCtx(b, 10*time.Minute)
 		conns := make([]*pgconn.PgConn, 16)
 		for i := range conns {

@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"context"
+	"github.com/poolsim/poolsim/models/poolmode"
 	"os"
 	"strconv"
 	"strings"
@@ -17,9 +18,8 @@ import (
 func startBouncer(ctx context.Context, t *testing.T) ([]string, int) {
 	t.Helper()
 	b, err := pgbouncer.Start(ctx, pgbouncer.Config{
-		UpstreamPort:    cluster.Port(),
-		PoolMode:        "transaction",
-		DefaultPoolSize: 20,
+		UpstreamPort: cluster.Port(),
+		Pooling:      pgbouncer.Pool(poolmode.Transaction, 20),
 	})
 	if err != nil {
 		t.Skipf("pgbouncer: %v", err)

@@ -59,7 +59,7 @@ func TestBridge(t *testing.T) {
 // TestIdleConnectionsHoldNoBuffers: after their queries, idle clients and
 // servers have given their read buffers back to the loop.
 func TestIdleConnectionsHoldNoBuffers(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 3 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 3 })
 	ctx := testCtx(t, 20*time.Second)
 	for range 20 {
 		conn := connect(ctx, t, tp.dsn)

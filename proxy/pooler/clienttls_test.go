@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"github.com/poolsim/poolsim/models/poolmode"
 	"math/big"
 	"net"
 	"os"
@@ -132,7 +133,7 @@ func psqlTLS(ctx context.Context, t *testing.T, tg tlsTarget, db, sslmode, extra
 // settings.
 func startTLSTargets(ctx context.Context, t *testing.T, f tlsFiles, mode string) []tlsTarget {
 	t.Helper()
-	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: cluster.Port(), PoolMode: "transaction",
+	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: cluster.Port(), Pooling: pgbouncer.Pool(poolmode.Transaction, 20),
 		AdminUsers: []string{"poolsim"}, Extra: map[string]string{
 			"client_tls_sslmode": mode, "client_tls_cert_file": f.cert, "client_tls_key_file": f.key,
 			"client_tls_ca_file": f.ca}})

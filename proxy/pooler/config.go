@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,52 +48,35 @@ type Config struct {
 	// Users is pgbouncer.ini's [users]: per user, pool_mode and
 	// max_user_connections.
 	Users []poolconf.User
-	// MaxUserConnections is max_user_connections: server connections per
-	// user across databases; 0 means unlimited.
-	MaxUserConnections int
 	// IgnoreStartupParameters is ignore_startup_parameters: startup
 	// parameters dropped without an error. Every other parameter a client
 	// sends is applied to its session (startup.go) or refused.
 	IgnoreStartupParameters []string
-	// Mode is pool_mode: Session, Transaction or Statement.
-	Mode poolmode.Mode
-	// PoolSize is default_pool_size: server connections per (database, user).
-	PoolSize int
-	// MaxClientConn is max_client_conn: client connections in all, the
-	// admin console excluded.
-	MaxClientConn int
-	// MaxDBConnections is max_db_connections: server connections per
-	// database across users; 0 means unlimited.
-	MaxDBConnections int
-	// QueryWaitTimeout is query_wait_timeout: how long a client may wait for
-	// a server; 0 waits forever.
-	QueryWaitTimeout time.Duration
+	// Pooling is how the pools behave, with PgBouncer's names and
+	// meanings (models/poolconf): pool_mode, default_pool_size,
+	// max_client_conn (the admin console excluded), max_db_connections and
+	// max_user_connections (0 = unlimited), query_wait_timeout (0 waits
+	// forever), server_idle_timeout and server_lifetime (0 disables them),
+	// server_reset_query (run in session mode when a client leaves, before
+	// its server is reused; "" disables it) and max_prepared_statements (in
+	// transaction and statement mode, with N > 0, the proxy tracks
+	// protocol-level named prepared statements as PgBouncer 1.21+ does and
+	// keeps at most N on each server, least recently used closed first; 0
+	// passes them through untouched, as PgBouncer before 1.21, and is
+	// DefaultConfig's value: the behaviour of the PgBouncer 1.18 poolsim
+	// validates against). The Pooling keys the proxy does not apply
+	// (min_pool_size, reserve_pool_size, reserve_pool_timeout, query_timeout,
+	// client_idle_timeout, idle_transaction_timeout,
+	// server_reset_query_always) are logged when set (Unapplied).
+	poolconf.Pooling
 	// ServerConnectTimeout is server_connect_timeout: the limit on one server
 	// login.
 	ServerConnectTimeout time.Duration
-	// ServerIdleTimeout is server_idle_timeout: idle servers older than this
-	// are closed; 0 disables it.
-	ServerIdleTimeout time.Duration
 	// ServerLoginRetry is server_login_retry: after a failed server login
 	// no new one starts for this long, and while the pool has no server a
 	// client that needs one is refused at once ("server login has been
 	// failing, try again later"); 0 retries at once.
 	ServerLoginRetry time.Duration
-	// ServerLifetime is server_lifetime: a server older than this is closed
-	// when it is released; 0 disables it.
-	ServerLifetime time.Duration
-	// MaxPreparedStatements is max_prepared_statements: in transaction and
-	// statement mode, with N > 0, the proxy tracks protocol-level named
-	// prepared statements (PgBouncer 1.21+) and keeps at most N prepared on
-	// each server connection, least recently used closed first; 0 turns
-	// tracking off and named statements pass through untouched, as in
-	// PgBouncer before 1.21. PgBouncer's default has been 200 since 1.24;
-	// DefaultConfig keeps 0, the behaviour of the PgBouncer 1.18 poolsim
-	// validates against (see DefaultConfig).
-	MaxPreparedStatements int
-	// ServerResetQuery is server_reset_query, run in session mode when a
-	// client leaves before its server is reused; empty disables it.
-	ServerResetQuery string
 	// AuthType is auth_type: AuthTrust, AuthAny, AuthPlain, AuthMD5 or
 	// AuthSCRAM (PgBouncer's names).
 	AuthType string
@@ -179,17 +163,9 @@ func DefaultConfig() Config {
 	d := poolconf.Defaults()
 	return Config{
 		Listen:               net.JoinHostPort("127.0.0.1", strconv.Itoa(d.ListenPort)),
-		Mode:                 d.PoolMode,
-		PoolSize:             d.DefaultPoolSize,
-		MaxClientConn:        d.MaxClientConn,
-		MaxDBConnections:     d.MaxDBConnections,
-		MaxUserConnections:   d.MaxUserConnections,
-		QueryWaitTimeout:     d.QueryWaitTimeout,
+		Pooling:              d.Pooling,
 		ServerConnectTimeout: d.ServerConnectTimeout,
-		ServerIdleTimeout:    d.ServerIdleTimeout,
-		ServerLifetime:       d.ServerLifetime,
 		ServerLoginRetry:     d.ServerLoginRetry,
-		ServerResetQuery:     d.ServerResetQuery,
 		AuthType:             AuthTrust, // PgBouncer's md5 needs an auth_file; --config uses md5
 		ClientLoginTimeout:   d.ClientLoginTimeout,
 		ClientTLSSSLMode:     d.ClientTLSSSLMode,
@@ -216,13 +192,13 @@ func (c Config) Validate() error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	switch c.Mode {
+	switch c.PoolMode {
 	case poolmode.Session, poolmode.Transaction, poolmode.Statement:
 	default:
-		return fmt.Errorf("pool_mode: %v is not a pooling mode: want session, transaction or statement", c.Mode)
+		return fmt.Errorf("pool_mode: %v is not a pooling mode: want session, transaction or statement", c.PoolMode)
 	}
-	if c.PoolSize < 1 {
-		return fmt.Errorf("default_pool_size: %d: want at least 1", c.PoolSize)
+	if c.DefaultPoolSize < 1 {
+		return fmt.Errorf("default_pool_size: %d: want at least 1", c.DefaultPoolSize)
 	}
 	if c.MaxClientConn < 1 {
 		return fmt.Errorf("max_client_conn: %d: want at least 1", c.MaxClientConn)
@@ -337,8 +313,7 @@ const upstreamHost = "\x00upstream"
 // settings is the part of c that poolconf works pools out from.
 func (c *Config) settings() poolconf.Settings {
 	s := poolconf.Defaults()
-	s.PoolMode, s.DefaultPoolSize, s.MaxDBConnections, s.MaxUserConnections = c.Mode, c.PoolSize, c.MaxDBConnections, c.MaxUserConnections
-	s.MaxClientConn, s.MaxPreparedStatements = c.MaxClientConn, c.MaxPreparedStatements
+	s.Pooling = c.Pooling
 	s.AuthType = "trust" // checked on its own below
 	s.Databases, s.Users = c.Databases, c.Users
 	return s
@@ -391,12 +366,8 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 		addr = first
 	}
 	c.Listen = net.JoinHostPort(addr, strconv.Itoa(s.ListenPort))
-	c.Mode, c.PoolSize, c.MaxClientConn = s.PoolMode, s.DefaultPoolSize, s.MaxClientConn
-	c.MaxDBConnections, c.MaxUserConnections = s.MaxDBConnections, s.MaxUserConnections
-	c.MaxPreparedStatements = s.MaxPreparedStatements
-	c.QueryWaitTimeout, c.ServerConnectTimeout, c.ServerIdleTimeout = s.QueryWaitTimeout, s.ServerConnectTimeout, s.ServerIdleTimeout
-	c.ServerLifetime, c.ServerLoginRetry = s.ServerLifetime, s.ServerLoginRetry
-	c.ServerResetQuery = s.ServerResetQuery
+	c.Pooling = s.Pooling
+	c.ServerConnectTimeout, c.ServerLoginRetry = s.ServerConnectTimeout, s.ServerLoginRetry
 	c.AuthType, c.AuthFile = s.AuthType, s.AuthFile
 	c.ClientTLSSSLMode, c.ClientTLSCertFile, c.ClientTLSKeyFile, c.ClientTLSCAFile = s.ClientTLSSSLMode, s.ClientTLSCertFile, s.ClientTLSKeyFile, s.ClientTLSCAFile
 	c.IgnoreStartupParameters = s.IgnoreStartupParameters
@@ -415,23 +386,16 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 		}
 	}
 
-	def := poolconf.Defaults()
-	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
-	for _, n := range []struct {
-		key      string
-		got, def any
-		value    string
-		why      string
-	}{
-		{"min_pool_size", s.MinPoolSize, def.MinPoolSize, strconv.Itoa(s.MinPoolSize), "not implemented"},
-		{"reserve_pool_size", s.ReservePoolSize, def.ReservePoolSize, strconv.Itoa(s.ReservePoolSize), "not implemented"},
-		{"query_timeout", s.QueryTimeout, def.QueryTimeout, secs(s.QueryTimeout), "not implemented"},
-		{"client_idle_timeout", s.ClientIdleTimeout, def.ClientIdleTimeout, secs(s.ClientIdleTimeout), "not implemented"},
-		{"idle_transaction_timeout", s.IdleTransactionTimeout, def.IdleTransactionTimeout, secs(s.IdleTransactionTimeout), "not implemented"},
-		{"server_reset_query_always", s.ServerResetQueryAlways, def.ServerResetQueryAlways, strconv.FormatBool(s.ServerResetQueryAlways), "not implemented"},
-	} {
-		if n.got != n.def {
-			skip(n.key, n.value, n.why)
+	// The Pooling keys the proxy does not apply are logged when they are
+	// not PgBouncer's default.
+	def := poolconf.DefaultPooling()
+	for _, key := range poolconf.PoolingKeys() {
+		if slices.Contains(appliedPooling, key) {
+			continue
+		}
+		v, _ := s.Pooling.Text(key)
+		if d, _ := def.Text(key); v != d {
+			skip(key, v, "not implemented")
 		}
 	}
 	c.AdminUsers, c.StatsUsers = s.AdminUsers, s.StatsUsers

@@ -14,7 +14,7 @@ import (
 
 func TestDefaultConfigIsPgBouncers(t *testing.T) {
 	c := DefaultConfig()
-	if c.Mode != poolmode.Session || c.PoolSize != 20 || c.MaxClientConn != 100 || c.MaxDBConnections != 0 ||
+	if c.PoolMode != poolmode.Session || c.DefaultPoolSize != 20 || c.MaxClientConn != 100 || c.MaxDBConnections != 0 ||
 		c.QueryWaitTimeout != 120*time.Second || c.ServerConnectTimeout != 15*time.Second ||
 		c.ServerIdleTimeout != 600*time.Second || c.ServerLifetime != 3600*time.Second ||
 		c.ServerResetQuery != "DISCARD ALL" || c.AuthType != AuthTrust || c.Listen != "127.0.0.1:6432" ||
@@ -38,8 +38,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{"defaults with upstream", func(*Config) {}, ""},
 		{"no upstream", func(c *Config) { c.Upstream = "" }, "upstream"},
-		{"direct mode", func(c *Config) { c.Mode = poolmode.Direct }, "pool_mode"},
-		{"pool size 0", func(c *Config) { c.PoolSize = 0 }, "default_pool_size"},
+		{"direct mode", func(c *Config) { c.PoolMode = poolmode.Direct }, "pool_mode"},
+		{"pool size 0", func(c *Config) { c.DefaultPoolSize = 0 }, "default_pool_size"},
 		{"max_client_conn 0", func(c *Config) { c.MaxClientConn = 0 }, "max_client_conn"},
 		{"negative max_db_connections", func(c *Config) { c.MaxDBConnections = -1 }, "max_db_connections"},
 		{"negative max_prepared_statements", func(c *Config) { c.MaxPreparedStatements = -1 }, "max_prepared_statements"},

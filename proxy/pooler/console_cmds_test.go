@@ -27,8 +27,8 @@ type target struct {
 // transaction pooling, poolSize servers per pool.
 func bothTargets(ctx context.Context, t *testing.T, poolSize int) []target {
 	t.Helper()
-	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: cluster.Port(), PoolMode: "transaction", DefaultPoolSize: poolSize})
-	tp := startProxy(t, func(c *Config) { c.PoolSize = poolSize; c.Mode = poolmode.Transaction })
+	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: cluster.Port(), Pooling: pgbouncer.Pool(poolmode.Transaction, poolSize)})
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = poolSize; c.PoolMode = poolmode.Transaction })
 	return []target{
 		{name: "pgbouncer", dsn: b.DSN("poolsim", "poolsim"), admin: b.AdminDSN()},
 		{name: "proxy", dsn: tp.dsn, admin: tp.adminDSN(), proxy: tp},
@@ -306,11 +306,11 @@ func TestConsoleSetReloadDisable(t *testing.T) {
 	sourced := 0
 	var tp *testProxy
 	tp = startProxy(t, func(c *Config) {
-		c.PoolSize = 1
+		c.DefaultPoolSize = 1
 		c.Source = func() (Config, error) {
 			sourced++
 			cfg := *tp.conf()
-			cfg.PoolSize = 4
+			cfg.DefaultPoolSize = 4
 			return cfg, nil
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -27,13 +28,6 @@ type configField struct {
 }
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
-
-func intField(get func(c *Config) *int, from func(s *poolconf.Settings) int) configField {
-	return configField{
-		get: func(c *Config) any { return strconv.Itoa(*get(c)) },
-		put: func(c *Config, s *poolconf.Settings) { *get(c) = from(s) },
-	}
-}
 
 func durField(get func(c *Config) *time.Duration, from func(s *poolconf.Settings) time.Duration) configField {
 	return configField{
@@ -108,40 +102,16 @@ var configFields = map[string]configField{
 		get: func(c *Config) any { return c.ClientTLSCAFile },
 		put: func(c *Config, s *poolconf.Settings) { c.ClientTLSCAFile = s.ClientTLSCAFile },
 	},
-	"default_pool_size": intField(func(c *Config) *int { return &c.PoolSize },
-		func(s *poolconf.Settings) int { return s.DefaultPoolSize }),
 	"ignore_startup_parameters": {
 		get: func(c *Config) any { return strings.Join(c.IgnoreStartupParameters, ",") },
 		put: func(c *Config, s *poolconf.Settings) { c.IgnoreStartupParameters = s.IgnoreStartupParameters },
 	},
 	"listen_addr": {get: func(c *Config) any { return listenPart(c, false) }},
 	"listen_port": {get: func(c *Config) any { return listenPart(c, true) }},
-	"max_client_conn": intField(func(c *Config) *int { return &c.MaxClientConn },
-		func(s *poolconf.Settings) int { return s.MaxClientConn }),
-	"max_db_connections": intField(func(c *Config) *int { return &c.MaxDBConnections },
-		func(s *poolconf.Settings) int { return s.MaxDBConnections }),
-	"max_user_connections": intField(func(c *Config) *int { return &c.MaxUserConnections },
-		func(s *poolconf.Settings) int { return s.MaxUserConnections }),
-	"max_prepared_statements": intField(func(c *Config) *int { return &c.MaxPreparedStatements },
-		func(s *poolconf.Settings) int { return s.MaxPreparedStatements }),
-	"pool_mode": {
-		get: func(c *Config) any { return c.Mode.String() },
-		put: func(c *Config, s *poolconf.Settings) { c.Mode = s.PoolMode },
-	},
-	"query_wait_timeout": durField(func(c *Config) *time.Duration { return &c.QueryWaitTimeout },
-		func(s *poolconf.Settings) time.Duration { return s.QueryWaitTimeout }),
 	"server_connect_timeout": durField(func(c *Config) *time.Duration { return &c.ServerConnectTimeout },
 		func(s *poolconf.Settings) time.Duration { return s.ServerConnectTimeout }),
-	"server_idle_timeout": durField(func(c *Config) *time.Duration { return &c.ServerIdleTimeout },
-		func(s *poolconf.Settings) time.Duration { return s.ServerIdleTimeout }),
-	"server_lifetime": durField(func(c *Config) *time.Duration { return &c.ServerLifetime },
-		func(s *poolconf.Settings) time.Duration { return s.ServerLifetime }),
 	"server_login_retry": durField(func(c *Config) *time.Duration { return &c.ServerLoginRetry },
 		func(s *poolconf.Settings) time.Duration { return s.ServerLoginRetry }),
-	"server_reset_query": {
-		get: func(c *Config) any { return c.ServerResetQuery },
-		put: func(c *Config, s *poolconf.Settings) { c.ServerResetQuery = s.ServerResetQuery },
-	},
 	"stats_period": durField(func(c *Config) *time.Duration { return &c.StatsPeriod },
 		func(s *poolconf.Settings) time.Duration { return s.StatsPeriod }),
 	"verbose": {
@@ -153,6 +123,22 @@ var configFields = map[string]configField{
 		},
 		put: func(c *Config, s *poolconf.Settings) { c.Verbose = s.Other["verbose"] != "0" },
 	},
+}
+
+// The Pooling keys the proxy applies (appliedPooling, pool.go) show the
+// value in force and SET changes them, by the field poolconf finds for
+// each.
+func init() {
+	for _, key := range appliedPooling {
+		configFields[key] = configField{
+			get: func(c *Config) any { v, _ := c.Pooling.Text(key); return v },
+			put: func(c *Config, s *poolconf.Settings) {
+				dst, _ := c.Pooling.Field(key)
+				src, _ := s.Pooling.Field(key)
+				reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(src).Elem())
+			},
+		}
+	}
 }
 
 // configKeys is SHOW CONFIG's rows: PgBouncer 1.18's keys and

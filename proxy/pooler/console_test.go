@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/poolsim/poolsim/models/poolmode"
 	"io"
 	"slices"
 	"strings"
@@ -128,7 +129,7 @@ var showViews18 = []string{"HELP", "CONFIG", "DATABASES", "POOLS", "CLIENTS", "S
 // rows of SHOW DATABASES, POOLS and USERS).
 func TestConsoleMatchesPgBouncer(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
-	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: cluster.Port(), PoolMode: "transaction"})
+	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: cluster.Port(), Pooling: pgbouncer.Pool(poolmode.Transaction, 20)})
 	tp := startProxy(t, nil)
 	for _, dsn := range []string{b.DSN("poolsim", "poolsim"), tp.dsn} {
 		conn := connect(ctx, t, dsn)
@@ -290,7 +291,7 @@ func compareConsole(t *testing.T, q string, want, got consoleResult) {
 // connection.
 func TestConsoleExtendedProtocol(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
-	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: cluster.Port(), PoolMode: "transaction"})
+	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: cluster.Port(), Pooling: pgbouncer.Pool(poolmode.Transaction, 20)})
 	tp := startProxy(t, nil)
 	exchange := func(dsn string, msgs ...pgproto3.FrontendMessage) []string {
 		c, err := pgconn.Connect(ctx, dsn)

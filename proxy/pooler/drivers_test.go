@@ -47,7 +47,7 @@ func debianPython() string {
 // a script that must print driverSchemas.
 func runDriver(t *testing.T, name string, cmd func(ctx context.Context, host, port string) *exec.Cmd) {
 	t.Helper()
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1 })
 	ctx := testCtx(t, 120*time.Second)
 	makeSchemas(ctx, t, "dr")
 	u, _ := url.Parse(tp.dsn)

@@ -17,7 +17,7 @@ func TestQueryProtocols(t *testing.T) {
 	for _, mode := range []poolmode.Mode{poolmode.Session, poolmode.Transaction, poolmode.Statement} {
 		for _, qem := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec, pgx.QueryExecModeCacheStatement} {
 			t.Run(mode.String()+"/"+qem.String(), func(t *testing.T) {
-				tp := startProxy(t, func(c *Config) { c.Mode = mode; c.PoolSize = 1 })
+				tp := startProxy(t, func(c *Config) { c.PoolMode = mode; c.DefaultPoolSize = 1 })
 				ctx := testCtx(t, 20*time.Second)
 				cfg, err := pgx.ParseConfig(tp.dsn)
 				if err != nil {
@@ -55,7 +55,7 @@ func TestQueryProtocols(t *testing.T) {
 }
 
 func TestPipeline(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1 })
 	ctx := testCtx(t, 20*time.Second)
 	conn, err := pgconn.Connect(ctx, tp.dsn)
 	if err != nil {
@@ -172,7 +172,7 @@ func TestLargeMessages(t *testing.T) {
 // the stall itself, and a proxy that blocked would fail by the context's
 // deadline.
 func TestSlowReader(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 2 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 2 })
 	ctx := testCtx(t, 60*time.Second)
 	slow, err := pgx.Connect(ctx, tp.dsn)
 	if err != nil {

@@ -93,8 +93,8 @@ func FuzzClient(f *testing.F) {
 		cfg := DefaultConfig()
 		cfg.Listen = "127.0.0.1:0"
 		cfg.Upstream = fake.dsn()
-		cfg.Mode = mode
-		cfg.PoolSize = 2
+		cfg.PoolMode = mode
+		cfg.DefaultPoolSize = 2
 		if i >= 3 {
 			cfg.MaxPreparedStatements = 2
 		}

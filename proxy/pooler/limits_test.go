@@ -21,7 +21,7 @@ func fakeProxy(t *testing.T, fake *fakePG, edit func(*Config)) *testProxy {
 	cfg := DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Upstream = fake.dsn()
-	cfg.Mode = poolmode.Transaction
+	cfg.PoolMode = poolmode.Transaction
 	cfg.ShutdownTimeout = time.Second
 	cfg.AdminUsers = []string{"fake"}
 	if edit != nil {
@@ -104,7 +104,7 @@ func TestServerLoginRetry(t *testing.T) {
 // at a time, never more than default_pool_size.
 func TestOneLoginAtATime(t *testing.T) {
 	fake := startFakePG(t)
-	tp := fakeProxy(t, fake, func(c *Config) { c.PoolSize = 3 })
+	tp := fakeProxy(t, fake, func(c *Config) { c.DefaultPoolSize = 3 })
 	ctx := testCtx(t, 10*time.Second)
 	var wg sync.WaitGroup
 	for range 10 {
@@ -238,7 +238,7 @@ func TestGracefulShutdown(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Upstream = fake.dsn()
-	cfg.Mode = poolmode.Transaction
+	cfg.PoolMode = poolmode.Transaction
 	cfg.ShutdownTimeout = 30 * time.Second // longer than the test could need
 	p, err := New(cfg)
 	if err != nil {
@@ -397,7 +397,7 @@ func rawClient(t *testing.T, addr string) (net.Conn, *pgproto3.Frontend) {
 // for a server gets every request answered, in order, once it has one.
 func TestWaitingClientSendsMore(t *testing.T) {
 	fake := startFakePG(t)
-	tp := fakeProxy(t, fake, func(c *Config) { c.PoolSize = 1 })
+	tp := fakeProxy(t, fake, func(c *Config) { c.DefaultPoolSize = 1 })
 	ctx := testCtx(t, 10*time.Second)
 	holder, err := pgconn.Connect(ctx, tp.dsn)
 	if err != nil {
@@ -440,7 +440,7 @@ func TestWaitingClientSendsMore(t *testing.T) {
 // the queue; its request never reaches a server and no server is closed.
 func TestWaitingClientLeaves(t *testing.T) {
 	fake := startFakePG(t)
-	tp := fakeProxy(t, fake, func(c *Config) { c.PoolSize = 1 })
+	tp := fakeProxy(t, fake, func(c *Config) { c.DefaultPoolSize = 1 })
 	ctx := testCtx(t, 10*time.Second)
 	holder, err := pgconn.Connect(ctx, tp.dsn)
 	if err != nil {

@@ -51,7 +51,7 @@ func startProxy(t testing.TB, edit func(*Config)) *testProxy {
 	cfg := DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Upstream = c.UserDSN()
-	cfg.Mode = poolmode.Transaction
+	cfg.PoolMode = poolmode.Transaction
 	cfg.ShutdownTimeout = 2 * time.Second
 	cfg.Logf = t.Logf
 	cfg.Verbose = true

@@ -51,7 +51,7 @@ func showSetting(ctx context.Context, t *testing.T, conn *pgx.Conn) string {
 // TimeZone, ...) follow their client instead (TestStartupParameters).
 func TestSetAcrossTransactions(t *testing.T) {
 	t.Run("session", func(t *testing.T) {
-		tp := startProxy(t, func(c *Config) { c.Mode = poolmode.Session; c.PoolSize = 2 })
+		tp := startProxy(t, func(c *Config) { c.PoolMode = poolmode.Session; c.DefaultPoolSize = 2 })
 		ctx := testCtx(t, 20*time.Second)
 		a := connect(ctx, t, tp.dsn)
 		b := connect(ctx, t, tp.dsn)
@@ -78,7 +78,7 @@ func TestSetAcrossTransactions(t *testing.T) {
 		}
 	})
 	t.Run("transaction", func(t *testing.T) {
-		tp := startProxy(t, func(c *Config) { c.Mode = poolmode.Transaction; c.PoolSize = 1 })
+		tp := startProxy(t, func(c *Config) { c.PoolMode = poolmode.Transaction; c.DefaultPoolSize = 1 })
 		ctx := testCtx(t, 20*time.Second)
 		a := connect(ctx, t, tp.dsn)
 		b := connect(ctx, t, tp.dsn)
@@ -101,7 +101,7 @@ func TestSetAcrossTransactions(t *testing.T) {
 // TestStatementModeRefusesBEGIN: BEGIN gets PgBouncer's FATAL and the
 // server is closed.
 func TestStatementModeRefusesBEGIN(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.Mode = poolmode.Statement; c.PoolSize = 1 })
+	tp := startProxy(t, func(c *Config) { c.PoolMode = poolmode.Statement; c.DefaultPoolSize = 1 })
 	ctx := testCtx(t, 20*time.Second)
 	conn := connect(ctx, t, tp.dsn)
 	if _, err := conn.Exec(ctx, "select 1"); err != nil {
@@ -149,7 +149,7 @@ func TestMaxClientConn(t *testing.T) {
 // TestQueryWaitTimeout: a client that waits for a server longer than
 // query_wait_timeout gets PgBouncer's FATAL, not before.
 func TestQueryWaitTimeout(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1; c.QueryWaitTimeout = 300 * time.Millisecond })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1; c.QueryWaitTimeout = 300 * time.Millisecond })
 	ctx := testCtx(t, 20*time.Second)
 	holder := connect(ctx, t, tp.dsn)
 	tx, err := holder.Begin(ctx) // holds the only server
@@ -178,7 +178,7 @@ func TestQueryWaitTimeout(t *testing.T) {
 
 // TestCancel: a cancel through the proxy stops pg_sleep(10).
 func TestCancel(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1 })
 	ctx := testCtx(t, 20*time.Second)
 	conn := connect(ctx, t, tp.dsn)
 	// pgx sends a CancelRequest over a new connection with the key the
@@ -209,7 +209,7 @@ func TestCancel(t *testing.T) {
 func TestClientKilledMidTransaction(t *testing.T) {
 	for _, mode := range []poolmode.Mode{poolmode.Session, poolmode.Transaction} {
 		t.Run(mode.String(), func(t *testing.T) {
-			tp := startProxy(t, func(c *Config) { c.Mode = mode; c.PoolSize = 1 })
+			tp := startProxy(t, func(c *Config) { c.PoolMode = mode; c.DefaultPoolSize = 1 })
 			ctx := testCtx(t, 20*time.Second)
 			cfg, err := pgconn.ParseConfig(tp.dsn)
 			if err != nil {
@@ -262,8 +262,8 @@ func TestClientKilledMidTransaction(t *testing.T) {
 // ReadyForQuery) - and then the connection closes.
 func TestStatementModeFatalOnly(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
-	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: cluster.Port(), PoolMode: "statement", DefaultPoolSize: 1})
-	tp := startProxy(t, func(c *Config) { c.Mode = poolmode.Statement; c.PoolSize = 1 })
+	b := needBouncer(ctx, t, pgbouncer.Config{UpstreamPort: cluster.Port(), Pooling: pgbouncer.Pool(poolmode.Statement, 1)})
+	tp := startProxy(t, func(c *Config) { c.PoolMode = poolmode.Statement; c.DefaultPoolSize = 1 })
 	var seqs []string
 	for _, dsn := range []string{b.DSN("poolsim", "poolsim"), tp.dsn} {
 		conn, err := pgconn.Connect(ctx, dsn)

@@ -546,3 +546,10 @@ func (k poolKey) String() string { return fmt.Sprintf("%s/%s", k.db, k.user) }
 func (p *pool) apply(ps poolconf.Pool) {
 	p.mode, p.size, p.maxDB, p.maxUser = ps.Mode, ps.Size, ps.MaxDBConnections, ps.MaxUserConnections
 }
+
+// appliedPooling are the keys of poolconf.Pooling the proxy applies: SHOW
+// CONFIG shows them in force, SET and RELOAD change them, and a config
+// file that sets another one is told it is not implemented.
+var appliedPooling = []string{"pool_mode", "default_pool_size", "max_client_conn", "max_db_connections",
+	"max_user_connections", "max_prepared_statements", "query_wait_timeout", "server_idle_timeout",
+	"server_lifetime", "server_reset_query"}

@@ -89,8 +89,8 @@ func runToolResult(ctx context.Context, t *testing.T, env []string, name string,
 // a server, PgBouncer's included (seen here with -j 2; not a proxy bug).
 func TestPreparedPgbench(t *testing.T) {
 	tp := startProxy(t, func(c *Config) {
-		c.Mode = poolmode.Transaction
-		c.PoolSize = 2
+		c.PoolMode = poolmode.Transaction
+		c.DefaultPoolSize = 2
 		c.MaxPreparedStatements = 200
 		c.Verbose = false
 	})
@@ -140,7 +140,7 @@ func TestPreparedPgbench(t *testing.T) {
 		t.Run("setting-0/"+target, func(t *testing.T) {
 			var env []string
 			if target == "proxy" {
-				env = startProxy(t, func(c *Config) { c.Mode = poolmode.Transaction; c.PoolSize = 2; c.Verbose = false }).pgEnv()
+				env = startProxy(t, func(c *Config) { c.PoolMode = poolmode.Transaction; c.DefaultPoolSize = 2; c.Verbose = false }).pgEnv()
 			} else {
 				env = startBouncer2(ctx, t)
 			}
@@ -169,7 +169,7 @@ func TestPreparedPgbench(t *testing.T) {
 // CI).
 func startBouncer2(ctx context.Context, t *testing.T) []string {
 	t.Helper()
-	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: cluster.Port(), PoolMode: "transaction", DefaultPoolSize: 2})
+	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: cluster.Port(), Pooling: pgbouncer.Pool(poolmode.Transaction, 2)})
 	if err != nil {
 		if pgclustertest.InCI() {
 			t.Fatalf("CI=true and pgbouncer is required: %v", err)
@@ -190,7 +190,7 @@ func tp0Env() []string {
 // 2 servers: many transactions land on a server other than the one that
 // prepared the statement, and all of them work.
 func TestPreparedPgx(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 2; c.MaxPreparedStatements = 100; c.Verbose = false })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 2; c.MaxPreparedStatements = 100; c.Verbose = false })
 	ctx := testCtx(t, 30*time.Second)
 	const clients, rounds, queries = 6, 40, 5
 	var wg sync.WaitGroup
@@ -270,7 +270,7 @@ func TestPreparedPgx(t *testing.T) {
 // TestPreparedLargeMessages: Parse and Bind larger than the read buffer,
 // and a Bind beyond 1 MB, are read whole and rewritten.
 func TestPreparedLargeMessages(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1; c.MaxPreparedStatements = 10 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1; c.MaxPreparedStatements = 10 })
 	ctx := testCtx(t, 20*time.Second)
 	conn, err := pgx.Connect(ctx, tp.dsn)
 	if err != nil {
@@ -292,7 +292,7 @@ func TestPreparedLargeMessages(t *testing.T) {
 // through 5: every execution evicts and re-parses, and still works; SHOW
 // STATS counts the server parses and the server never holds more than 2.
 func TestPreparedLRU(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1; c.MaxPreparedStatements = 2; c.Verbose = false })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1; c.MaxPreparedStatements = 2; c.Verbose = false })
 	ctx := testCtx(t, 20*time.Second)
 	conn, err := pgconn.Connect(ctx, tp.dsn)
 	if err != nil {
@@ -355,7 +355,7 @@ func TestPreparedLRU(t *testing.T) {
 // pipeline, Close answered by the proxy, DEALLOCATE ALL, and PgBouncer's
 // errors.
 func TestPreparedProtocol(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1; c.MaxPreparedStatements = 10 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1; c.MaxPreparedStatements = 10 })
 	ctx := testCtx(t, 20*time.Second)
 	a, err := pgconn.Connect(ctx, tp.dsn)
 	if err != nil {
@@ -519,8 +519,8 @@ func TestPreparedProtocol(t *testing.T) {
 // every statement may go to another server.
 func TestPreparedStatementMode(t *testing.T) {
 	tp := startProxy(t, func(c *Config) {
-		c.Mode = poolmode.Statement
-		c.PoolSize = 2
+		c.PoolMode = poolmode.Statement
+		c.DefaultPoolSize = 2
 		c.MaxPreparedStatements = 5
 		c.Verbose = false
 	})
@@ -530,7 +530,7 @@ func TestPreparedStatementMode(t *testing.T) {
 // TestPreparedSessionModeOff: session pooling never tracks: statements keep
 // the client's names on the server, and SHOW STATS counts nothing.
 func TestPreparedSessionModeOff(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.Mode = poolmode.Session; c.PoolSize = 1; c.MaxPreparedStatements = 5 })
+	tp := startProxy(t, func(c *Config) { c.PoolMode = poolmode.Session; c.DefaultPoolSize = 1; c.MaxPreparedStatements = 5 })
 	ctx := testCtx(t, 20*time.Second)
 	conn, err := pgconn.Connect(ctx, tp.dsn)
 	if err != nil {
@@ -553,7 +553,7 @@ func TestPreparedSessionModeOff(t *testing.T) {
 // swallowed CloseComplete is sent in its place, before the BindComplete
 // that follows (PgBouncer sends fakes only after a forwarded response).
 func TestPreparedSkipThenFake(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1; c.MaxPreparedStatements = 1 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1; c.MaxPreparedStatements = 1 })
 	ctx := testCtx(t, 20*time.Second)
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", tp.Addr().String())
 	if err != nil {

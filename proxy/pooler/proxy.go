@@ -169,9 +169,9 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	cfg := p.conf()
 	limit, inUse := fdBudget()
 	p.conns.fdCap = limit
-	if limit > 0 && limit-cfg.PoolSize < cfg.MaxClientConn {
+	if limit > 0 && limit-cfg.DefaultPoolSize < cfg.MaxClientConn {
 		p.logf("file descriptor limit: at most %d client connections (RLIMIT_NOFILE less %d open, %d for the console and default_pool_size %d for servers), below max_client_conn %d",
-			max(limit-cfg.PoolSize, 1), inUse, fdConsoleReserve, cfg.PoolSize, cfg.MaxClientConn)
+			max(limit-cfg.DefaultPoolSize, 1), inUse, fdConsoleReserve, cfg.DefaultPoolSize, cfg.MaxClientConn)
 	}
 	err := checkListen(ln.Addr().String(), cfg.AuthType)
 	if err == nil {

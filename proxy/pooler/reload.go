@@ -119,6 +119,14 @@ func configDiff(a, b *Config) []string {
 			out = append(out, fmt.Sprintf("upstream: %s -> %s", redactURL(a.Upstream), redactURL(b.Upstream)))
 		case "Databases":
 			out = append(out, "databases: "+strings.Join(dbNames(b.Databases), ", "))
+		case "Pooling": // by pgbouncer.ini key, as PgBouncer's settings
+			for _, key := range poolconf.PoolingKeys() {
+				u, _ := a.Pooling.Text(key)
+				v, _ := b.Pooling.Text(key)
+				if u != v {
+					out = append(out, fmt.Sprintf("%s: %s -> %s", key, u, v))
+				}
+			}
 		default:
 			out = append(out, fmt.Sprintf("%s: %v -> %v", f.Name, x, y))
 		}

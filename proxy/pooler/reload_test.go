@@ -17,7 +17,7 @@ import (
 // the server it ran on is closed after it, not reused.
 func TestReload(t *testing.T) {
 	c := pgclustertest.Need(t, cluster)
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1 })
 	ctx := testCtx(t, 30*time.Second)
 	conn := connect(ctx, t, tp.dsn)
 	admin := connect(ctx, t, tp.adminDSN())
@@ -34,7 +34,7 @@ func TestReload(t *testing.T) {
 		t.Fatalf("pool_size before reload = %q, want 1", got)
 	}
 	cfg := *tp.conf()
-	cfg.PoolSize = 3
+	cfg.DefaultPoolSize = 3
 	cfg.Listen = "127.0.0.1:1"
 	changed, kept, err := tp.Reload(cfg)
 	if err != nil {
@@ -43,16 +43,16 @@ func TestReload(t *testing.T) {
 	if got := poolSize(); got != "3" {
 		t.Errorf("pool_size after reload = %q, want 3", got)
 	}
-	if !strings.Contains(strings.Join(changed, "\n"), "PoolSize: 1 -> 3") {
-		t.Errorf("changed = %q, want PoolSize: 1 -> 3", changed)
+	if !strings.Contains(strings.Join(changed, "\n"), "default_pool_size: 1 -> 3") {
+		t.Errorf("changed = %q, want default_pool_size: 1 -> 3", changed)
 	}
 	if !strings.Contains(strings.Join(kept, "\n"), "listen_addr") || tp.conf().Listen == "127.0.0.1:1" {
 		t.Errorf("kept = %q, listen %s: want the listen address kept and reported", kept, tp.conf().Listen)
 	}
 	bad := cfg
-	bad.PoolSize = 0
-	if _, _, err := tp.Reload(bad); err == nil || tp.conf().PoolSize != 3 {
-		t.Errorf("reload with pool size 0: err %v, pool size %d; want an error and 3 kept", err, tp.conf().PoolSize)
+	bad.DefaultPoolSize = 0
+	if _, _, err := tp.Reload(bad); err == nil || tp.conf().DefaultPoolSize != 3 {
+		t.Errorf("reload with pool size 0: err %v, pool size %d; want an error and 3 kept", err, tp.conf().DefaultPoolSize)
 	}
 
 	tx, err := conn.Begin(ctx)

@@ -72,7 +72,7 @@ func connectWith(ctx context.Context, t *testing.T, dsn string, params map[strin
 // statement_timeout from the startup packet is enforced for its client
 // only.
 func TestStartupSearchPath(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1 })
 	ctx := testCtx(t, 30*time.Second)
 	makeSchemas(ctx, t, "sp")
 	clients := []struct {
@@ -118,7 +118,7 @@ func TestStartupSearchPath(t *testing.T) {
 // server for the session, and server_reset_query (DISCARD ALL) resets
 // them before the next client.
 func TestStartupSessionMode(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1; c.Mode = poolmode.Session })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1; c.PoolMode = poolmode.Session })
 	ctx := testCtx(t, 30*time.Second)
 	makeSchemas(ctx, t, "ss")
 	for _, c := range []struct {
@@ -185,7 +185,7 @@ func TestStartupRefused(t *testing.T) {
 func TestStartupPgBouncer118(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	c := pgclustertest.Need(t, cluster)
-	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: c.Port(), PoolMode: "transaction",
+	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: c.Port(), Pooling: pgbouncer.Pool(poolmode.Transaction, 20),
 		Extra: map[string]string{"ignore_startup_parameters": "extra_float_digits,search_path"}})
 	if err != nil {
 		if pgclustertest.InCI() {
@@ -223,7 +223,7 @@ func TestStartupPsql(t *testing.T) {
 			t.Fatalf("no psql: %v", err)
 		}
 	}
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1 })
 	ctx := testCtx(t, 30*time.Second)
 	makeSchemas(ctx, t, "ps")
 	for _, schema := range []string{"ps1", "ps2"} {

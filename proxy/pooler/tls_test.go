@@ -28,7 +28,7 @@ func TestTLSUpstream(t *testing.T) {
 	upstream := strings.Replace(c.UserDSN(), "sslmode=disable", "sslmode=require", 1)
 	tp := startProxy(t, func(cfg *Config) {
 		cfg.Upstream = upstream
-		cfg.PoolSize = 2
+		cfg.DefaultPoolSize = 2
 		cfg.MaxPreparedStatements = 10 // pgx's statement cache works across servers
 	})
 	conn := connect(ctx, t, tp.dsn)

@@ -67,7 +67,7 @@ var processedRe = regexp.MustCompile(`number of transactions actually processed:
 // extended protocol through the proxy in transaction mode: no transaction
 // may fail.
 func TestPgbench(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.Mode = poolmode.Transaction; c.PoolSize = 5 })
+	tp := startProxy(t, func(c *Config) { c.PoolMode = poolmode.Transaction; c.DefaultPoolSize = 5 })
 	ctx := testCtx(t, 60*time.Second)
 	env := tp.pgEnv()
 	runTool(ctx, t, env, "pgbench", "-i", "-q", "-s", "1", "--partitions=0")
@@ -94,7 +94,7 @@ func TestBenchVsPgBouncer(t *testing.T) {
 	if secs == "" {
 		secs = "10"
 	}
-	tp := startProxy(t, func(c *Config) { c.Mode = poolmode.Transaction; c.PoolSize = 20; c.Logf = nil })
+	tp := startProxy(t, func(c *Config) { c.PoolMode = poolmode.Transaction; c.DefaultPoolSize = 20; c.Logf = nil })
 	ctx := testCtx(t, 10*time.Minute)
 	env := tp.pgEnv()
 	runTool(ctx, t, env, "pgbench", "-i", "-q", "-s", "10")

@@ -12,7 +12,7 @@ import (
 // settings in the login's ParameterStatus and on the server, query after
 // query, and a SET by one follows that client, not the server.
 func TestStartupParameters(t *testing.T) {
-	tp := startProxy(t, func(c *Config) { c.PoolSize = 1 })
+	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1 })
 	ctx := testCtx(t, 20*time.Second)
 	connect := func(tz, app string) *pgx.Conn {
 		t.Helper()

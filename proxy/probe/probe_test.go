@@ -43,8 +43,8 @@ func startProxyPrepared(t *testing.T, c *pgcluster.Cluster, mode poolmode.Mode, 
 	cfg := pooler.DefaultConfig()
 	cfg.MaxPreparedStatements = maxPrepared
 	cfg.Upstream = c.UserDSN()
-	cfg.Mode = mode
-	cfg.PoolSize = 2
+	cfg.PoolMode = mode
+	cfg.DefaultPoolSize = 2
 	cfg.ShutdownTimeout = time.Second
 	px, err := pooler.New(cfg)
 	if err != nil {
@@ -72,7 +72,7 @@ func startBouncer(t *testing.T, c *pgcluster.Cluster, mode poolmode.Mode) string
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: c.Port(), PoolMode: mode.String(), DefaultPoolSize: 2})
+	b, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: c.Port(), Pooling: pgbouncer.Pool(mode, 2)})
 	if errors.Is(err, pgbouncer.ErrNoPgBouncer) {
 		if pgclustertest.InCI() {
 			t.Fatalf("CI=true and pgbouncer is required: %v", err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -170,18 +169,17 @@ func (vv *lab) setupPools(ctx context.Context, c system.Config) error {
 // where each pool's clients connect, by alias.
 func startPools(ctx context.Context, target string, srv server, pools []livePool, c system.Config, bouncerVer string, logf func(string, ...any)) (*running, map[string]string, error) {
 	dsns := map[string]string{}
-	qwt := c.Pooler.QueryWaitTimeout.Duration()
+	// Every pool has its own pool_mode and pool_size ([databases]); the
+	// rest is the scenario's, with prepared statements untracked (validate
+	// refuses classes that run them).
+	pooling := c.Pooler.Pooling
+	pooling.PoolMode, pooling.MaxPreparedStatements = pools[0].mode, 0
 	switch target {
 	case TargetProxy:
 		cfg := pooler.DefaultConfig()
 		cfg.Listen = "127.0.0.1:0"
 		cfg.Upstream = srv.dsn
-		cfg.Mode = pools[0].mode
-		cfg.PoolSize = c.Pooler.DefaultPoolSize
-		cfg.MaxClientConn = c.Pooler.MaxClientConn
-		cfg.MaxDBConnections = c.Pooler.MaxDBConnections
-		cfg.MaxUserConnections = c.Pooler.MaxUserConnections
-		cfg.QueryWaitTimeout = qwt
+		cfg.Pooling = pooling
 		cfg.ShutdownTimeout = 2 * time.Second
 		for _, p := range pools {
 			cfg.Databases = append(cfg.Databases, poolconf.Database{Name: p.alias, Host: srv.host, Port: srv.port, DBName: p.database,
@@ -198,26 +196,15 @@ func startPools(ctx context.Context, target string, srv server, pools []livePool
 		t.dsn = dsns[pools[0].alias]
 		return t, dsns, nil
 	case TargetPgBouncer:
-		if qwt == 0 {
-			qwt = -1
-		}
 		users := map[string]string{"postgres": ""}
 		var lines []string
 		for _, p := range pools {
 			users[p.user] = livePassword
 			lines = append(lines, fmt.Sprintf("%s = host=%s port=%d dbname=%s pool_mode=%s pool_size=%d", p.alias, srv.host, srv.port, p.database, p.mode, p.size))
 		}
-		extra := map[string]string{"stats_period": "1"}
-		if c.Pooler.MaxUserConnections > 0 {
-			extra["max_user_connections"] = strconv.Itoa(c.Pooler.MaxUserConnections)
-		}
-		if pgbouncer.VersionAtLeast(bouncerVer, 1, 21) {
-			extra["max_prepared_statements"] = "0"
-		}
 		b, err := pgbouncer.Start(ctx, pgbouncer.Config{
-			UpstreamHost: srv.host, UpstreamPort: srv.port, Users: users,
-			PoolMode: pools[0].mode.String(), DefaultPoolSize: c.Pooler.DefaultPoolSize, MaxClientConn: c.Pooler.MaxClientConn,
-			MaxDBConnections: c.Pooler.MaxDBConnections, QueryWaitTimeout: qwt, Extra: extra, Databases: lines, Logf: logf,
+			UpstreamHost: srv.host, UpstreamPort: srv.port, Users: users, Pooling: &pooling,
+			Extra: map[string]string{"stats_period": "1"}, Databases: lines, Logf: logf,
 		})
 		if err != nil {
 			return nil, nil, err

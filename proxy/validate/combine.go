@@ -174,7 +174,7 @@ func calibrated(cfg system.Config, cal Calibration) system.Metrics {
 	cc.Workload.Query = cal.Query
 	cc.Workload.Think = cal.Think
 	cc.Server.Connect = sim.ConstDist(0) // direct clients connect before time zero
-	if cfg.Pooler.Mode.Pooled() {
+	if cfg.Pooler.PoolMode.Pooled() {
 		cc.Pooler.Hop = sim.FromDuration(cal.Hop)
 		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.Connect))
 	}

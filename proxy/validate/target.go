@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/poolsim/poolsim/models/poolconf"
 	"net"
 	"net/url"
 	"strconv"
@@ -54,15 +55,11 @@ func (s server) dsnAt(host string, port int) string {
 	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", u.String(), net.JoinHostPort(host, strconv.Itoa(port)), url.PathEscape(s.database))
 }
 
-// poolSettings are the pooler settings of one target start.
+// poolSettings are the pooler settings of one target start: the
+// scenario's pooler.Pooling, handed whole to the proxy and to PgBouncer.
 type poolSettings struct {
-	mode             poolmode.Mode
-	poolSize         int
-	maxClientConn    int
-	maxDBConnections int
-	queryWaitTimeout time.Duration
-	maxPrepared      int    // the scenario's max_prepared_statements
-	bouncerVersion   string // the installed pgbouncer's version, for its settings
+	pooling        poolconf.Pooling
+	bouncerVersion string // the installed pgbouncer's version, for its settings
 }
 
 // running is a started target.
@@ -89,8 +86,8 @@ func (r *running) waits() []pooler.Wait {
 // startTarget starts the pooler for one row. Direct mode needs none: the
 // clients connect to PostgreSQL.
 func startTarget(ctx context.Context, target string, srv server, ps poolSettings, logf func(string, ...any)) (*running, error) {
-	if ps.mode == poolmode.Direct || target == TargetDirect {
-		return &running{dsn: srv.dsn, prepared: ps.maxPrepared, stop: func() error { return nil }}, nil
+	if ps.pooling.PoolMode == poolmode.Direct || target == TargetDirect {
+		return &running{dsn: srv.dsn, prepared: ps.pooling.MaxPreparedStatements, stop: func() error { return nil }}, nil
 	}
 	switch target {
 	case TargetProxy:
@@ -105,19 +102,14 @@ func startProxy(ctx context.Context, srv server, ps poolSettings) (*running, err
 	cfg := pooler.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Upstream = srv.dsn
-	cfg.Mode = ps.mode
-	cfg.PoolSize = ps.poolSize
-	cfg.MaxClientConn = ps.maxClientConn
-	cfg.MaxDBConnections = ps.maxDBConnections
-	cfg.QueryWaitTimeout = ps.queryWaitTimeout
+	cfg.Pooling = ps.pooling
 	cfg.ShutdownTimeout = 2 * time.Second
-	cfg.MaxPreparedStatements = ps.maxPrepared
 	cfg.StatsUsers = []string{srv.user} // the validator reads SHOW STATS as the load's role
 	t, err := serveProxy(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	t.dsn, t.prepared = srv.dsnAt("127.0.0.1", t.port), ps.maxPrepared
+	t.dsn, t.prepared = srv.dsnAt("127.0.0.1", t.port), ps.pooling.MaxPreparedStatements
 	return t, nil
 }
 
@@ -149,41 +141,28 @@ func serveProxy(ctx context.Context, cfg pooler.Config) (*running, error) {
 }
 
 func startBouncer(ctx context.Context, srv server, ps poolSettings, logf func(string, ...any)) (*running, error) {
-	qwt := ps.queryWaitTimeout
-	if qwt == 0 {
-		qwt = -1 // disabled
-	}
 	extra := map[string]string{"stats_period": "1"} // SHOW STATS totals are refreshed every stats_period
-	prepared, note := ps.maxPrepared, ""
-	if pgbouncer.VersionAtLeast(ps.bouncerVersion, 1, 21) {
-		// Written even when 0: PgBouncer 1.24+ defaults to 200.
-		extra["max_prepared_statements"] = strconv.Itoa(ps.maxPrepared)
-	} else {
-		prepared = 0
-		if ps.maxPrepared > 0 {
-			note = fmt.Sprintf("PgBouncer %s has no max_prepared_statements (1.21+): protocol-level prepared statements are compared with compat at 0", ps.bouncerVersion)
-		}
+	pooling, note := ps.pooling, ""
+	if !pgbouncer.VersionAtLeast(ps.bouncerVersion, 1, 21) && pooling.MaxPreparedStatements > 0 {
+		note = fmt.Sprintf("PgBouncer %s has no max_prepared_statements (1.21+): protocol-level prepared statements are compared with compat at 0", ps.bouncerVersion)
+		pooling.MaxPreparedStatements = 0
 	}
 	users := map[string]string{srv.user: srv.password}
 	if _, ok := users["postgres"]; !ok {
 		users["postgres"] = "" // the admin console's user
 	}
 	b, err := pgbouncer.Start(ctx, pgbouncer.Config{
-		UpstreamHost:     srv.host,
-		UpstreamPort:     srv.port,
-		Users:            users,
-		PoolMode:         ps.mode.String(),
-		DefaultPoolSize:  ps.poolSize,
-		MaxClientConn:    ps.maxClientConn,
-		MaxDBConnections: ps.maxDBConnections,
-		QueryWaitTimeout: qwt,
-		Extra:            extra,
-		Logf:             logf,
+		UpstreamHost: srv.host,
+		UpstreamPort: srv.port,
+		Users:        users,
+		Pooling:      &pooling,
+		Extra:        extra,
+		Logf:         logf,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &running{dsn: b.DSN(srv.database, srv.user), bouncer: b, stop: b.Stop, prepared: prepared, preparedNote: note}, nil
+	return &running{dsn: b.DSN(srv.database, srv.user), bouncer: b, stop: b.Stop, prepared: pooling.MaxPreparedStatements, preparedNote: note}, nil
 }
 
 // bouncerStats reads SHOW STATS totals for database db: total_wait_time in

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/poolsim/poolsim/models/poolconf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,9 +156,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if k := c.Live.Statement; k != load.KindCPU && k != load.KindSleep {
 				return nil, fmt.Errorf("%w: live.statement %s: prepared statements (workload.statements, workload.parse, workload.prepare_threshold) run live as sleep or cpu statements", ErrUnsupported, k)
 			}
-			if o.Target == TargetPgBouncer && preparedTracked(c.Pooler.Mode, c.Pooler.MaxPreparedStatements) {
+			if o.Target == TargetPgBouncer && preparedTracked(c.Pooler.PoolMode, c.Pooler.MaxPreparedStatements) {
 				if v := bouncerVersion(ctx); !pgbouncer.VersionAtLeast(v, 1, 21) {
-					return nil, fmt.Errorf("%w: pooler.max_prepared_statements %d in %s mode needs PgBouncer 1.21 or later; the installed pgbouncer is %s, which does not track protocol-level prepared statements (run --target proxy, or only the variants with max_prepared_statements 0)", ErrUnsupported, c.Pooler.MaxPreparedStatements, c.Pooler.Mode, v)
+					return nil, fmt.Errorf("%w: pooler.max_prepared_statements %d in %s mode needs PgBouncer 1.21 or later; the installed pgbouncer is %s, which does not track protocol-level prepared statements (run --target proxy, or only the variants with max_prepared_statements 0)", ErrUnsupported, c.Pooler.MaxPreparedStatements, c.Pooler.PoolMode, v)
 				}
 			}
 			continue
@@ -334,7 +335,7 @@ func (l *lab) quiesce(ctx context.Context) error {
 // row runs one point.
 func (l *lab) row(ctx context.Context, p scenarios.Point, model system.Metrics, stmt load.Statement, samples int) (Row, error) {
 	c := p.Config
-	mode := c.Pooler.Mode
+	mode := c.Pooler.PoolMode
 	row := Row{Params: p.Params, Mode: mode, Clients: c.Workload.Clients, Model: model, Prepared: preparedScenario(c),
 		maxPrepared: c.Pooler.MaxPreparedStatements, threshold: c.Workload.PrepareThreshold,
 		cores: c.Server.Cores, poolSize: c.Pooler.DefaultPoolSize}
@@ -394,7 +395,7 @@ func (l *lab) repeats() int {
 // collects the metrics and stops the target.
 func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, samples int) (attempt, error) {
 	var a attempt
-	mode := c.Pooler.Mode
+	mode := c.Pooler.PoolMode
 	if err := l.quiesce(ctx); err != nil {
 		return a, err
 	}
@@ -411,11 +412,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	if prepared {
 		l.logf("validate: calibrated: connect %v, prepared execution %v (trivial %v), unnamed %v, parse %v, think %v", a.cal.Connect, a.cal.QueryMean, a.cal.RTT, a.cal.Unnamed, a.cal.Parse, a.cal.ThinkMean)
 	}
-	t, err := startTarget(ctx, l.o.Target, l.srv, poolSettings{
-		mode: mode, poolSize: c.Pooler.DefaultPoolSize, maxClientConn: c.Pooler.MaxClientConn,
-		maxDBConnections: c.Pooler.MaxDBConnections, queryWaitTimeout: c.Pooler.QueryWaitTimeout.Duration(),
-		maxPrepared: c.Pooler.MaxPreparedStatements, bouncerVersion: l.bouncerVersion,
-	}, l.logf)
+	t, err := startTarget(ctx, l.o.Target, l.srv, poolSettings{pooling: c.Pooler.Pooling, bouncerVersion: l.bouncerVersion}, l.logf)
 	if err != nil {
 		return a, err
 	}
@@ -574,8 +571,9 @@ func (l *lab) probe(ctx context.Context, mode poolmode.Mode, maxPrepared int) (P
 	if err := l.quiesce(ctx); err != nil {
 		return pr, err
 	}
-	t, err := startTarget(ctx, l.o.Target, l.srv, poolSettings{mode: mode, poolSize: 2, maxClientConn: 100,
-		queryWaitTimeout: 30 * time.Second, maxPrepared: maxPrepared, bouncerVersion: l.bouncerVersion}, l.logf)
+	pooling := poolconf.DefaultPooling()
+	pooling.PoolMode, pooling.DefaultPoolSize, pooling.QueryWaitTimeout, pooling.MaxPreparedStatements = mode, 2, 30*time.Second, maxPrepared
+	t, err := startTarget(ctx, l.o.Target, l.srv, poolSettings{pooling: pooling, bouncerVersion: l.bouncerVersion}, l.logf)
 	if err != nil {
 		return pr, err
 	}

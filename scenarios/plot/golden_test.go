@@ -39,7 +39,7 @@ func poolRows() []scenarios.Row {
 				reps = append(reps, m)
 			}
 			c := system.Default()
-			c.Pooler.Mode, _ = poolmode.Parse(mode)
+			c.Pooler.PoolMode, _ = poolmode.Parse(mode)
 			out = append(out, scenarios.Row{
 				Params: []scenarios.Param{{Key: "pooler.default_pool_size", Value: strconv.Itoa(n)}, {Key: "pooler.mode", Value: mode}},
 				Config: c, Result: system.Result{Metrics: reps.Mean()}, Reps: reps,

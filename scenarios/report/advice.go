@@ -126,7 +126,7 @@ func adviceAssumptions(in AdviceInput) []string {
 	for _, v := range in.Advice.Modes {
 		if len(v.Evals) > 0 {
 			c := in.Request.Base
-			c.Pooler.Mode = v.Mode
+			c.Pooler.PoolMode = v.Mode
 			c.Pooler.MaxPreparedStatements = v.MaxPrepared
 			rows = append(rows, scenarios.Row{Config: c})
 		}

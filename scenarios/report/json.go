@@ -111,7 +111,7 @@ func WriteJSON(w io.Writer, r Report) error {
 		out.Rows[i] = jsonRow{Params: Params(x.Params), Replications: len(x.Reps), Deterministic: x.Deterministic, Metrics: Metrics{x}, Compat: x.Compat}
 		for k := range x.Classes {
 			cr := classRow(x, k)
-			out.Rows[i].Classes = append(out.Rows[i].Classes, jsonClass{Name: x.Classes[k].Name, Mode: cr.Config.Pooler.Mode.String(), Metrics: Metrics{cr}, Compat: cr.Compat})
+			out.Rows[i].Classes = append(out.Rows[i].Classes, jsonClass{Name: x.Classes[k].Name, Mode: cr.Config.Pooler.PoolMode.String(), Metrics: Metrics{cr}, Compat: cr.Compat})
 		}
 	}
 	enc := json.NewEncoder(w)

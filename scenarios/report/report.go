@@ -115,8 +115,8 @@ func classRow(x *scenarios.Row, k int) *scenarios.Row {
 	if k < len(x.Config.Classes) {
 		cl := x.Config.Classes[k]
 		r.Config.Workload, r.Config.AppPool = cl.Workload, cl.AppPool
-		r.Config.Pooler.Mode = classMode(x.Config, cl)
-		r.Compat = compat.For(r.Config.Pooler.Mode, x.Config.Pooler.MaxPreparedStatements)
+		r.Config.Pooler.PoolMode = classMode(x.Config, cl)
+		r.Compat = compat.For(r.Config.Pooler.PoolMode, x.Config.Pooler.MaxPreparedStatements)
 	}
 	return r
 }

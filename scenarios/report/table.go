@@ -219,7 +219,7 @@ func WriteTable(w io.Writer, r Report) error {
 			}
 			load = strconv.FormatFloat(sum, 'g', 6, 64) + "/s"
 		}
-		mode := c.Pooler.Mode.String()
+		mode := c.Pooler.PoolMode.String()
 		if class == "all" {
 			var ms []string
 			for _, m := range c.PoolModes() {
@@ -242,7 +242,7 @@ func WriteTable(w io.Writer, r Report) error {
 			cells = append(cells, col.cell(x))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
-		key := [2]int{int(c.Pooler.Mode), min(c.Pooler.MaxPreparedStatements, 1)}
+		key := [2]int{int(c.Pooler.PoolMode), min(c.Pooler.MaxPreparedStatements, 1)}
 		if class != "all" && !seen[key] {
 			seen[key] = true
 			modes = append(modes, c)
@@ -287,12 +287,12 @@ func writeCompat(w io.Writer, modes []system.Config) error {
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, c := range modes {
-		name := c.Pooler.Mode.String()
-		if c.Pooler.Mode == poolmode.Transaction || c.Pooler.Mode == poolmode.Statement {
+		name := c.Pooler.PoolMode.String()
+		if c.Pooler.PoolMode == poolmode.Transaction || c.Pooler.PoolMode == poolmode.Statement {
 			name += fmt.Sprintf(" (max_prepared_statements=%d)", c.Pooler.MaxPreparedStatements)
 		}
 		cells := []string{name}
-		x := compat.For(c.Pooler.Mode, c.Pooler.MaxPreparedStatements)
+		x := compat.For(c.Pooler.PoolMode, c.Pooler.MaxPreparedStatements)
 		for _, f := range compat.Features {
 			cells = append(cells, compat.Word(x[f]))
 		}

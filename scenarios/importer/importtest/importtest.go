@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/poolsim/poolsim/models/poolconf"
+	"github.com/poolsim/poolsim/models/poolmode"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,8 +115,8 @@ func (l *Lab) PgBouncer(t testing.TB, poolSize int) *pgbouncer.PgBouncer {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: l.Cluster.Port(), PoolMode: "transaction",
-		DefaultPoolSize: poolSize, MaxClientConn: 200, Logf: t.Logf})
+	p, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: l.Cluster.Port(), Logf: t.Logf,
+		Pooling: pgbouncer.Pool(poolmode.Transaction, poolSize, func(p *poolconf.Pooling) { p.MaxClientConn = 200 })})
 	if err != nil {
 		t.Fatal(err)
 	}
