@@ -199,6 +199,7 @@ func TestAdviseUsageErrors(t *testing.T) {
 // 1,300 transactions/s; 1,300 requests/s offer 2,600): no configuration
 // qualifies, whatever its percentiles, and the answer is never direct.
 func TestAdviseOverloadQualifiesNothing(t *testing.T) {
+	skipUnderRace(t)
 	args := []string{"web-app", "--set", "workload.arrival_rate=1300/s", "--set", "workload.duration=10s",
 		"--pool-sizes", "8,32", "--replications", "3", "--slo-p99", "100ms"}
 	a := adviseJSON(t, args...)
@@ -233,6 +234,7 @@ func TestAdviseOverloadQualifiesNothing(t *testing.T) {
 // give the same mode, and the pool sizes they give stay inside the
 // uncertainty each one reports.
 func TestAdviseStableAcrossSeeds(t *testing.T) {
+	skipUnderRace(t)
 	// Each seed is a whole advise (about 45 configurations x 15 runs); CI
 	// runs three, POOLSIM_LONG=1 the ten the README quotes.
 	seeds := 3

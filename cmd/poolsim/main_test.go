@@ -45,6 +45,7 @@ func TestRunGolden(t *testing.T) {
 }
 
 func TestRunIsByteIdentical(t *testing.T) {
+	skipUnderRace(t)
 	// JSON carries every metric, so two identical JSON runs of a built-in
 	// mean identical runs; the other formats only re-print them.
 	for _, b := range scenarios.Builtins() {
@@ -130,5 +131,17 @@ func TestRunExplain(t *testing.T) {
 	}
 	if code, _, errOut := runCmd("run", "erlang-c", "--explain", "--format", "json"); code != exitUsage || !strings.Contains(errOut, "--explain") {
 		t.Errorf("--explain with json: exit %d, stderr %q; want a usage error", code, errOut)
+	}
+}
+
+// skipUnderRace skips a test that only repeats long seeded model runs:
+// under the race detector they take five to ten times as long and show it
+// nothing new, since the worker pool they go through is the one
+// TestSweepParallelIsSequential and TestSweepInterruptWritesFinishedPoints
+// check under -race. The plain `go test` runs them.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("long seeded model runs, checked by the plain test run; the race detector watches the worker pool in the sweep tests")
 	}
 }

@@ -69,6 +69,7 @@ func TestSweepGridOrder(t *testing.T) {
 // the unsharded sweep, for json and csv, whatever the number of shards
 // (including more shards than points) and the order of the files.
 func TestShardsMergeToUnsharded(t *testing.T) {
+	skipUnderRace(t)
 	dir := t.TempDir()
 	for _, format := range []string{"json", "csv"} {
 		code, want, errOut := runCmd(append(sweepArgs, "--format", format)...)
