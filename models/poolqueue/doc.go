@@ -21,17 +21,35 @@
 // A Queue holds the waiting clients, the idle servers, the count of
 // servers open or logging in and the login in flight, and returns
 // decisions; the caller acts on them (assigns, opens, closes, fails). What
-// the two users do differently stays with them: the budgets that may also
-// hold a login back (max_db_connections, max_user_connections; the model
-// divides them among a fleet's processes and evicts the newest idle server
-// of another pool, the proxy counts them across the process and evicts the
-// oldest), server_login_retry and the refusal of new clients while logins
-// fail (proxy), when a timed-out waiter is noticed (the model schedules
-// one timer per waiter on the janitor's ticks, the proxy scans the head of
-// the queue on each tick), and the pool-mode rules of models/poolmode
-// (whether a message needs a server at all, the requests still
-// outstanding, when a linked server goes back), which decide when a
-// client arrives here and when a server is released.
+// the two users do differently stays with them:
+//
+//   - the budgets that may also hold a login back (max_db_connections,
+//     max_user_connections): the model divides them among a fleet's
+//     processes and evicts the newest idle server of another pool, the
+//     proxy counts them across the process and evicts the oldest;
+//   - what stops a pool's logins after a refusal: the model marks the pool
+//     full until an eviction (PostgreSQL's max_connections), the proxy
+//     retries after server_login_retry and meanwhile refuses new clients of
+//     a pool with no server at once (check_fast_fail);
+//   - who else needs a login: the proxy also launches one for clients
+//     logging in before the pool has seen any server (CanLaunch without a
+//     waiter);
+//   - when a timed-out waiter is noticed: the model sets one timer per
+//     waiter on the janitor's ticks and takes it off with Remove (all
+//     waiters share one timeout, so they leave in arrival order too), the
+//     proxy's janitor calls Expire on each tick;
+//   - the wait queue's statistics: the model counts every change in a
+//     sim.QueueStats beside its Queue.
+//
+// When a client arrives here and when a server is released are pool-mode
+// rules, shared already in models/poolmode, not queueing rules:
+// Mode.NeedsServer says whether a message needs a server (every message
+// the model simulates is a statement, which always does, so the model
+// has no call to make), and Mode.AfterReady takes the requests still
+// outstanding (Query, Sync and FunctionCall the server has not answered).
+// The count itself stays in the proxy's client: the model sends one
+// statement at a time and waits for its answer, so its count is always 0
+// and it passes 0.
 //
 // The package is pure: no I/O, no goroutines, no clock. Times are int64
 // nanoseconds on the caller's clock (virtual time in the model, Unix
