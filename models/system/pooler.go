@@ -334,11 +334,11 @@ func (m *model) unblock(s *sim.Sim, proc int) {
 		var oldest sim.Time
 		for j := proc * len(m.specs); j < (proc+1)*len(m.specs); j++ {
 			q := &m.pools[j]
-			since, ok := q.queue.Oldest()
-			if !q.blocked || !ok {
+			if !q.blocked {
 				continue
 			}
-			if t := sim.Time(since); best < 0 || t < oldest {
+			since, ok := q.queue.Oldest()
+			if t := sim.Time(since); ok && (best < 0 || t < oldest) {
 				best, oldest = j, t
 			}
 		}
