@@ -9,7 +9,8 @@
 //     FIFO lane per event kind holds the events that come in time order
 //     (a constant delay, a timeout), so the heap holds little more than
 //     the lanes' heads (lane.go);
-//   - statistics: a FIFO wait queue and a time-weighted level whose
+//   - statistics: a FIFO wait queue (whose accounts, QueueStats, also
+//     measure a queue kept elsewhere) and a time-weighted level whose
 //     averages are integrated over virtual time (so L in Little's law is
 //     measured, not derived), and a percentile recorder in bounded memory:
 //     exact up to ExactLimit samples, then a mergeable log-linear histogram

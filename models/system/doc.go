@@ -12,9 +12,10 @@
 //     TxnsPerSession transactions of StmtsPerTxn statements, with Think
 //     after every statement but the session's last;
 //   - pooler: the four modes, with the assign/release rule read from
-//     models/poolmode (the same code the live proxy runs): lazy assignment,
-//     FIFO waiters, LIFO idle servers, hand-off on release, one server login
-//     at a time, max_client_conn, default_pool_size, max_db_connections and
+//     models/poolmode and the queueing rules from models/poolqueue (the
+//     same code the live proxy runs): lazy assignment, FIFO waiters, LIFO
+//     idle servers, hand-off on release, one server login at a time,
+//     max_client_conn, default_pool_size, max_db_connections and
 //     query_wait_timeout; statement mode runs a transaction's statements as
 //     autocommit statements;
 //   - server: max_connections slots and backend start-up costing Connect,

@@ -2,6 +2,7 @@ package system
 
 import (
 	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/models/poolqueue"
 	"github.com/poolsim/poolsim/sim"
 )
 
@@ -27,17 +28,19 @@ type proc struct {
 // database and user (one PoolSpec).
 type pooler struct {
 	proc, spec int
-	idle       []int32   // idle servers, LIFO (top is the end)
-	servers    int       // servers open or logging in
-	loggingIn  bool      // a login is in flight (at most one per pool)
-	full       bool      // PostgreSQL refused a login: stop growing
-	blocked    bool      // max_db_connections or max_user_connections held its growth
-	waitQ      *sim.FIFO // connections waiting for a server, FIFO
+	// queue holds the connections waiting for a server, the idle servers
+	// and the login in flight, by the rules the proxy follows too.
+	queue poolqueue.Queue[int32, int32]
+	// wait measures the wait queue; every change to queue's waiters is
+	// counted here.
+	wait    sim.QueueStats
+	full    bool // PostgreSQL refused a login: stop growing
+	blocked bool // max_db_connections or max_user_connections held its growth
 }
 
 func (p *pooler) init(proc, spec int) {
 	p.proc, p.spec = proc, spec
-	p.waitQ = sim.NewFIFO(0)
+	p.wait = sim.NewQueueStats(0)
 }
 
 // loginID is the start-up id of pool p's server login; connection ids are
@@ -126,11 +129,9 @@ func (m *model) atPooler(s *sim.Sim, c int32) {
 	}
 	p := &m.pools[cn.pool]
 	now := s.Now()
-	p.waitQ.Push(now, c)
-	if n := len(p.idle); n > 0 {
-		srv := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.waitQ.Pop(now)
+	p.wait.Arrive(now)
+	if srv, ok := p.queue.Arrive(c, int64(now)); ok {
+		p.wait.Depart(now, 0)
 		m.assign(s, c, srv, 0)
 		return
 	}
@@ -201,7 +202,7 @@ func (m *model) assign(s *sim.Sim, c, srv int32, waited sim.Time) {
 // first (evict_connection); if none is idle the pool waits for one.
 func (m *model) grow(s *sim.Sim, pi int) {
 	p := &m.pools[pi]
-	if p.loggingIn || p.full || p.waitQ.Len() == 0 || p.servers >= m.specLim[p.spec] {
+	if p.full || !p.queue.NeedLaunch(m.specLim[p.spec]) {
 		return
 	}
 	if !m.roomFor(s, pi) {
@@ -209,8 +210,7 @@ func (m *model) grow(s *sim.Sim, pi int) {
 		return
 	}
 	p.blocked = false
-	p.loggingIn = true
-	p.servers++
+	p.queue.Launch()
 	m.countServer(pi, 1)
 	id := loginID(pi)
 	if m.srv.startup.Acquire(s.Now(), id) {
@@ -244,11 +244,11 @@ func (m *model) evict(s *sim.Sim, pi int, match func(spec int) bool) bool {
 	proc := m.pools[pi].proc
 	for j := proc * len(m.specs); j < (proc+1)*len(m.specs); j++ {
 		q := &m.pools[j]
-		if j == pi || len(q.idle) == 0 || !match(q.spec) {
+		idle := q.queue.Idle()
+		if j == pi || len(idle) == 0 || !match(q.spec) {
 			continue
 		}
-		q.idle = q.idle[:len(q.idle)-1]
-		q.servers--
+		q.queue.Close(idle[len(idle)-1]) // the most recently used
 		q.full = false
 		m.countServer(j, -1)
 		m.srv.closeBackend(s.Now())
@@ -277,19 +277,20 @@ func (m *model) countServer(pi int, d int) {
 // otherwise they wait for the servers the pool has.
 func (m *model) loginRefused(s *sim.Sim, pi int) {
 	p := &m.pools[pi]
-	p.loggingIn = false
-	p.servers--
+	fail := p.queue.LoginFailed(true) // refused with an error
 	m.countServer(pi, -1)
 	p.full = true
 	m.results.m.LoginsRefused++
-	if p.servers > 0 {
+	if !fail {
 		return
 	}
+	now := s.Now()
 	for {
-		c, _, ok := p.waitQ.Pop(s.Now())
+		c, since, ok := p.queue.Next()
 		if !ok {
 			return
 		}
+		p.wait.Depart(now, now-sim.Time(since))
 		m.conns[c].waitNo = 0
 		m.tally(m.conns[c].cls, func(r *results) { r.m.ConnRefused++ })
 		m.disconnect(s, c, refusedTxns)
@@ -299,8 +300,7 @@ func (m *model) loginRefused(s *sim.Sim, pi int) {
 // loginDone is a new server ready: it goes to the oldest waiter, and the
 // pool may launch the next login.
 func (m *model) loginDone(s *sim.Sim, pi int) {
-	p := &m.pools[pi]
-	p.loggingIn = false
+	m.pools[pi].queue.LoginDone()
 	srv := m.nextServer
 	m.nextServer++
 	m.results.m.ServerConns = max(m.results.m.ServerConns, int64(m.nextServer))
@@ -314,11 +314,13 @@ func (m *model) loginDone(s *sim.Sim, pi int) {
 // its place.
 func (m *model) release(s *sim.Sim, pi int, srv int32) {
 	p := &m.pools[pi]
-	if c, waited, ok := p.waitQ.Pop(s.Now()); ok {
+	if c, since, ok := p.queue.Release(srv); ok {
+		now := s.Now()
+		waited := now - sim.Time(since)
+		p.wait.Depart(now, waited)
 		m.assign(s, c, srv, waited)
 		return
 	}
-	p.idle = append(p.idle, srv)
 	if m.multi {
 		m.unblock(s, p.proc)
 	}
@@ -332,10 +334,11 @@ func (m *model) unblock(s *sim.Sim, proc int) {
 		var oldest sim.Time
 		for j := proc * len(m.specs); j < (proc+1)*len(m.specs); j++ {
 			q := &m.pools[j]
-			if !q.blocked || q.waitQ.Len() == 0 {
+			if !q.blocked {
 				continue
 			}
-			if t := q.waitQ.HeadSince(); best < 0 || t < oldest {
+			since, ok := q.queue.Oldest()
+			if t := sim.Time(since); ok && (best < 0 || t < oldest) {
 				best, oldest = j, t
 			}
 		}
@@ -384,10 +387,14 @@ func (m *model) waitTimeout(s *sim.Sim, c int32, waitNo int64) {
 	if cn.waitNo != waitNo {
 		return // served in time; the connection may since have been reused
 	}
-	m.end = s.Now()
-	if _, ok := m.pools[cn.pool].waitQ.Remove(s.Now(), c); !ok {
+	now := s.Now()
+	m.end = now
+	p := &m.pools[cn.pool]
+	since, ok := p.queue.Remove(c)
+	if !ok {
 		panic("system: timed-out connection not in the wait queue")
 	}
+	p.wait.Depart(now, now-sim.Time(since))
 	cn.waitNo = 0
 	m.tally(cn.cls, func(r *results) { r.m.WaitTimeouts++ })
 	m.disconnect(s, c, timedOutTxns)

@@ -310,7 +310,7 @@ func (m *model) poolerMetrics(mt *Metrics, sc scope, from, to *snapshot) {
 		mt.WaitL += L
 		deps += lambda
 		waitSum += lambda * W
-		mt.WaitMaxLen = max(mt.WaitMaxLen, p.waitQ.MaxLen())
+		mt.WaitMaxLen = max(mt.WaitMaxLen, p.wait.MaxLen())
 	}
 	for i := range m.procs {
 		u := sim.Between(from.levels[lvPoolerCPU+i], to.levels[lvPoolerCPU+i])

@@ -94,13 +94,13 @@ func (m *model) lvSpecExec(k int) int   { return lvPoolerCPU + len(m.procs) + le
 
 // queues are the model's wait queues: each class's application pool's,
 // then every pool's.
-func (m *model) queues() []*sim.FIFO {
-	var qs []*sim.FIFO
+func (m *model) queues() []*sim.QueueStats {
+	var qs []*sim.QueueStats
 	for i := range m.classes {
-		qs = append(qs, m.classes[i].app.waitQ)
+		qs = append(qs, m.classes[i].app.waitQ.Stats())
 	}
 	for i := range m.pools {
-		qs = append(qs, m.pools[i].waitQ)
+		qs = append(qs, &m.pools[i].wait)
 	}
 	return qs
 }

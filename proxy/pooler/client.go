@@ -35,10 +35,11 @@ type client struct {
 	server      *server
 	outstanding int // Query, Sync and FunctionCall sent, not yet answered by ReadyForQuery
 	fwdLeft     int // bytes of a large message still to pass to the server (or to drop with none linked)
-	wait        waiter
-	xactStart   stamp
-	queryStart  stamp
-	st          counters // this client's share of SHOW STATS
+	// waitSince is when the request waiting for a server reached the proxy.
+	waitSince  stamp
+	xactStart  stamp
+	queryStart stamp
+	st         counters // this client's share of SHOW STATS
 
 	// want is the client's tracked settings (varcache.go), extra the other
 	// settings it asked for at login (startup.go).
@@ -210,14 +211,18 @@ func (c *client) step() int {
 			c.fwdLeft = n - take // dropped: no server is linked
 			return 0
 		}
-		if s = c.pool.takeIdle(); s == nil {
-			if c.pool.failingFast() {
-				c.fatalClose(poolerError(poolmode.ErrServerLoginFailing))
-				return -1
-			}
-			if err := c.queue(now); err != nil {
-				c.fatalClose(serverErrorResponse(err))
-			}
+		// A pool failing fast has no server, so none is idle either.
+		if c.pool.failingFast() {
+			c.fatalClose(poolerError(poolmode.ErrServerLoginFailing))
+			return -1
+		}
+		var err error
+		if s, err = c.pool.arrive(c, stampOf(now)); err != nil {
+			c.fatalClose(serverErrorResponse(err))
+			return -1
+		}
+		if s == nil {
+			c.waiting(now)
 			return -1
 		}
 		c.outstanding, c.pendingExt = 0, false
@@ -386,7 +391,7 @@ func (c *client) finish(partial bool) {
 		c.unlink(s)
 	}
 	if c.queued {
-		c.pool.dequeue(&c.wait)
+		c.pool.queue.Remove(c)
 		c.queued = false
 	}
 	c.forgetStmts()
@@ -429,16 +434,11 @@ func (c *client) fatalClose(e *pgproto3.ErrorResponse) {
 	c.finish(false)
 }
 
-// queue puts the client in its pool's wait queue; its request stays
-// buffered until a server is handed over.
-func (c *client) queue(now time.Time) error {
+// waiting marks the client queued in its pool since now; its request
+// stays buffered until a server is handed over.
+func (c *client) waiting(now time.Time) {
 	c.outstanding, c.pendingExt, c.txStatus = 0, false, poolmode.Idle
-	c.queued = true
-	if err := c.pool.enqueue(c, now); err != nil {
-		c.queued = false
-		return err
-	}
-	return nil
+	c.queued, c.waitSince = true, stampOf(now)
 }
 
 // handOver links a released server to this waiting client, which reads on

@@ -225,7 +225,7 @@ func (p *Proxy) showSockets(view socketView) *table {
 						active = append(active, c)
 					}
 				}
-				sortBy(waiting, func(c *client) stamp { return c.wait.since })
+				sortBy(waiting, func(c *client) stamp { return c.waitSince })
 				for _, c := range active {
 					r, pos := clientRow(c, clientState("active"), now)
 					add(r, pos, !c.sk.quiet())
@@ -274,7 +274,7 @@ func clientRow(c *client, state string, now time.Time) ([]any, [7]int) {
 	var wait time.Duration
 	switch {
 	case c.queued:
-		wait = now.Sub(c.wait.since.time())
+		wait = now.Sub(c.waitSince.time())
 	case c.outstanding > 0:
 		wait = now.Sub(c.queryStart.time())
 	}
@@ -488,7 +488,7 @@ func (p *Proxy) showLists() *table {
 	p.loop.call(func() {
 		for _, pl := range p.poolList() {
 			pools++
-			servers += pl.nservers
+			servers += pl.queue.Servers()
 		}
 		for _, c := range p.clientList() {
 			if c.adopted {

@@ -29,7 +29,8 @@
 //
 // Pooling follows PgBouncer: a client gets a server at its first message
 // that needs one (poolmode.Mode.NeedsServer; Flush with no server is a
-// no-op); waiting clients are served first come, first served; idle
+// no-op); by the queueing rules of models/poolqueue, which the model
+// follows too, waiting clients are served first come, first served; idle
 // servers are reused last in, first out; a released server goes straight
 // to the oldest waiter; a pool has at most one server login in flight and
 // at most PoolSize servers, and a database at most MaxDBConnections (idle

@@ -187,9 +187,9 @@ func serverCount(proxies []*Proxy) (held int, over string) {
 		_ = px.Addr() // the proxy has started: its loop is set
 		px.loop.call(func() {
 			for _, pl := range px.loopPools {
-				held += pl.nservers
-				if pl.nservers > pl.size {
-					over = fmt.Sprintf("pool %s has %d servers, more than its size %d", pl.key, pl.nservers, pl.size)
+				held += pl.queue.Servers()
+				if pl.queue.Servers() > pl.size {
+					over = fmt.Sprintf("pool %s has %d servers, more than its size %d", pl.key, pl.queue.Servers(), pl.size)
 				}
 			}
 		})
@@ -207,7 +207,7 @@ func proxyLoad(p *Proxy) (clients, busy int) {
 					busy++
 				}
 			}
-			if pl.login {
+			if pl.queue.LoggingIn() {
 				busy++
 			}
 		}
@@ -219,7 +219,7 @@ func proxyLoad(p *Proxy) (clients, busy int) {
 func waiting(p *Proxy) (n int) {
 	p.loop.call(func() {
 		for _, pl := range p.poolList() {
-			n += len(pl.waiters)
+			n += pl.queue.Waiting()
 		}
 	})
 	return n

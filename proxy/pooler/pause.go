@@ -172,7 +172,7 @@ func (p *Proxy) pauseProgress() {
 		left := 0
 		for _, pl := range p.loopPools {
 			if (w.db == "" || pl.key.db == w.db) && pl.paused() {
-				left += pl.nservers
+				left += pl.queue.Servers()
 			}
 		}
 		if left == 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/models/poolqueue"
 )
 
 // poolKey names a pool: PgBouncer keeps one per (database, user).
@@ -22,7 +23,8 @@ type poolKey struct{ db, user string }
 // errShuttingDown ends waits when the proxy stops.
 var errShuttingDown = errors.New("proxy is shutting down")
 
-// pool holds the server connections of one (database, user). Waiting
+// pool holds the server connections of one (database, user). Its queue
+// follows the rules the model follows too (models/poolqueue): waiting
 // clients are served first come, first served; idle servers are reused last
 // in, first out; a released server goes straight to the oldest waiter; at
 // most one server login is in flight. Everything below key, conf and db
@@ -49,11 +51,11 @@ type pool struct {
 	// waitKey names the pool in the proxy's wait log.
 	waitKey int32
 
-	idle     []*server // LIFO: the last element is the most recently used
-	waiters  []*waiter // FIFO: the first element has waited longest
+	// queue holds the waiting clients (arrival times in Unix
+	// nanoseconds), the idle servers, the count of servers connected or
+	// logging in and the login in flight.
+	queue    poolqueue.Queue[*client, *server]
 	servers  map[*server]struct{}
-	nservers int               // connected servers plus a login in flight
-	login    bool              // a server login is in flight
 	params   map[string]string // the first server's ParameterStatus set, for client logins
 	welcomeQ []chan error
 	// loginFailing is PgBouncer's last_login_failed: the last server login
@@ -88,7 +90,7 @@ type dbCount struct {
 // inUse reports whether the pool has clients, servers, a login in flight
 // or anyone waiting. It runs on the loop with Proxy.mu held.
 func (p *pool) inUse() bool {
-	return p.refs > 0 || p.clients > 0 || p.nservers > 0 || p.login || len(p.waiters) > 0 || len(p.welcomeQ) > 0
+	return p.refs > 0 || p.clients > 0 || p.queue.Servers() > 0 || p.queue.LoggingIn() || p.queue.Waiting() > 0 || len(p.welcomeQ) > 0
 }
 
 // reserve takes a slot unless max (0 = unlimited) is reached.
@@ -102,12 +104,6 @@ func (d *dbCount) reserve(max int) bool {
 			return true
 		}
 	}
-}
-
-// waiter is a client waiting for a server: its place in the pool's queue.
-type waiter struct {
-	c     *client
-	since stamp // when the request reached the proxy
 }
 
 // counters are PgBouncer's SHOW STATS counters. Times are in
@@ -203,8 +199,8 @@ func (p *pool) failingFast() bool {
 	if !p.loginFailing {
 		return false
 	}
-	servers := p.nservers
-	if p.login {
+	servers := p.queue.Servers()
+	if p.queue.LoggingIn() {
 		servers--
 	}
 	if servers > 0 {
@@ -214,59 +210,45 @@ func (p *pool) failingFast() bool {
 	return true
 }
 
-// takeIdle returns the most recently used idle server when no client waits
-// ahead, or nil.
-func (p *pool) takeIdle() *server {
-	n := len(p.idle)
-	if n == 0 || len(p.waiters) > 0 {
-		return nil
+// arrive is client c needing a server for a request that reached the
+// proxy at since: it gets the most recently used idle server when no client
+// waits ahead, or joins the wait queue, and a login starts if one is needed
+// and allowed. A nil server without an error means c waits.
+func (p *pool) arrive(c *client, since stamp) (*server, error) {
+	if s, ok := p.queue.Arrive(c, int64(since)); ok {
+		s.state = stateActive
+		return s, nil
 	}
-	s := p.idle[n-1]
-	p.idle[n-1] = nil
-	p.idle = p.idle[:n-1]
-	s.state = stateActive
-	return s
-}
-
-// enqueue puts c at the end of the wait queue and starts a login if one is
-// needed and allowed.
-func (p *pool) enqueue(c *client, since time.Time) error {
 	if p.px.stoppingNow() {
-		return errShuttingDown
+		p.queue.Remove(c)
+		return nil, errShuttingDown
 	}
-	w := &c.wait
-	w.c, w.since = c, stampOf(since)
-	p.waiters = append(p.waiters, w)
 	p.launch()
-	return nil
-}
-
-// dequeue removes w from the wait queue; false if it was no longer there.
-func (p *pool) dequeue(w *waiter) bool {
-	if i := slices.Index(p.waiters, w); i >= 0 {
-		p.waiters = slices.Delete(p.waiters, i, i+1)
-		return true
-	}
-	return false
+	return nil, nil
 }
 
 // failWaiters fails every waiting client with e.
 func (p *pool) failWaiters(e func() *pgproto3.ErrorResponse) {
-	ws := p.waiters
-	p.waiters = nil
-	for _, w := range ws {
-		w.c.failWait(e())
+	for {
+		c, _, ok := p.queue.Next()
+		if !ok {
+			return
+		}
+		c.failWait(e())
 	}
 }
 
 // expireWaiters fails the clients that have waited longer than d
-// (query_wait_timeout); the queue is in arrival order.
+// (query_wait_timeout), in arrival order.
 func (p *pool) expireWaiters(now time.Time, d time.Duration) {
-	for len(p.waiters) > 0 && now.Sub(p.waiters[0].since.time()) > d {
-		w := p.waiters[0]
-		p.waiters = slices.Delete(p.waiters, 0, 1)
+	before := now.Add(-d).UnixNano()
+	for {
+		c, ok := p.queue.Expire(before)
+		if !ok {
+			return
+		}
 		p.px.stats.waitTimeouts.Add(1)
-		w.c.failWait(poolerError(poolmode.ErrQueryWaitTimeout))
+		c.failWait(poolerError(poolmode.ErrQueryWaitTimeout))
 	}
 }
 
@@ -293,15 +275,16 @@ func (p *pool) assigned(c *client, since time.Time) {
 // stops it, an idle server of another pool of the database is closed to
 // make room (PgBouncer's evict_connection).
 func (p *pool) launch() {
-	if len(p.waiters) > 0 || (p.params == nil && len(p.welcomeQ) > 0) {
+	if p.queue.Waiting() > 0 || (p.params == nil && len(p.welcomeQ) > 0) {
 		p.start()
 	}
 }
 
-// start starts a server login unless one is in flight, the pool is full,
-// the proxy stops or server_login_retry holds it back.
+// start starts a server login unless the queue's rules hold it back (one
+// is in flight, a server is idle, the pool is full), the proxy stops or
+// server_login_retry holds it back.
 func (p *pool) start() {
-	if p.login || p.nservers >= p.size || p.px.stoppingNow() || p.paused() {
+	if !p.queue.CanLaunch(p.size) || p.px.stoppingNow() || p.paused() {
 		return
 	}
 	now := p.px.loop.now
@@ -316,9 +299,8 @@ func (p *pool) start() {
 		p.db.n.Add(-1) // the janitor and the user's next close try again
 		return
 	}
-	p.login = true
+	p.queue.Launch()
 	p.lastLaunch = now
-	p.nservers++
 	p.px.serverOpened()
 	p.px.wg.Add(1)
 	go p.connect()
@@ -365,20 +347,21 @@ func (p *pool) connect() {
 // with no server are refused at once (check_fast_fail). The detail goes to
 // the log only.
 func (p *pool) loginFailed(err error) {
-	p.login = false
+	var pe *pgconn.PgError
+	failAll := p.queue.LoginFailed(errors.As(err, &pe))
 	p.loginFailing = true
-	p.nservers--
 	p.db.n.Add(-1)
 	p.user.n.Add(-1)
 	p.px.serverClosed()
-	var pe *pgconn.PgError
-	if p.nservers == 0 && errors.As(err, &pe) {
-		failed := p.waiters
-		p.waiters = nil
+	if failAll {
 		welcomeQ := p.welcomeQ
 		p.welcomeQ = nil
-		for _, w := range failed {
-			w.c.failWait(serverErrorResponse(err))
+		for {
+			c, _, ok := p.queue.Next()
+			if !ok {
+				break
+			}
+			c.failWait(serverErrorResponse(err))
 		}
 		for _, ch := range welcomeQ {
 			ch <- err
@@ -392,7 +375,7 @@ func (p *pool) loginFailed(err error) {
 }
 
 func (p *pool) loggedIn(s *server, params map[string]string) {
-	p.login = false
+	p.queue.LoginDone()
 	p.loginFailing = false
 	p.servers[s] = struct{}{}
 	s.state = stateActive
@@ -459,21 +442,22 @@ func (p *pool) release(s *server) {
 		p.closeServer(s, "pooler paused")
 		return
 	}
-	for len(p.waiters) > 0 {
-		w := p.waiters[0]
-		p.waiters = slices.Delete(p.waiters, 0, 1)
+	for {
+		c, since, handed := p.queue.Release(s)
+		if !handed {
+			break // s is on the top of the idle stack
+		}
 		s.state = stateActive
-		if w.c.handOver(s, w.since.time()) {
+		if c.handOver(s, time.Unix(0, since)) {
 			return
 		}
 	}
 	if p.px.stoppingNow() {
-		p.closeServer(s, "proxy shutting down")
+		p.closeServer(s, "proxy shutting down") // off the idle stack
 		return
 	}
 	s.state = stateIdle
 	s.idleSince = p.px.loop.now
-	p.idle = append(p.idle, s)
 	// Another pool of the database may be waiting for a slot this idle
 	// server can give up.
 	p.px.kickDB(p)
@@ -485,11 +469,8 @@ func (p *pool) closeServer(s *server, reason string) {
 		return
 	}
 	s.closed = true
-	if i := slices.Index(p.idle, s); i >= 0 {
-		p.idle = slices.Delete(p.idle, i, i+1)
-	}
+	p.queue.Close(s)
 	delete(p.servers, s)
-	p.nservers--
 	p.db.n.Add(-1)
 	p.user.n.Add(-1)
 	p.px.serverClosed()
@@ -509,7 +490,7 @@ func (p *pool) closeServer(s *server, reason string) {
 // or all of them when d is 0.
 func (p *pool) closeIdle(now time.Time, d time.Duration, reason string) {
 	var old []*server
-	for _, s := range p.idle {
+	for _, s := range p.queue.Idle() {
 		if d == 0 || now.Sub(s.idleSince) > d {
 			old = append(old, s)
 		}
@@ -522,10 +503,11 @@ func (p *pool) closeIdle(now time.Time, d time.Duration, reason string) {
 // evictOldestIdle closes this pool's least recently used idle server, for
 // another pool of the same database blocked by max_db_connections.
 func (p *pool) evictOldestIdle() bool {
-	if len(p.idle) == 0 {
+	idle := p.queue.Idle()
+	if len(idle) == 0 {
 		return false
 	}
-	p.closeServer(p.idle[0], "evicted for max_db_connections")
+	p.closeServer(idle[0], "evicted for max_db_connections")
 	return true
 }
 

@@ -165,13 +165,13 @@ func (p *pool) state(now time.Time) poolState {
 			st.svNew++
 		}
 	}
-	if p.login {
+	if p.queue.LoggingIn() {
 		st.svLogin = 1
 	}
-	st.clWaiting = len(p.waiters)
+	st.clWaiting = p.queue.Waiting()
 	st.clActive = p.clients - st.clWaiting
-	if len(p.waiters) > 0 {
-		st.maxWait = max(now.Sub(p.waiters[0].since.time()), 0)
+	if since, ok := p.queue.Oldest(); ok {
+		st.maxWait = max(now.Sub(time.Unix(0, since)), 0)
 	}
 	return st
 }
