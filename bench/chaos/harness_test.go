@@ -45,13 +45,17 @@ func TestMain(m *testing.M) {
 		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
 	}
 	code := 0
+	// The binary's folder is removed before each os.Exit: a deferred
+	// RemoveAll would never run, and every run would leave a build behind.
 	dir, err := os.MkdirTemp("", "poolsim-chaos-")
 	if err == nil {
-		defer os.RemoveAll(dir)
 		poolsimBin, err = buildPoolsim(dir)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
 		os.Exit(1)
 	}
 	code = pgclustertest.RunMain(m, pgcluster.Options{
@@ -68,6 +72,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "chaos: figures: %v\n", err)
 		code = 1
 	}
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
