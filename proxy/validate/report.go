@@ -448,7 +448,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			r.Title(), m.OKTxns, x.OKTxns, m.ConnRefused, x.ConnRefused, m.TPS, c.TPS, x.TPS,
 			m.P50Ms, c.P50Ms, x.P50Ms, m.P99Ms, c.P99Ms, x.P99Ms, m.WaitP99Ms, c.WaitP99Ms, wait, r.verdict())
 	}
-	p("\n")
+	p("\n%s.\n\n", strings.ToUpper(rep.tally()[:1])+rep.tally()[1:])
 	rep.writeClassSummary(&b)
 	rep.writeProbeSummary(&b)
 
@@ -815,6 +815,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		}
 		p("%-34s verdict: %s\n\n", "", r.verdict())
 	}
+	p("%s\n\n", rep.tally())
 	if len(rep.Probes) > 0 {
 		p("feature probes (live vs compat):\n")
 		for _, pr := range rep.Probes {
@@ -868,4 +869,27 @@ func (rep *Report) Pass() bool {
 		}
 	}
 	return true
+}
+
+// tally counts the rows by verdict: within the tolerance, passing only by
+// the runs' 95% interval, outside, skipped.
+func (rep *Report) tally() string {
+	var tol, ci, fail, skip int
+	for _, r := range rep.Rows {
+		switch {
+		case r.Skipped != "":
+			skip++
+		case !r.Pass():
+			fail++
+		case len(r.passedByCI()) > 0:
+			ci++
+		default:
+			tol++
+		}
+	}
+	out := fmt.Sprintf("rows: %d within the tolerances, %d only within the runs' 95%% interval, %d outside", tol, ci, fail)
+	if skip > 0 {
+		out += fmt.Sprintf(", %d skipped", skip)
+	}
+	return out
 }

@@ -228,6 +228,7 @@ func TestReportWriters(t *testing.T) {
 		"**Verdict: FAIL (tps, p50_ms, p99_ms)**",
 		"- tps outside tolerance: statements took 9.000 ms on average under load against 4.000 ms calibrated right before the run",
 		"SKIPPED: needs a pooler",
+		"Rows: 1 within the tolerances, 0 only within the runs' 95% interval, 1 outside, 1 skipped.",
 		"| transaction | ok | broken |",
 		"ok (compat: broken)",
 		"| **no** |",
@@ -258,6 +259,9 @@ func TestReportWriters(t *testing.T) {
 	var txt bytes.Buffer
 	if err := rep.WriteText(&txt); err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(txt.String(), "rows: 1 within the tolerances, 0 only within the runs' 95% interval, 1 outside, 1 skipped") {
+		t.Errorf("text summary lacks the tally of the rows:\n%s", txt.String())
 	}
 	if !strings.Contains(txt.String(), "DISAGREES") || !strings.Contains(txt.String(), "OUT") {
 		t.Errorf("text summary lacks the failures:\n%s", txt.String())
