@@ -221,16 +221,7 @@ var fields = []field{
 		return nil
 	}},
 	{"pooler.peering", "processes forward cancel requests that land on the wrong one (PgBouncer 1.19+ peering; default false)", func(c *system.Config, n *yaml.Node) error {
-		s, err := scalar(n)
-		if err != nil {
-			return err
-		}
-		v, err := strconv.ParseBool(s)
-		if err != nil {
-			return fmt.Errorf("want true or false, got %q", s)
-		}
-		c.Pooler.Peering = v
-		return nil
+		return boolInto(&c.Pooler.Peering, n)
 	}},
 	{"pooler.cancels", "cancel requests to simulate across the fleet (0..10000000; default 0)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 0, 10_000_000)
@@ -399,6 +390,19 @@ func durationValue(n *yaml.Node) (sim.Time, error) {
 		return 0, fmt.Errorf("must be at most %s, got %s", maxDuration, s)
 	}
 	return sim.FromDuration(d), nil
+}
+
+func boolInto(dst *bool, n *yaml.Node) error {
+	s, err := scalar(n)
+	if err != nil {
+		return err
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false, got %q", s)
+	}
+	*dst = v
+	return nil
 }
 
 func durationInto[T ~int64](dst *T, n *yaml.Node) error {

@@ -78,16 +78,7 @@ func poolingField(key string) field {
 		case *time.Duration:
 			return durationInto(p, n)
 		case *bool:
-			s, err := scalar(n)
-			if err != nil {
-				return err
-			}
-			switch s {
-			case "true", "false":
-				*p = s == "true"
-				return nil
-			}
-			return fmt.Errorf("want true or false, got %q", s)
+			return boolInto(p, n)
 		case *string:
 			s, err := scalar(n)
 			*p = s

@@ -197,35 +197,16 @@ func (r *run) preparedSession(ctx context.Context, c *client) {
 			if txn == w.TxnsPerSession-1 && s == w.StmtsPerTxn-1 {
 				break
 			}
-			if !r.think(ctx, c) {
+			if !r.pause(ctx, c, r.spec.Workload.Think, &c.think) {
 				return
 			}
 		}
 		if failed && txn < w.TxnsPerSession-1 {
-			if !r.think(ctx, c) {
+			if !r.pause(ctx, c, r.spec.Workload.Think, &c.think) {
 				return
 			}
 		}
 	}
-}
-
-// think sleeps c's next think time; false when ctx ended it.
-func (r *run) think(ctx context.Context, c *client) bool {
-	d := r.spec.Workload.Think.Sample(c.thkRNG).Duration()
-	if d <= 0 {
-		return true
-	}
-	ts := time.Now()
-	tm := time.NewTimer(d)
-	select {
-	case <-ctx.Done():
-		tm.Stop()
-		c.err = ctx.Err()
-		return false
-	case <-tm.C:
-	}
-	c.think = append(c.think, sim.FromDuration(time.Since(ts)))
-	return true
 }
 
 // preparedSetup fills r's statement texts and popularity when the spec

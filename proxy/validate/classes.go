@@ -259,15 +259,7 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 	if err != nil {
 		return a, err
 	}
-	stopped := false
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		return t.stop()
-	}
-	defer stop()
+	defer t.close()
 	hop, hopRTT, err := measureHop(ctx, dsns[pools[0].alias], vv.srv.as(pools[0].user, pools[0].database).dsn, samples, vv.backendGone)
 	if err != nil {
 		return a, err
@@ -349,7 +341,7 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 			a.total.WaitMeanMs = float64(sum) / 1e3 / float64(n)
 		}
 	}
-	if err := stop(); err != nil {
+	if err := t.close(); err != nil {
 		return a, err
 	}
 	return a, nil

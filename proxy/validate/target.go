@@ -73,6 +73,17 @@ type running struct {
 	port         int // the proxy's port
 	bouncer      *pgbouncer.PgBouncer
 	stop         func() error
+	closed       bool // close has run
+}
+
+// close stops the target once: a row stops it as soon as its run ends, and
+// a deferred close on every other path.
+func (t *running) close() error {
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	return t.stop()
 }
 
 // waits drains the proxy's assignment log (nil for other targets).

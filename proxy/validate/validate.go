@@ -416,15 +416,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	if err != nil {
 		return a, err
 	}
-	stopped := false
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		return t.stop()
-	}
-	defer stop()
+	defer t.close()
 
 	if mode.Pooled() {
 		if a.cal.Hop, a.cal.HopRTT, err = measureHop(ctx, t.dsn, l.srv.dsn, samples, l.backendGone); err != nil {
@@ -497,7 +489,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 			x.WaitMeanMs = float64(waitAfter-waitBefore) / 1e3 / float64(x.Assignments)
 		}
 	}
-	if err := stop(); err != nil {
+	if err := t.close(); err != nil {
 		return a, err
 	}
 	if prepared {
