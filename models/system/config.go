@@ -17,7 +17,8 @@ type Config struct {
 	AppPool  AppPool
 	Pooler   Pooler
 	Server   Server
-	Live     Live // how poolsim validate runs the workload for real; the model ignores it
+	Testbed  Testbed // what shares the server's cores in a live validation; zero for a production what-if
+	Live     Live    // how poolsim validate runs the workload for real; the model ignores it
 	// Classes and Pools: several kinds of client, each connecting to one
 	// of several pools (classes.go). Without classes the one class is
 	// Workload and AppPool; with them Workload and AppPool are only the
@@ -198,6 +199,11 @@ type Pooler struct {
 	CPUPerMsg    sim.Time
 	ConnOverhead float64
 	Wakeup       sim.Time
+	// CPUPerAssign is the thread's CPU to hand a server to a client: every
+	// assignment (a waiter getting a released server, or a client an idle
+	// one) is a piece of work queued FIFO behind the thread's messages, so
+	// statement mode pays it for every statement. 0 leaves it out.
+	CPUPerAssign sim.Time
 	// A fleet: Processes behind one port (so_reuseport), the kernel
 	// hashing each new connection to one of them; Budget says how
 	// max_client_conn, default_pool_size and max_db_connections apply;
@@ -302,7 +308,7 @@ func (c Config) Validate() error {
 	if p.MaxDBConnections < 0 || p.MaxUserConnections < 0 {
 		bad("pooler.max_db_connections and max_user_connections must be 0 (unlimited) or more, got %d and %d", p.MaxDBConnections, p.MaxUserConnections)
 	}
-	if p.Hop < 0 || p.QueryWaitTimeout < 0 || p.CPUPerMsg < 0 || p.Wakeup < 0 || p.ConnOverhead < 0 || p.TimeoutCheck < 0 || p.ResetCost < 0 {
+	if p.Hop < 0 || p.QueryWaitTimeout < 0 || p.CPUPerMsg < 0 || p.Wakeup < 0 || p.ConnOverhead < 0 || p.TimeoutCheck < 0 || p.ResetCost < 0 || p.CPUPerAssign < 0 {
 		bad("pooler durations and conn_overhead must not be negative")
 	}
 	if p.Processes < 1 {
@@ -333,6 +339,7 @@ func (c Config) Validate() error {
 	if s.ConnectConcurrency < 1 {
 		bad("server.connect_concurrency must be at least 1, got %d", s.ConnectConcurrency)
 	}
+	c.Testbed.validate(s.Cores, bad)
 	if len(errs) == 0 {
 		return nil
 	}

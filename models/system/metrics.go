@@ -131,8 +131,8 @@ type Metrics struct {
 	TimeWaitPeak    int64   `json:"time_wait_peak"` // client sockets in TIME_WAIT at once, at most
 	TimeWaitEnd     int64   `json:"time_wait_end"`  // still in TIME_WAIT when the run ends
 	ServerMemPeakMB float64 `json:"server_mem_peak_mb"`
-	CPUUtil         float64 `json:"cpu_util"`   // mean busy cores / cores (server.cores > 0)
-	CPUJobsL        float64 `json:"cpu_jobs_L"` // mean statements running on the CPU
+	CPUUtil         float64 `json:"cpu_util"`   // mean busy cores / cores (server.cores > 0); with a testbed the driver's, the pooler's and the background's too
+	CPUJobsL        float64 `json:"cpu_jobs_L"` // mean statements (and backend start-ups) running on the CPU
 
 	// The pooler's processes: their threads' utilisation (the busiest and
 	// the mean), how unevenly so_reuseport spread the clients (busiest /

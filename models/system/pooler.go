@@ -12,9 +12,13 @@ import (
 type proc struct {
 	connected int // client connections to this process
 
-	// The process's thread: messages relayed one at a time, FIFO.
-	msgs   []int32 // queued messages: a connection's request (c) or response (^c)
+	// The process's thread: messages relayed and assignments made one at
+	// a time, FIFO.
+	msgs   []work // queued work
+	cur    work   // the work in hand while busy
+	cost   sim.Time
 	busy   bool
+	idleAt sim.Time  // when the thread last ran out of work (-1: never)
 	cpu    sim.Level // 1 while the thread works (or wakes)
 	queued int       // messages handled
 
@@ -22,6 +26,14 @@ type proc struct {
 	// model.dbs and model.usersOf), for max_db_connections and
 	// max_user_connections.
 	dbServers, userServers []int
+}
+
+// work is a piece of a pooler thread's work: relaying a message (msg is a
+// connection's request c or its response ^c) or handing the server just
+// linked to connection msg (pooler.cpu_per_assign).
+type work struct {
+	msg    int32
+	assign bool
 }
 
 // pooler is one pool of one process: the server connections of one
@@ -56,54 +68,97 @@ func (m *model) toPooler(s *sim.Sim, c int32, response bool) {
 	if response {
 		msg = ^c
 	}
-	cfg := &m.cfg.Pooler
-	if cfg.CPUPerMsg == 0 && cfg.Wakeup == 0 {
+	if !m.thread {
 		m.relay(s, msg)
 		return
 	}
-	m.conns[c].msgAt = s.Now()
-	p := &m.procs[m.conns[c].proc]
-	if p.busy {
-		p.msgs = append(p.msgs, msg)
-		return
-	}
-	m.startMsg(s, int(m.conns[c].proc), msg, true)
+	m.toThread(s, c, work{msg: msg})
 }
 
-// startMsg runs msg on process pi's thread: a thread that was asleep
-// first wakes (pooler.wakeup), then spends cpu_per_msg, more the more
-// client connections it serves (pooler.conn_overhead).
-func (m *model) startMsg(s *sim.Sim, pi int, msg int32, wake bool) {
+// toThread queues w, for connection c, on the thread of c's process; an
+// idle thread starts it at once, first waking - unless it is an
+// assignment the thread makes as it finishes the message that led to it.
+func (m *model) toThread(s *sim.Sim, c int32, w work) {
+	now := s.Now()
+	m.conns[c].msgAt = now
+	pi := int(m.conns[c].proc)
+	p := &m.procs[pi]
+	if p.busy {
+		p.msgs = append(p.msgs, w)
+		return
+	}
+	m.startWork(s, pi, w, !(w.assign && p.idleAt == now))
+}
+
+// startWork runs w on process pi's thread: a thread that was asleep
+// first wakes (pooler.wakeup), then spends cpu_per_msg on a message, more
+// the more client connections it serves (pooler.conn_overhead), or
+// cpu_per_assign on an assignment - on a CPU of its own, or on the
+// server's cores with testbed.pooler_on_cores.
+func (m *model) startWork(s *sim.Sim, pi int, w work, wake bool) {
 	p := &m.procs[pi]
 	cfg := m.cfg.Pooler
 	d := sim.FromSeconds(cfg.CPUPerMsg.Seconds() * (1 + cfg.ConnOverhead*float64(p.connected)))
-	if wake {
-		d += cfg.Wakeup
+	if w.assign {
+		d = cfg.CPUPerAssign
+	}
+	if p.cpu.Value() == 0 { // it was idle
 		p.cpu.Set(s.Now(), 1)
 	}
-	p.busy = true
-	s.After(d, evPoolerMsg, msg, int64(pi))
+	p.busy, p.cur, p.cost = true, w, d
+	var delay sim.Time
+	if wake {
+		delay = cfg.Wakeup
+	}
+	switch {
+	case !m.cfg.Testbed.PoolerOnCores:
+		s.After(d+delay, evPoolerMsg, w.msg, int64(pi))
+	case delay > 0:
+		s.After(delay, evPoolerWake, w.msg, int64(pi))
+	default:
+		m.poolerJob(s, pi)
+	}
 }
 
-// poolerMsgDone is process pi finishing a message: relay it, then take
-// the next queued one without sleeping.
-func (m *model) poolerMsgDone(s *sim.Sim, msg int32, pi int) {
+// poolerJob runs the work in hand of process pi's thread as a job on the
+// server's cores (testbed.pooler_on_cores).
+func (m *model) poolerJob(s *sim.Sim, pi int) {
 	p := &m.procs[pi]
-	p.queued++
+	if p.cost <= 0 {
+		s.After(0, evPoolerMsg, p.cur.msg, int64(pi))
+		return
+	}
+	m.runJob(s, cpuJob{conn: int32(pi), kind: jobPooler, left: float64(p.cost)})
+}
+
+// threadDone is process pi finishing its work in hand: take the next
+// queued work without sleeping, then relay the message or run the
+// statement of the connection given its server.
+func (m *model) threadDone(s *sim.Sim, pi int) {
+	p := &m.procs[pi]
+	w := p.cur
+	if !w.assign {
+		p.queued++
+	}
 	if len(p.msgs) > 0 {
 		next := p.msgs[0]
 		p.msgs = p.msgs[1:]
-		m.startMsg(s, pi, next, false)
+		m.startWork(s, pi, next, false)
 	} else {
 		p.busy = false
 		p.cpu.Set(s.Now(), 0)
+		p.idleAt = s.Now()
 	}
-	c := msg
+	c := w.msg
 	if c < 0 {
 		c = ^c
 	}
 	m.users[m.conns[c].user].part.pooler += s.Now() - m.conns[c].msgAt
-	m.relay(s, msg)
+	if w.assign {
+		m.execute(s, c)
+		return
+	}
+	m.relay(s, w.msg)
 }
 
 // relay passes a message on: a request to the connection's server (or
@@ -191,6 +246,10 @@ func (m *model) assign(s *sim.Sim, c, srv int32, waited sim.Time) {
 		}
 	})
 	m.link(s.Now(), int(cn.pool))
+	if m.cfg.Pooler.CPUPerAssign > 0 { // the thread hands the server over first
+		m.toThread(s, c, work{msg: c, assign: true})
+		return
+	}
 	m.execute(s, c)
 }
 
@@ -372,6 +431,13 @@ func (m *model) statementDone(s *sim.Sim, c int32) {
 		srv := cn.server
 		cn.server = -1
 		m.unlink(s.Now(), int(cn.pool))
+		if m.cfg.Pooler.CPUPerAssign > 0 {
+			// The thread relays the ReadyForQuery, then hands the
+			// server to a waiter: the assignment queues behind it.
+			m.toPooler(s, c, true)
+			m.release(s, int(cn.pool), srv)
+			return
+		}
 		m.release(s, int(cn.pool), srv)
 	case poolmode.Keep:
 	default:

@@ -192,6 +192,9 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 	mt.ServerMemPeakMB = float64(v.open.Max()*m.cfg.Server.MemoryPerConn) / (1 << 20)
 	if v.cfg.Cores > 0 {
 		mt.CPUUtil = level(lvCores) / float64(v.cfg.Cores)
+		if v.tb { // the cores' utilisation: the test's jobs (backends, driver, pooler) and the background
+			mt.CPUUtil = m.testbedUtil(level)
+		}
 		mt.CPUJobsL = level(lvJobs)
 	}
 	for i, cl := range m.classes {

@@ -24,6 +24,7 @@ const (
 	evPoolerMsg                // a pooler thread finished relaying message ID (Arg: process)
 	evRelease                  // a session-mode server is back from its client's disconnect and reset: server ID (Arg: process)
 	evSnapshot                 // open workload: the statistics' accounts at a point of the steady window's grid
+	evPoolerWake               // testbed: a pooler thread woke for its work, which now runs on the cores (Arg: process)
 )
 
 // model is the system's state; it is the sim.Handler.
@@ -35,6 +36,9 @@ type model struct {
 	// Common random numbers: a client's draws are keyed by its session and
 	// its position in it, not by the order the model asks for them.
 	query, cpu, think, appGap, choice, parse, reqs sim.Streams
+	driver                                         sim.Streams // testbed.driver_cpu
+	driverOn                                       bool        // the load driver's CPU is modelled (testbed)
+	thread                                         bool        // the pooler's threads are modelled (pooler.cpu_per_msg, wakeup or cpu_per_assign)
 	active                                         int64 // sessions in the system
 
 	classes  []classRun
@@ -166,6 +170,9 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 		reqs:      sim.NewStreams(cfg.Seed, "requests"),
 		choice:    sim.NewStreams(cfg.Seed, "statements"),
 		parse:     sim.NewStreams(cfg.Seed, "parse"),
+		driver:    sim.NewStreams(cfg.Seed, "driver"),
+		driverOn:  cfg.Testbed.DriverCPU.MeanValue() > 0,
+		thread:    cfg.Pooler.CPUPerMsg != 0 || cfg.Pooler.Wakeup != 0 || cfg.Pooler.CPUPerAssign != 0,
 		connect:   sim.NewRand(cfg.Seed, "connect"),
 		reuseport: sim.NewRand(cfg.Seed, "reuseport"),
 		linked:    sim.NewLevel(0),
@@ -181,7 +188,7 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 	case o.exactLimit > 0:
 		m.setExactLimit(o.exactLimit)
 	}
-	m.srv.init(cfg.Server)
+	m.srv.init(cfg.Server, cfg.Testbed)
 	var s sim.Sim
 	m.window.init(m, &s, o.pilot)
 	m.done = o.done
@@ -258,6 +265,7 @@ func (m *model) initPools() {
 	m.pools = make([]pooler, len(m.procs)*len(m.specs))
 	for i := range m.procs {
 		m.procs[i].cpu = sim.NewLevel(0)
+		m.procs[i].idleAt = -1
 		m.procs[i].dbServers, m.procs[i].userServers = make([]int, len(dbs)), make([]int, len(usrs))
 		for k := range m.specs {
 			m.pools[i*len(m.specs)+k].init(i, k)
@@ -322,7 +330,9 @@ func (m *model) Handle(s *sim.Sim, e sim.Event) {
 		m.toPooler(s, e.ID, false)
 	case evPoolerMsg:
 		m.end = s.Now()
-		m.poolerMsgDone(s, e.ID, int(e.Arg))
+		m.threadDone(s, int(e.Arg))
+	case evPoolerWake:
+		m.poolerJob(s, int(e.Arg))
 	case evCPUDone:
 		m.cpuDone(s, e.Arg)
 	case evFixedDone:

@@ -15,27 +15,50 @@ type server struct {
 	open     sim.Level     // open backends over time (memory)
 	busy     sim.Level     // direct mode: backends in use by a client
 
-	running []cpuJob  // statements in their CPU phase, in arrival order
-	least   float64   // the least work left among them
+	running []cpuJob  // jobs in their CPU phase, in arrival order
+	least   float64   // the least work left among them (without a testbed)
 	done    []cpuJob  // cpuDone's buffer
 	last    sim.Time  // when their work left was last brought up to date
 	gen     int64     // generation of the pending CPU-done event
-	jobs    sim.Level // statements in their CPU phase
-	cores   sim.Level // cores in use, min(jobs, cores)
+	jobs    sim.Level // backend jobs in their CPU phase: statements and start-ups
+	cores   sim.Level // cores in use, min(jobs, cores); not kept with a testbed (used is)
+
+	// A testbed (testbed.go): the load driver's and the pooler's jobs
+	// share the cores with the backends', and a background holds part of
+	// them.
+	tb     bool
+	avail  float64   // cores left to the test: cores − testbed.background
+	nb     int       // backend jobs among running
+	others sim.Level // driver and pooler jobs in their CPU phase
+	used   sim.Level // cores busy with the test's jobs, min(all jobs, avail), in millionths of a core
 }
 
-// cpuJob is a running statement's (or a backend start-up's) CPU work
-// left, in nanoseconds.
+// jobKind says whose CPU work a job is. Statements and start-ups are the
+// backends': only they are slowed by the USL's contention and coherency.
+type jobKind uint8
+
+const (
+	jobStatement jobKind = iota // a backend running a statement
+	jobStartup                  // a backend starting
+	jobDriver                   // the load driver preparing a client's statement (testbed)
+	jobPooler                   // a pooler process's thread (testbed.pooler_on_cores)
+)
+
+func (k jobKind) backend() bool { return k <= jobStartup }
+
+// cpuJob is a job's CPU work left, in nanoseconds.
 type cpuJob struct {
-	conn    int32 // the connection, or a pool's login id (negative)
-	startup bool  // a backend starting, not a statement
-	left    float64
+	conn int32 // the connection, a pool's login id (negative), the client (driver) or the pooler process
+	kind jobKind
+	left float64
 }
 
-func (v *server) init(cfg Server) {
+func (v *server) init(cfg Server, tb Testbed) {
 	v.cfg = cfg
 	v.startup = sim.NewResource(0, cfg.ConnectConcurrency)
 	v.open, v.busy, v.jobs, v.cores = sim.NewLevel(0), sim.NewLevel(0), sim.NewLevel(0), sim.NewLevel(0)
+	v.others, v.used = sim.NewLevel(0), sim.NewLevel(0)
+	v.tb, v.avail = tb.On(), float64(cfg.Cores)-tb.Background
 }
 
 func (v *server) openBackend(now sim.Time) {
@@ -63,6 +86,10 @@ func (v *server) rate(n int) float64 {
 // advance brings the running statements' work left up to now. Rounding
 // is monotonic, so the least work left is the least less the same work.
 func (v *server) advance(now sim.Time) {
+	if v.tb {
+		v.advanceMixed(now)
+		return
+	}
 	if n := len(v.running); n > 0 && now > v.last {
 		done := float64(now-v.last) * v.rate(n)
 		for i := range v.running {
@@ -75,6 +102,10 @@ func (v *server) advance(now sim.Time) {
 
 // run adds a job to the running ones.
 func (v *server) run(j cpuJob) {
+	if v.tb {
+		v.runMixed(j)
+		return
+	}
 	if len(v.running) == 0 {
 		v.least = j.left
 	} else {
@@ -84,6 +115,10 @@ func (v *server) run(j cpuJob) {
 }
 
 func (v *server) count(now sim.Time) {
+	if v.tb {
+		v.countMixed(now)
+		return
+	}
 	n := int64(len(v.running))
 	v.jobs.Set(now, n)
 	v.cores.Set(now, min(n, int64(v.cfg.Cores)))
@@ -97,8 +132,23 @@ func (v *server) reschedule(s *sim.Sim) {
 	if n == 0 {
 		return
 	}
+	if v.tb {
+		s.After(v.nextMixed(), evCPUDone, 0, v.gen)
+		return
+	}
 	dt := sim.Time(math.Ceil(max(v.least, 0) / v.rate(n)))
 	s.After(dt, evCPUDone, 0, v.gen)
+}
+
+// runJob starts a job on the cores: the others' work left brought up to
+// now, the job added, the levels counted and the next completion planned.
+func (m *model) runJob(s *sim.Sim, j cpuJob) {
+	v := &m.srv
+	now := s.Now()
+	v.advance(now)
+	v.run(j)
+	v.count(now)
+	v.reschedule(s)
 }
 
 // startBackend runs a backend's start-up: on a CPU server it is CPU work
@@ -109,11 +159,7 @@ func (m *model) startBackend(s *sim.Sim, c int32) {
 	d := m.cfg.Server.Connect.Sample(m.connect)
 	v := &m.srv
 	if d > 0 && v.cfg.Cores > 0 {
-		now := s.Now()
-		v.advance(now)
-		v.run(cpuJob{conn: c, startup: true, left: float64(d)})
-		v.count(now)
-		v.reschedule(s)
+		m.runJob(s, cpuJob{conn: c, kind: jobStartup, left: float64(d)})
 		return
 	}
 	s.After(d, evStartupDone, c, 0)
@@ -142,12 +188,8 @@ func (m *model) execute(s *sim.Sim, c int32) {
 		cn.fixed += parse
 	}
 	if cn.cpuDemand > 0 && v.cfg.Cores > 0 {
-		now := s.Now()
-		v.advance(now)
-		cn.cpuStart = now
-		v.run(cpuJob{conn: c, left: float64(cn.cpuDemand)})
-		v.count(now)
-		v.reschedule(s)
+		cn.cpuStart = s.Now()
+		m.runJob(s, cpuJob{conn: c, kind: jobStatement, left: float64(cn.cpuDemand)})
 		return
 	}
 	m.users[cn.user].part.service += cn.cpuDemand + cn.fixed
@@ -167,6 +209,7 @@ func (m *model) cpuDone(s *sim.Sim, gen int64) {
 	finished := v.done[:0]
 	kept := v.running[:0]
 	least := math.Inf(1)
+	nb := 0
 	for _, j := range v.running {
 		if j.left <= 0.5 { // within half a nanosecond: done
 			finished = append(finished, j)
@@ -175,15 +218,25 @@ func (m *model) cpuDone(s *sim.Sim, gen int64) {
 		if j.left < least { // both above 0.5: no NaN or signed zero for min to mind
 			least = j.left
 		}
+		if j.kind.backend() {
+			nb++
+		}
 		kept = append(kept, j)
 	}
-	v.running, v.done, v.least = kept, finished, least
+	v.running, v.done, v.least, v.nb = kept, finished, least, nb
 	v.count(now)
 	v.reschedule(s)
 	for _, j := range finished {
 		c := j.conn
-		if j.startup {
+		switch j.kind {
+		case jobStartup:
 			m.startupDone(s, c)
+			continue
+		case jobDriver:
+			m.driverDone(s, c)
+			continue
+		case jobPooler:
+			m.threadDone(s, int(c))
 			continue
 		}
 		cn := &m.conns[c]

@@ -65,7 +65,7 @@ type window struct {
 // levels are the model's time-weighted levels, in a fixed order: see the
 // lv constants.
 func (m *model) levels() []*sim.Level {
-	ls := []*sim.Level{&m.linked, &m.executing, &m.srv.busy, &m.srv.jobs, &m.srv.cores}
+	ls := []*sim.Level{&m.linked, &m.executing, &m.srv.busy, &m.srv.jobs, &m.srv.cores, &m.srv.others, &m.srv.used}
 	for i := range m.procs {
 		ls = append(ls, &m.procs[i].cpu)
 	}
@@ -85,6 +85,8 @@ const (
 	lvDirectBusy
 	lvJobs
 	lvCores
+	lvOthers    // testbed: driver and pooler jobs on the cores
+	lvUsed      // testbed: cores busy with the test's jobs, in millionths
 	lvPoolerCPU // the first pooler process's thread; one per process after it
 )
 

@@ -26,6 +26,8 @@ type user struct {
 	joined    bool     // it got a connection at least once
 	begun     sim.Time // when its session started
 	done      bool     // session over
+	drvDemand sim.Time // testbed: the driver's CPU for the statement it is sending
+	drvStart  sim.Time // testbed: when that CPU job began
 }
 
 func newUser(session uint64, cls int16) user {
@@ -157,6 +159,16 @@ func (m *model) send(s *sim.Sim, u int32) {
 			m.txnBegins(u, s.Now())
 		}
 	}
+	if m.driverOn && m.driverStart(s, u) {
+		return // sent when the driver's CPU job is done
+	}
+	m.dispatch(s, u)
+}
+
+// dispatch sends client u's statement: straight to its backend in direct
+// mode, else over the hop to the pooler.
+func (m *model) dispatch(s *sim.Sim, u int32) {
+	us := &m.users[u]
 	c := us.conn
 	if m.conns[c].mode == poolmode.Direct {
 		m.execute(s, c)

@@ -1,0 +1,182 @@
+package system
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/poolsim/poolsim/sim"
+)
+
+// Testbed is what shares the machine's cores with the server in a live
+// validation: PostgreSQL, the pooler process and the load driver run on
+// the same few cores there, so the driver's and the pooler's CPU slow the
+// statements and the statements' slow theirs. The zero Testbed is a
+// production what-if: the server has its cores to itself.
+//
+// The testbed's jobs share server.cores with the backends' by processor
+// sharing: with n jobs running, all kinds together, each gets
+// min(1, (cores − Background)/n) of a core, and a backend's job (a
+// statement or a start-up) is slowed further by the USL factor of the
+// backend jobs running; the driver's and the pooler's are not (the USL is
+// PostgreSQL's internal contention).
+type Testbed struct {
+	// DriverCPU is the load driver's CPU per statement: a job on the
+	// cores each client runs after its pause and before it sends the
+	// statement (the driver is multi-threaded: every client's job is its
+	// own). In a transaction's parts its own time counts as think (the
+	// client's time) and what sharing the cores adds to it as cpu_queue.
+	DriverCPU sim.Dist
+	// PoolerOnCores runs each pooler process's thread on the cores: every
+	// message (pooler.cpu_per_msg) and assignment (pooler.cpu_per_assign)
+	// is a job there, one at a time per process (its thread is single:
+	// the rest queue as they do on a CPU of its own). pooler.wakeup stays
+	// a fixed delay before the job: it is the scheduler's latency, not
+	// CPU.
+	PoolerOnCores bool
+	// Background is cores' worth of CPU busy with work outside the test
+	// (other processes): the test keeps cores − Background of them.
+	Background float64
+}
+
+// On reports whether anything shares the server's cores.
+func (t Testbed) On() bool {
+	return t.DriverCPU.MeanValue() > 0 || t.PoolerOnCores || t.Background > 0
+}
+
+// validate checks a testbed against the server's cores.
+func (t Testbed) validate(cores int, bad func(string, ...any)) {
+	if t.DriverCPU.MeanValue() < 0 || t.DriverCPU.Min < 0 {
+		bad("testbed.driver_cpu must not be negative")
+	}
+	if math.IsNaN(t.Background) || math.IsInf(t.Background, 0) || t.Background < 0 {
+		bad("testbed.background must be a number of cores, 0 or more, got %v", t.Background)
+		return
+	}
+	if !t.On() {
+		return
+	}
+	if cores <= 0 {
+		bad("testbed: the load driver's CPU, the pooler on the cores and a background share server.cores: set server.cores above 0")
+		return
+	}
+	if t.Background >= float64(cores) {
+		bad("testbed.background: %v is not below server.cores %d", t.Background, cores)
+	}
+}
+
+// rates are the CPU work a backend's job and another job receive per
+// unit of time with the jobs running now: their share of the cores left
+// to the test, the backends' slowed by the USL factor of the backend
+// jobs.
+func (v *server) rates() (backend, other float64) {
+	share := 1.0
+	if n := float64(len(v.running)); n > v.avail {
+		share = v.avail / n
+	}
+	k := float64(max(v.nb, 1))
+	return share / (1 + v.cfg.Contention*(k-1) + v.cfg.Coherency*k*(k-1)), share
+}
+
+// advanceMixed is advance with two rates: every job of a kind loses the
+// same work, so rounding stays monotonic within a kind.
+func (v *server) advanceMixed(now sim.Time) {
+	if len(v.running) > 0 && now > v.last {
+		dt := float64(now - v.last)
+		rb, ro := v.rates()
+		db, do := dt*rb, dt*ro
+		for i := range v.running {
+			if v.running[i].kind.backend() {
+				v.running[i].left -= db
+			} else {
+				v.running[i].left -= do
+			}
+		}
+	}
+	v.last = now
+}
+
+func (v *server) runMixed(j cpuJob) {
+	if j.kind.backend() {
+		v.nb++
+	}
+	v.running = append(v.running, j)
+}
+
+// countMixed sets the levels: jobs counts the backends' jobs, others the
+// driver's and the pooler's, used the cores they keep busy together.
+func (v *server) countMixed(now sim.Time) {
+	n := len(v.running)
+	v.jobs.Set(now, int64(v.nb))
+	v.others.Set(now, int64(n-v.nb))
+	v.used.Set(now, int64(math.Round(1e6*min(float64(n), v.avail))))
+}
+
+// nextMixed is how long until the first running job finishes at the
+// current rates, found by a scan (there are at most a few hundred), in
+// whole nanoseconds rounded up.
+func (v *server) nextMixed() sim.Time {
+	rb, ro := v.rates()
+	first := math.Inf(1)
+	for _, j := range v.running {
+		r := ro
+		if j.kind.backend() {
+			r = rb
+		}
+		first = min(first, max(j.left, 0)/r)
+	}
+	return sim.Time(math.Ceil(first))
+}
+
+// testbedUtil is the cores' mean utilisation with a testbed: the test's
+// jobs and the background together, over all the cores.
+func (m *model) testbedUtil(level func(int) float64) float64 {
+	return (level(lvUsed)/1e6 + m.cfg.Testbed.Background) / float64(m.cfg.Server.Cores)
+}
+
+// driverStart runs the load driver's CPU for client u's next statement
+// on the cores, and reports whether it did (the statement is sent when it
+// is done).
+func (m *model) driverStart(s *sim.Sim, u int32) bool {
+	d := m.draw(&m.cfg.Testbed.DriverCPU, m.driver, u)
+	if d <= 0 {
+		return false
+	}
+	us := &m.users[u]
+	us.drvDemand, us.drvStart = d, s.Now()
+	m.runJob(s, cpuJob{conn: u, kind: jobDriver, left: float64(d)})
+	return true
+}
+
+// driverDone is the driver done with client u's statement: its own time
+// counts as the client's, the rest as time lost to sharing the cores;
+// the statement goes.
+func (m *model) driverDone(s *sim.Sim, u int32) {
+	us := &m.users[u]
+	us.part.think += us.drvDemand
+	us.part.cpuQueue += s.Now() - us.drvStart - us.drvDemand
+	m.dispatch(s, u)
+}
+
+// describe is the testbed in one sentence for the assumptions.
+func (t Testbed) describe(c Config) string {
+	var parts string
+	if t.DriverCPU.MeanValue() > 0 {
+		parts = fmt.Sprintf("the load driver's CPU (%v per statement)", t.DriverCPU.MeanValue())
+	}
+	if t.PoolerOnCores {
+		if parts != "" {
+			parts += " and "
+		}
+		parts += "the pooler's thread"
+	}
+	out := "the testbed: "
+	if parts != "" {
+		out += parts + fmt.Sprintf(" run on the server's %d cores, shared with the statements but not slowed by their contention", c.Server.Cores)
+	} else {
+		out += fmt.Sprintf("the statements run on the server's %d cores", c.Server.Cores)
+	}
+	if t.Background > 0 {
+		out += fmt.Sprintf(", %.3g cores busy with other work", t.Background)
+	}
+	return out + " (as in a live validation on one machine)"
+}
