@@ -36,10 +36,11 @@ type model struct {
 	// Common random numbers: a client's draws are keyed by its session and
 	// its position in it, not by the order the model asks for them.
 	query, cpu, think, appGap, choice, parse, reqs sim.Streams
-	driver                                         sim.Streams // testbed.driver_cpu
-	driverOn                                       bool        // the load driver's CPU is modelled (testbed)
-	thread                                         bool        // the pooler's threads are modelled (pooler.cpu_per_msg, wakeup or cpu_per_assign)
 	active                                         int64 // sessions in the system
+
+	driver   sim.Streams // testbed.driver_cpu
+	driverOn bool        // the load driver's CPU is modelled (testbed)
+	thread   bool        // the pooler's threads are modelled (pooler.cpu_per_msg, wakeup or cpu_per_assign)
 
 	classes  []classRun
 	specs    []PoolSpec // the pools' specs, resolved
