@@ -200,6 +200,9 @@ var fields = []field{
 	{"pooler.wakeup", "time a sleeping pooler thread takes to wake for a message (scheduler latency; default 0s)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Pooler.Wakeup, n)
 	}},
+	{"pooler.cpu_per_assign", "CPU time a pooler process's thread spends handing a server to a client, queued behind its messages: every assignment, so statement mode pays it per statement (default 0s)", func(c *system.Config, n *yaml.Node) error {
+		return durationInto(&c.Pooler.CPUPerAssign, n)
+	}},
 	{"pooler.processes", "pooler processes behind one port with so_reuseport, each single-threaded with its own pools (1..1024; default 1)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 1, 1024)
 		c.Pooler.Processes = int(v)
@@ -251,6 +254,24 @@ var fields = []field{
 	}},
 	{"server.coherency", "USL coherency κ (0..1; default 0)", func(c *system.Config, n *yaml.Node) error {
 		return fractionInto(&c.Server.Coherency, n)
+	}},
+	{"testbed.driver_cpu", "live validation on one machine: the load driver's CPU per statement, run on server.cores before each statement is sent, shared with the statements but not slowed by the USL; a duration or a distribution (default 0: a production what-if)", func(c *system.Config, n *yaml.Node) error {
+		return distInto(&c.Testbed.DriverCPU, n)
+	}},
+	{"testbed.pooler_on_cores", "live validation on one machine: each pooler process's thread runs its messages and assignments on server.cores (one at a time per process; pooler.wakeup stays a fixed delay) instead of a CPU of its own (default false)", func(c *system.Config, n *yaml.Node) error {
+		return boolInto(&c.Testbed.PoolerOnCores, n)
+	}},
+	{"testbed.background", "cores' worth of CPU busy with work outside the test: the test keeps server.cores minus this, a number from 0, below server.cores (default 0)", func(c *system.Config, n *yaml.Node) error {
+		s, err := scalar(n)
+		if err != nil {
+			return err
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(v >= 0 && v <= 4096) {
+			return fmt.Errorf("want a number of cores from 0 to 4096, got %q", s)
+		}
+		c.Testbed.Background = v
+		return nil
 	}},
 	{"live.statement", "how poolsim validate spends workload.query at the real server: sleep (pg_sleep, whole milliseconds), cpu (a CPU-bound statement calibrated on the spot) or sql (live.sql)", func(c *system.Config, n *yaml.Node) error {
 		s, err := scalar(n)

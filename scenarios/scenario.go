@@ -223,7 +223,7 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 			if err != nil {
 				return invalid(s.Source, v.Line, "precision: %v", err)
 			}
-		case "workload", "app_pool", "pooler", "server", "live":
+		case "workload", "app_pool", "pooler", "server", "testbed", "live":
 			if err := s.parseSection(k.Value, v); err != nil {
 				return err
 			}
@@ -242,7 +242,7 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 				return err
 			}
 		default:
-			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, replications, precision, workload, app_pool, pooler, server, live, classes, pools, variants or sweep%s", k.Value, didYouMean(k.Value, topKeys))
+			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, replications, precision, workload, app_pool, pooler, server, testbed, live, classes, pools, variants or sweep%s", k.Value, didYouMean(k.Value, topKeys))
 		}
 	}
 	if sweep != nil {
@@ -252,7 +252,7 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 }
 
 // topKeys are the keys a scenario's top level accepts.
-var topKeys = []string{"name", "description", "seed", "replications", "precision", "workload", "app_pool", "pooler", "server", "live", "classes", "pools", "variants", "sweep"}
+var topKeys = []string{"name", "description", "seed", "replications", "precision", "workload", "app_pool", "pooler", "server", "testbed", "live", "classes", "pools", "variants", "sweep"}
 
 func (s *Scenario) parseVariants(m *yaml.Node) error {
 	if m.Kind != yaml.MappingNode || len(m.Content) == 0 {
