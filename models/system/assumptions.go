@@ -26,7 +26,7 @@ func Assumptions(c Config) []string {
 		} else {
 			out = append(out, fmt.Sprintf("query_wait_timeout (%v) fires at the exact instant (pooler.timeout_check 0s); PgBouncer checks it every 1/3 s", p.QueryWaitTimeout))
 		}
-		if p.CPUPerMsg == 0 && p.Wakeup == 0 {
+		if p.CPUPerMsg == 0 && p.Wakeup == 0 && p.CPUPerAssign == 0 {
 			out = append(out, "the pooler's own CPU is left out (pooler.cpu_per_msg 0): it relays messages instantly, where one PgBouncer process is a single thread (seed 002 saw one saturate near 86,000 one-statement transactions/s)")
 		}
 		if p.Hop == 0 {
@@ -48,6 +48,9 @@ func Assumptions(c Config) []string {
 		out = append(out, "the server's CPU is not modelled (server.cores 0): statement time is a fixed delay, so adding connections never slows the statements; set server.cores (and contention, coherency) for a CPU-bound server")
 	} else {
 		out = append(out, fmt.Sprintf("the server has %d cores shared by running statements' workload.cpu (processor sharing, USL contention %.3g, coherency %.3g)", s.Cores, s.Contention, s.Coherency))
+	}
+	if c.Testbed.On() {
+		out = append(out, c.Testbed.describe(c))
 	}
 	if s.Connect.MeanValue() == 0 {
 		out = append(out, "opening a backend costs nothing (server.connect 0s); PostgreSQL takes milliseconds per connection")
@@ -76,7 +79,11 @@ func Assumptions(c Config) []string {
 		out = append(out, fmt.Sprintf("percentiles are exact up to %s samples of a figure; past that (this run may record up to %s) a figure's samples go into a histogram and its percentiles are within %.2g%% of the exact value, its counts and means still exact",
 			grouped(sim.ExactLimit), grouped(int64(n)), 100*sim.HistogramError))
 	}
-	out = append(out, "left out: network bandwidth and packet loss, disk and WAL beyond workload.query, locks between transactions, autovacuum and checkpoints, TLS, the clients' own CPU, reserve_pool, min_pool_size, server_lifetime and server_idle_timeout reconnects")
+	clients := "the clients' own CPU, "
+	if c.Testbed.DriverCPU.MeanValue() > 0 {
+		clients = ""
+	}
+	out = append(out, "left out: network bandwidth and packet loss, disk and WAL beyond workload.query, locks between transactions, autovacuum and checkpoints, TLS, "+clients+"reserve_pool, min_pool_size, server_lifetime and server_idle_timeout reconnects")
 	return out
 }
 
