@@ -1,0 +1,228 @@
+package system
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// Tests of the testbed: the load driver's and the pooler's CPU on the
+// server's cores, a background, and the pooler's cost per assignment.
+
+// cpuBound is n closed clients with no think, hop or fixed query time:
+// each statement is the driver's d then the server's s of CPU on cores.
+func cpuBound(mode poolmode.Mode, n, txns int, d, s sim.Time, cores int) Config {
+	c := closed(mode, n, txns, 1, 0, 0)
+	c.Workload.CPU = sim.ConstDist(s)
+	c.Testbed.DriverCPU = sim.ConstDist(d)
+	c.Server.Cores = cores
+	c.Server.MaxConnections = n + 10
+	c.Pooler.DefaultPoolSize = n
+	return c
+}
+
+func TestTestbedDriverSharesTheCores(t *testing.T) {
+	const d, s = 500 * sim.Microsecond, sim.Millisecond
+	// One client: its driver and its statement never overlap, each has a
+	// core to itself - throughput exactly 1/(d+s).
+	one := Run(cpuBound(poolmode.Direct, 1, 2000, d, s, 2)).Metrics
+	within(t, "1 client, tps", one.TPS, 1/(d+s).Seconds(), 1e-9)
+	// Many clients: the cores are always busy, each transaction needs
+	// d+s of them - cores/(d+s).
+	many := Run(cpuBound(poolmode.Direct, 60, 300, d, s, 2)).Metrics
+	within(t, "60 clients, tps_steady", many.TPSSteady, 2/(d+s).Seconds(), 0.01)
+	within(t, "60 clients, cpu_util", many.CPUUtil, 1, 0.01)
+	// A background of half a core leaves 1.5 to the test.
+	c := cpuBound(poolmode.Direct, 60, 300, d, s, 2)
+	c.Testbed.Background = 0.5
+	bg := Run(c).Metrics
+	within(t, "60 clients, background 0.5, tps_steady", bg.TPSSteady, 1.5/(d+s).Seconds(), 0.01)
+	within(t, "60 clients, background 0.5, cpu_util (background included)", bg.CPUUtil, 1, 0.01)
+	// The same through a transaction pooler with no cost of its own.
+	tx := Run(cpuBound(poolmode.Transaction, 60, 300, d, s, 2)).Metrics
+	within(t, "transaction pooler, 60 clients, tps_steady", tx.TPSSteady, 2/(d+s).Seconds(), 0.01)
+}
+
+func TestTestbedPoolerOnCores(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		d, s, p sim.Time
+	}{
+		{"cores bound", 500 * sim.Microsecond, sim.Millisecond, 100 * sim.Microsecond},
+		{"thread bound", 20 * sim.Microsecond, 20 * sim.Microsecond, 400 * sim.Microsecond},
+	} {
+		c := cpuBound(poolmode.Transaction, 60, 300, tc.d, tc.s, 2)
+		c.Pooler.CPUPerMsg = tc.p
+		c.Testbed.PoolerOnCores = true
+		m := Run(c).Metrics
+		// Each statement is two messages on the single thread.
+		want := min(2/(tc.d+tc.s+2*tc.p).Seconds(), 1/(2*tc.p).Seconds())
+		within(t, tc.name+", tps_steady", m.TPSSteady, want, 0.02)
+		// The same thread on a CPU of its own is not slowed by the
+		// cores, nor does it slow them.
+		c.Testbed.PoolerOnCores = false
+		own := Run(c).Metrics
+		wantOwn := min(2/(tc.d+tc.s).Seconds(), 1/(2*tc.p).Seconds())
+		within(t, tc.name+", pooler on its own CPU, tps_steady", own.TPSSteady, wantOwn, 0.02)
+	}
+}
+
+func TestTestbedUSLSlowsOnlyBackends(t *testing.T) {
+	// Only the driver uses the cores: contention and coherency, which
+	// are PostgreSQL's, must not slow it.
+	c := cpuBound(poolmode.Direct, 40, 200, sim.Millisecond, 0, 2)
+	base := Run(c).Metrics
+	c.Server.Contention, c.Server.Coherency = 0.2, 0.01
+	usl := Run(c).Metrics
+	if usl.TPS != base.TPS || usl.MeanMs != base.MeanMs {
+		t.Errorf("σ 0.2, κ 0.01 with driver jobs only: %.6g tps, %.6g ms mean; without them %.6g tps, %.6g ms", usl.TPS, usl.MeanMs, base.TPS, base.MeanMs)
+	}
+	within(t, "driver only, tps_steady", usl.TPSSteady, 2/sim.Millisecond.Seconds(), 0.01)
+	// The backends are still slowed: 40 statements of 1 ms on 64 cores
+	// (never short of a core) with the driver's 1 ms each too.
+	c = cpuBound(poolmode.Direct, 40, 200, sim.Millisecond, sim.Millisecond, 64)
+	plain := Run(c).Metrics
+	c.Server.Contention = 0.2
+	slowed := Run(c).Metrics
+	if !(slowed.TPS < 0.8*plain.TPS) {
+		t.Errorf("σ 0.2 on the backends: %.6g tps against %.6g without: want it well below", slowed.TPS, plain.TPS)
+	}
+}
+
+func TestPoolerCPUPerAssign(t *testing.T) {
+	// A message wakes the thread (w), an assignment follows the message
+	// that led to it without sleeping.
+	const p, a, q, w = 10 * sim.Microsecond, 5 * sim.Microsecond, 100 * sim.Microsecond, 7 * sim.Microsecond
+	for _, tc := range []struct {
+		mode poolmode.Mode
+		// the hand count per transaction of 6 statements: the thread's
+		// busy time, and the transaction's latency (one client: nothing
+		// overlaps)
+		busy, lat sim.Time
+		assigns   int64
+	}{
+		{poolmode.Statement, 6 * (2*(w+p) + a), 6 * (2*(w+p) + a + q), 6},
+		{poolmode.Transaction, 12*(w+p) + a, 12*(w+p) + a + 6*q, 1},
+	} {
+		const txns = 500
+		c := closed(tc.mode, 1, txns, 6, q, 0)
+		c.Pooler.CPUPerMsg = p
+		c.Pooler.CPUPerAssign = a
+		c.Pooler.Wakeup = w
+		m := Run(c).Metrics
+		if m.Assignments != tc.assigns*txns {
+			t.Errorf("%v: %d assignments, want %d", tc.mode, m.Assignments, tc.assigns*txns)
+		}
+		within(t, tc.mode.String()+": tps", m.TPS, 1/tc.lat.Seconds(), 1e-9)
+		within(t, tc.mode.String()+": the thread's utilisation", m.PoolerCPUMean, float64(tc.busy)/float64(tc.lat), 1e-9)
+		// On the cores, alone there, it takes the same time.
+		c.Server.Cores = 2
+		c.Testbed.PoolerOnCores = true
+		on := Run(c).Metrics
+		within(t, tc.mode.String()+", thread on the cores: tps", on.TPS, 1/tc.lat.Seconds(), 1e-9)
+		within(t, tc.mode.String()+", thread on the cores: the thread's utilisation", on.PoolerCPUMean, float64(tc.busy)/float64(tc.lat), 1e-9)
+	}
+}
+
+func TestTestbedMM1PS(t *testing.T) {
+	// The driver's jobs alone on one core: Poisson arrivals of
+	// exponential work make M/M/1-PS, mean response E[S]/(1−ρ) = 20 ms at
+	// λ = 50/s, E[S] = 10 ms.
+	c := openPool(50, 200, sim.ConstDist(0), 4000*sim.Second)
+	c.Testbed.DriverCPU = sim.ExpDist(10 * sim.Millisecond)
+	c.Server.Cores = 1
+	c.Server.MaxConnections = 200
+	m := Run(c).Metrics
+	within(t, "M/M/1-PS mean response (ms)", m.MeanMs, 20, 0.03)
+	within(t, "CPU utilisation", m.CPUUtil, 0.5, 0.02)
+	if m.CPUJobsL != 0 {
+		t.Errorf("cpu_jobs_L %.6g: the driver's jobs are not statements", m.CPUJobsL)
+	}
+}
+
+func TestTestbedPartsAddUp(t *testing.T) {
+	for _, app := range []AppPoolMode{NoAppPool, QueuePool} {
+		for _, mode := range poolmode.Modes {
+			c := closed(mode, 40, 4, 3, 0, 0)
+			c.Workload.Query = sim.ExpDist(200 * sim.Microsecond)
+			c.Workload.CPU = sim.ExpDist(300 * sim.Microsecond)
+			c.Workload.Think = sim.ExpDist(500 * sim.Microsecond)
+			c.Pooler.Hop = 30 * sim.Microsecond
+			c.Pooler.DefaultPoolSize = 6
+			c.Server.Cores = 2
+			c.Server.Contention = 0.03
+			c.Server.MaxConnections = 30
+			c.Server.Connect = sim.ExpDist(2 * sim.Millisecond)
+			c.AppPool = AppPool{Mode: app, Size: 8, MaxOverflow: 2, Timeout: 5 * sim.Millisecond}
+			c.Pooler.Processes = 2
+			c.Pooler.CPUPerMsg = 5 * sim.Microsecond
+			c.Pooler.CPUPerAssign = 3 * sim.Microsecond
+			c.Pooler.Wakeup = 20 * sim.Microsecond
+			c.Testbed = Testbed{DriverCPU: sim.ExpDist(100 * sim.Microsecond), PoolerOnCores: true, Background: 0.3}
+			m, s := simulate(c)
+			if m.results.partsOff != 0 {
+				t.Errorf("app pool %v, %v: %d of %d transactions' parts do not add up to their latency", app, mode, m.results.partsOff, m.results.m.OKTxns)
+			}
+			mt := m.result(s).Metrics
+			checkConservation(t, mt)
+			if mt.OKTxns == 0 {
+				t.Errorf("app pool %v, %v: no transaction completed", app, mode)
+			}
+			if again := Run(c); !reflect.DeepEqual(again.Metrics, mt) {
+				t.Errorf("app pool %v, %v: two runs differ", app, mode)
+			}
+		}
+	}
+}
+
+func TestTestbedZeroChangesNothing(t *testing.T) {
+	c := closed(poolmode.Transaction, 30, 20, 3, 100*sim.Microsecond, 200*sim.Microsecond)
+	c.Workload.CPU = sim.ExpDist(300 * sim.Microsecond)
+	c.Server.Cores = 2
+	c.Server.Contention = 0.05
+	c.Pooler.CPUPerMsg = 5 * sim.Microsecond
+	c.Pooler.Wakeup = 10 * sim.Microsecond
+	want := Run(c)
+	c.Testbed = Testbed{DriverCPU: sim.ConstDist(0)} // a zero driver is no testbed
+	if got := Run(c); !reflect.DeepEqual(got, want) {
+		t.Errorf("a zero testbed changed the result:\n%+v\nwant\n%+v", got.Metrics, want.Metrics)
+	}
+}
+
+func TestTestbedValidation(t *testing.T) {
+	for _, tc := range []struct {
+		tb    Testbed
+		cores int
+		want  string
+	}{
+		{Testbed{Background: 2.5}, 2, "testbed.background: 2.5 is not below server.cores 2"},
+		{Testbed{Background: 2}, 2, "testbed.background: 2 is not below server.cores 2"},
+		{Testbed{Background: -1}, 2, "testbed.background must be a number of cores, 0 or more"},
+		{Testbed{DriverCPU: sim.ConstDist(sim.Millisecond)}, 0, "set server.cores above 0"},
+		{Testbed{PoolerOnCores: true}, 0, "set server.cores above 0"},
+		{Testbed{Background: 0.5}, 0, "set server.cores above 0"},
+	} {
+		c := Default()
+		c.Server.Cores = tc.cores
+		c.Testbed = tc.tb
+		err := c.Validate()
+		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v on %d cores: %v, want an error with %q", tc.tb, tc.cores, err, tc.want)
+		}
+	}
+	c := Default()
+	c.Pooler.CPUPerAssign = -1
+	if err := c.Validate(); err == nil {
+		t.Error("a negative pooler.cpu_per_assign passed")
+	}
+	c = Default()
+	c.Server.Cores = 2
+	c.Testbed = Testbed{DriverCPU: sim.ConstDist(sim.Millisecond), PoolerOnCores: true, Background: 1.5}
+	if err := c.Validate(); err != nil {
+		t.Errorf("a testbed on 2 cores with 1.5 busy: %v", err)
+	}
+}
