@@ -21,6 +21,20 @@
 //   - server: max_connections slots and backend start-up costing Connect,
 //     at most ConnectConcurrency at once, the rest queued in arrival order.
 //
+// The testbed (Config.Testbed, testbed.go) is what shares the server's
+// cores in a live validation, where PostgreSQL, the pooler and the load
+// driver run on one machine; it is zero for a production what-if. The
+// driver's CPU per statement (a job per client, before the statement is
+// sent) and, with PoolerOnCores, each pooler thread's work (one job at a
+// time per process) run on Server.Cores beside the backends' statements
+// and start-ups: processor sharing gives each of the n jobs running
+// min(1, (Cores − Background)/n) of a core, and only the backends' jobs
+// are slowed further by the USL factor of the backend jobs running. The
+// jobs level and cpu_jobs_L count the backends' jobs alone; with a
+// testbed cpu_util is the cores' utilisation by all the test's jobs and
+// the background together. Pooler.CPUPerAssign is the thread's work to
+// hand a server to a client, queued like a message, testbed or not.
+//
 // Units: durations are sim.Time (int64 nanoseconds); reported times are in
 // milliseconds (fields ending _ms) or seconds (wait_W); rates per second.
 //
