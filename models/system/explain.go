@@ -93,11 +93,15 @@ func cpuLaw(c Config, m Metrics) string {
 	}
 	d := c.Workload.CPU.MeanValue().Seconds()
 	u := stmts / wall * d / float64(c.Server.Cores)
+	note := ""
+	if c.Testbed.On() {
+		note = " The measured figure includes the testbed's load driver, pooler thread and background on the same cores."
+	}
 	return fmt.Sprintf("The server's CPU (%d cores): statements completed at %.6g/s, each needing %s of CPU, "+
 		"so the utilisation law U = X·D / cores predicts %.3f busy; the simulation measured %.3f "+
 		"(start-ups and contention add to it). On average %.4g statements were running (L), so each "+
 		"spent about L/X = %s on the CPU, of which its own work was %s.",
-		c.Server.Cores, stmts/wall, fmtSec(d), u, m.CPUUtil, m.CPUJobsL, fmtSec(m.CPUJobsL/(stmts/wall)), fmtSec(d))
+		c.Server.Cores, stmts/wall, fmtSec(d), u, m.CPUUtil, m.CPUJobsL, fmtSec(m.CPUJobsL/(stmts/wall)), fmtSec(d)) + note
 }
 
 // hold is the mean time one assignment keeps a server, and how many

@@ -333,6 +333,7 @@ func (m *model) Handle(s *sim.Sim, e sim.Event) {
 		m.end = s.Now()
 		m.threadDone(s, int(e.Arg))
 	case evPoolerWake:
+		m.end = s.Now()
 		m.poolerJob(s, int(e.Arg))
 	case evCPUDone:
 		m.cpuDone(s, e.Arg)
