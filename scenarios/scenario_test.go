@@ -131,6 +131,9 @@ func TestParseErrors(t *testing.T) {
 		{"no name", "workload: {clients: 1}\n", "name is missing"},
 		{"not a mapping", "- 1\n- 2\n", "a scenario is a mapping"},
 		{"two documents", "name: x\nworkload: {clients: 1}\n---\nname: y\n", "more than one YAML document"},
+		{"testbed without cores", "name: x\nworkload: {clients: 1}\ntestbed:\n  driver_cpu: 1ms\n", "set server.cores above 0"},
+		{"testbed background", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  background: 2.5\n", "testbed.background: 2.5 is not below server.cores 2"},
+		{"testbed bool", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  pooler_on_cores: sometimes\n", "want true or false"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.yaml), "x.yaml")
@@ -246,6 +249,31 @@ func TestDidYouMean(t *testing.T) {
 		got := didYouMean(c.word, []string{"default_pool_size", "transaction", "session", "statement", "lognormal", "exp"})
 		if got != c.want {
 			t.Errorf("didYouMean(%q) = %q, want %q", c.word, got, c.want)
+		}
+	}
+}
+
+func TestTestbedKeys(t *testing.T) {
+	src := "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\npooler: {cpu_per_assign: 4us}\n" +
+		"testbed:\n  driver_cpu: {dist: exp, mean: 300us}\n  pooler_on_cores: true\n  background: 0.25\n"
+	s, err := Parse([]byte(src), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := s.Base.Testbed
+	if tb.DriverCPU != sim.ExpDist(300*sim.Microsecond) || !tb.PoolerOnCores || tb.Background != 0.25 || s.Base.Pooler.CPUPerAssign != 4*sim.Microsecond {
+		t.Errorf("parsed %+v, cpu_per_assign %v", tb, s.Base.Pooler.CPUPerAssign)
+	}
+	if err := s.Set("testbed.background", "1.5"); err != nil || s.Base.Testbed.Background != 1.5 {
+		t.Errorf("--set testbed.background=1.5: %v, got %v", err, s.Base.Testbed.Background)
+	}
+	if err := s.Set("testbed.driver_cpu", "2ms"); err != nil || s.Base.Testbed.DriverCPU != sim.ConstDist(2*sim.Millisecond) {
+		t.Errorf("--set testbed.driver_cpu=2ms: %v, got %+v", err, s.Base.Testbed.DriverCPU)
+	}
+	help := strings.Join(Fields(), "\n")
+	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "pooler.cpu_per_assign"} {
+		if !strings.Contains(help, k+" ") {
+			t.Errorf("%s is not in the key list", k)
 		}
 	}
 }
