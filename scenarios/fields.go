@@ -273,17 +273,24 @@ var fields = []field{
 		c.Testbed.Background = v
 		return nil
 	}},
-	{"live.statement", "how poolsim validate spends workload.query at the real server: sleep (pg_sleep, whole milliseconds), cpu (a CPU-bound statement calibrated on the spot) or sql (live.sql)", func(c *system.Config, n *yaml.Node) error {
+	{"live.statement", "how poolsim validate spends workload.query at the real server: sleep (pg_sleep, whole milliseconds), cpu (a CPU-bound statement calibrated on the spot), sql (live.sql) or pgbench-select (pgbench -S's statement against a database pgbench -i initialises; its CPU is measured and the calibrated model runs it on server.cores with the pooler and the load driver)", func(c *system.Config, n *yaml.Node) error {
 		s, err := scalar(n)
 		if err != nil {
 			return err
 		}
 		switch s {
-		case "sleep", "cpu", "sql":
+		case "sleep", "cpu", "sql", "pgbench-select":
 			c.Live.Statement = s
 			return nil
 		}
-		return fmt.Errorf("want sleep, cpu or sql, got %q", s)
+		return fmt.Errorf("want sleep, cpu, sql or pgbench-select, got %q", s)
+	}},
+	{"live.scale", "pgbench's scale factor for live.statement: pgbench-select (100,000 accounts each; 1..1000; default 1)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 1, 1000)
+		if err == nil {
+			c.Live.Scale = int(v)
+		}
+		return err
 	}},
 	{"live.sql", "the statement poolsim validate runs with live.statement: sql (the model still uses workload.query)", func(c *system.Config, n *yaml.Node) error {
 		s, err := scalar(n)

@@ -5,19 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/poolsim/poolsim/proxy/pgbouncer"
 	"github.com/poolsim/poolsim/proxy/validate"
+	"github.com/poolsim/poolsim/scenarios"
 )
 
 func init() {
 	register(command{name: "validate", short: "run a scenario live and print the model next to the measurement", run: runValidate})
 }
 
-const validateHelp = `Usage: poolsim validate SCENARIO [--dsn URL] [--target proxy|pgbouncer|direct] [--out DIR] [--set key=value ...] [--seed N] [--quick] [--repeats N]
+const validateHelp = `Usage: poolsim validate SCENARIO [--dsn URL] [--target proxy|pgbouncer|direct] [--out DIR] [--set key=value ...] [--seed N] [--quick] [--repeats N] [--plot FILE.png]
 
 Runs SCENARIO for real and prints, for every point of its sweep, the model,
 the model with measured values (calibrated) and the measurement side by side,
@@ -49,8 +51,21 @@ straight to PostgreSQL.
 
 The scenario's live.statement says how a statement takes workload.query:
 sleep (pg_sleep; it rounds up to whole milliseconds, the calibration
-measures by how much), cpu (a generate_series count calibrated on the spot)
-or sql (live.sql as is).
+measures by how much), cpu (a generate_series count calibrated on the spot),
+sql (live.sql as is) or pgbench-select (pgbench -S's statement against a
+database pgbench -i initialises at live.scale in the throwaway cluster;
+with --dsn the pgbench tables must exist).
+
+A pgbench-select statement is CPU-bound and shares the machine's cores
+with the pooler and the load driver. Before each run the validator
+calibrates a testbed: statements per second straight to PostgreSQL at 1, 2,
+4 and 8 connections, each process's CPU per statement from /proc (the
+driver's, the backends', the pooler's through the target) and the other
+work on the machine; the calibrated model runs all of them on the cores,
+with the backends' USL contention searched to match the direct points. The
+scenario's model stays the production what-if (no load driver). A sweep
+over pooler.default_pool_size is a curve: the report shows it with the
+peak pool size of model and measurement, and --plot draws it.
 
 Client classes (classes:, pools:) run together: one group of clients per
 class, logging in as its pool's user; every pool is a [databases] entry of
@@ -79,6 +94,7 @@ Examples:
   poolsim validate pgbouncer-modes-live
   poolsim validate pgbouncer-modes-live --target pgbouncer --out results/pgbouncer-modes-live/pgbouncer
   poolsim validate prepared-statements-live --out results/prepared-statements-live/proxy
+  poolsim validate pgbench-select-live --target pgbouncer --plot curve.png
   poolsim validate my-app.yaml --dsn postgres://app:secret@127.0.0.1:5432/app --set workload.clients=50
 
 Flags:
@@ -101,6 +117,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	sets := fs.StringArray("set", nil, "override a scenario value by its dotted key: --set workload.clients=50")
 	quick := fs.Bool("quick", false, "fewer calibration samples, one run per row, no feature probes")
 	repeats := fs.Int("repeats", 0, "live runs per row, compared by their medians (default 5, 1 with --quick)")
+	plotPath := fs.String("plot", "", "draw the curve along pooler.default_pool_size (throughput, p50, p99: measured, calibrated model, scenario model) into this PNG")
 	verbose := fs.BoolP("verbose", "v", false, "log each step to stderr")
 	quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
 	fs.Usage = func() { fmt.Fprintf(stderr, validateHelp, fs.FlagUsages()) }
@@ -124,6 +141,14 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if _, err := sc.Points(); err != nil {
 		return usage(err)
+	}
+	if *plotPath != "" {
+		if !strings.EqualFold(filepath.Ext(*plotPath), ".png") {
+			return usagef("--plot %s: want a .png file", *plotPath)
+		}
+		if !sweeps(sc, validate.CurveKey) {
+			return usagef("--plot: the scenario's sweep does not vary %s, so there is no curve to draw", validate.CurveKey)
+		}
 	}
 	if *target == validate.TargetPgBouncer {
 		if _, err := pgbouncer.Find(); err != nil {
@@ -160,6 +185,12 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		fmt.Fprintf(stdout, "\nwrote %s/report.md, rows.csv, command.txt, versions.txt\n", strings.TrimRight(*out, "/"))
 	}
+	if *plotPath != "" {
+		if err := rep.WritePlot(*plotPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", *plotPath)
+	}
 	if !rep.Pass() {
 		return errOutside
 	}
@@ -177,4 +208,14 @@ func commandLine(args []string) string {
 		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return strings.Join(q, " ")
+}
+
+// sweeps reports whether the scenario's sweep varies key.
+func sweeps(sc *scenarios.Scenario, key string) bool {
+	for _, a := range sc.Sweep {
+		if a.Key == key {
+			return true
+		}
+	}
+	return false
 }

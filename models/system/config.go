@@ -32,6 +32,9 @@ type Config struct {
 type Live struct {
 	Statement string // "sleep" (pg_sleep), "cpu" (a CPU-bound statement calibrated to the time) or "sql"
 	SQL       string // the statement to run when Statement is "sql"
+	// Scale is pgbench's scale factor for Statement "pgbench-select"
+	// (100,000 pgbench_accounts rows each).
+	Scale int
 	// WithHold names the classes whose requests hold a WITH HOLD cursor
 	// across their transactions live (load.Spec.Hold): the feature that
 	// needs session pooling.
@@ -254,7 +257,7 @@ func Default() Config {
 			MaxOverflow: 10,
 			Timeout:     30 * sim.Second,
 		},
-		Live: Live{Statement: "sleep"},
+		Live: Live{Statement: "sleep", Scale: 1},
 		Server: Server{
 			MaxConnections:     100,
 			ConnectConcurrency: 1,
@@ -319,12 +322,16 @@ func (c Config) Validate() error {
 	}
 	switch c.Live.Statement {
 	case "sleep", "cpu":
+	case "pgbench-select":
+		if c.Live.Scale < 1 {
+			bad("live.scale %d: want pgbench's scale factor, 1 or more", c.Live.Scale)
+		}
 	case "sql":
 		if c.Live.SQL == "" {
 			bad("live.sql must hold the statement to run with live.statement: sql")
 		}
 	default:
-		bad("live.statement %q: want sleep, cpu or sql", c.Live.Statement)
+		bad("live.statement %q: want sleep, cpu, sql or pgbench-select", c.Live.Statement)
 	}
 	s := c.Server
 	if s.Cores < 0 || s.MemoryPerConn < 0 {

@@ -446,7 +446,7 @@ func (r *run) session(ctx context.Context, c *client) {
 		for txn := range n {
 			var t0 time.Time
 			for s := range w.StmtsPerTxn {
-				sql := r.spec.Statement.Text(w.Query.Sample(c.queryRNG).Duration())
+				sql := r.spec.Statement.Next(w.Query.Sample(c.queryRNG).Duration(), c.queryRNG)
 				if r.spec.Hold {
 					sql = holdSQL(sql, txn, n, s, w.StmtsPerTxn)
 				}

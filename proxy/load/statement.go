@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/poolsim/poolsim/sim"
 )
 
 // Statement kinds (system.Live.Statement).
@@ -18,7 +20,16 @@ const (
 	KindSleep = "sleep" // SELECT pg_sleep(seconds)
 	KindCPU   = "cpu"   // SELECT count(*) FROM generate_series(1, n), n calibrated
 	KindSQL   = "sql"   // the user's own statement
+	// KindPgbenchSelect is pgbench's built-in select-only transaction (-S):
+	// SELECT abalance FROM pgbench_accounts WHERE aid = :aid, with aid
+	// drawn uniformly from the accounts, against a database pgbench -i
+	// initialised. Its server time is what it is: the validator measures it.
+	KindPgbenchSelect = "pgbench-select"
 )
+
+// PgbenchAccountsPerScale is how many pgbench_accounts rows pgbench -i
+// creates per unit of scale factor.
+const PgbenchAccountsPerScale = 100_000
 
 // Statement turns a wanted server time into the SQL text of one statement.
 type Statement struct {
@@ -34,6 +45,23 @@ type Statement struct {
 	// prepared-statement run gives its statement a parse and plan cost
 	// (see Joined).
 	Joins int
+	// Accounts is how many pgbench_accounts rows a KindPgbenchSelect
+	// statement draws its aid from (100,000 per pgbench scale factor).
+	Accounts int64
+}
+
+// Next is the next statement a client runs for a wanted server time q:
+// Text(q), except that a pgbench select draws its aid from r.
+func (s Statement) Next(q time.Duration, r *sim.Rand) string {
+	if s.Kind == KindPgbenchSelect {
+		return PgbenchSelect(1 + int64(r.IntN(uint64(max(1, s.Accounts)))))
+	}
+	return s.Text(q)
+}
+
+// PgbenchSelect is pgbench -S's statement for account aid.
+func PgbenchSelect(aid int64) string {
+	return "SELECT abalance FROM pgbench_accounts WHERE aid = " + strconv.FormatInt(aid, 10)
 }
 
 // joined is the statement of a KindCPU statement of rows rows (a number or
@@ -54,6 +82,8 @@ func (s Statement) Text(q time.Duration) string {
 	switch s.Kind {
 	case KindSQL:
 		return strings.TrimRight(strings.TrimSpace(s.SQL), ";")
+	case KindPgbenchSelect:
+		return PgbenchSelect(1)
 	case KindCPU:
 		n := int64(1)
 		if s.RowNs > 0 {
@@ -80,8 +110,12 @@ func (s Statement) Validate() error {
 		if strings.TrimSpace(s.SQL) == "" {
 			return errors.New("load: sql statement is empty")
 		}
+	case KindPgbenchSelect:
+		if s.Accounts <= 0 {
+			return fmt.Errorf("load: pgbench-select statement: %d accounts: want the pgbench_accounts rows (100000 per scale factor)", s.Accounts)
+		}
 	default:
-		return fmt.Errorf("load: statement kind %q: want sleep, cpu or sql", s.Kind)
+		return fmt.Errorf("load: statement kind %q: want sleep, cpu, sql or pgbench-select", s.Kind)
 	}
 	return nil
 }

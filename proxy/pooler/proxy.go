@@ -29,6 +29,10 @@ type Proxy struct {
 	ignore   []string                          // ignore_startup_parameters, lower case (login goroutines read it under mu)
 	tls      atomic.Pointer[tls.Config]        // client TLS (clienttls.go); nil when client_tls_sslmode is disable
 
+	// loopCPU is the event loop's own CPU time while loopCPUOn (MeasureCPU).
+	loopCPUOn atomic.Bool
+	loopCPU   atomic.Int64
+
 	ready    chan struct{} // closed when the listener is known
 	addr     net.Addr
 	listenFD int           // the listener's descriptor (SHOW FDS); -1 if unknown

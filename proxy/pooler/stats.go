@@ -258,3 +258,14 @@ func (p *Proxy) average(cur, old counters, now time.Time) counters {
 	avg.waitTime = perSec(cur.waitTime - old.waitTime)
 	return avg
 }
+
+// MeasureCPU starts (on) or stops counting the event loop's own CPU time:
+// each iteration's, from epoll_wait's return to the next call, read with
+// getrusage(RUSAGE_THREAD) on the loop's thread. It costs two system calls
+// per iteration while on, so it is off unless a calibration asks.
+func (p *Proxy) MeasureCPU(on bool) { p.loopCPUOn.Store(on) }
+
+// LoopCPU is the event loop's CPU time counted while MeasureCPU was on:
+// the proxy's data plane (relaying, assigning), without logins, the
+// console and Go's runtime.
+func (p *Proxy) LoopCPU() time.Duration { return time.Duration(p.loopCPU.Load()) }

@@ -56,6 +56,9 @@ type Calibration struct {
 	Kind                string // the live statement's kind (load.KindCPU or KindSleep)
 	RTT, Unnamed, Parse time.Duration
 	ParseNominal        time.Duration
+	// Testbed is a CPU-bound row's calibration (testbed.go): what shares
+	// the cores, measured; nil for other rows.
+	Testbed *Testbed
 }
 
 // distFrom fits a distribution to measured durations: a lognormal with

@@ -165,11 +165,15 @@ func combineCal(cs []Calibration) Calibration {
 	c.RTT = medianDur(cs, func(x Calibration) time.Duration { return x.RTT })
 	c.Unnamed = medianDur(cs, func(x Calibration) time.Duration { return x.Unnamed })
 	c.Parse = medianDur(cs, func(x Calibration) time.Duration { return x.Parse })
+	c.Testbed = combineTestbed(cs)
 	return c
 }
 
 // calibrated runs the model of cfg with a run's calibration.
 func calibrated(cfg system.Config, cal Calibration) system.Metrics {
+	if cal.Testbed != nil {
+		return calibratedTestbed(cfg, cal)
+	}
 	cc := cfg
 	cc.Workload.Query = cal.Query
 	cc.Workload.Think = cal.Think

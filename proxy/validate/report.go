@@ -451,6 +451,8 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	p("\n%s.\n\n", strings.ToUpper(rep.tally()[:1])+rep.tally()[1:])
 	rep.writeClassSummary(&b)
 	rep.writeProbeSummary(&b)
+	rep.writeCurves(p)
+	rep.writeTestbed(p)
 
 	p("## Calibration\n\n")
 	p("Measured right before each live run and put into that run's calibrated model; the table shows the medians over a row's runs: ")

@@ -163,6 +163,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 			continue
 		}
+		if testbedKind(c) {
+			if c.Workload.StmtsPerTxn != 1 || c.Workload.RequestLevel() {
+				return nil, fmt.Errorf("%w: live.statement pgbench-select runs pgbench -S's one-statement transactions: workload.stmts_per_txn must be 1 and there are no requests", ErrUnsupported)
+			}
+			continue
+		}
 		if c.Workload.CPU.MeanValue() > 0 || c.Server.Cores > 0 {
 			return nil, fmt.Errorf("%w: workload.cpu and server.cores model CPU sharing; run it live with live.statement: cpu and workload.query instead", ErrUnsupported)
 		}
@@ -237,6 +243,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep.RowNs, rep.Joins = stmt.RowNs, stmt.Joins
+	if stmt.Kind == load.KindPgbenchSelect {
+		if stmt.Accounts, err = l.pgbenchInit(ctx, max(1, sc.Base.Live.Scale)); err != nil {
+			return nil, err
+		}
+	}
 
 	models := scenarios.Run(points, 0)
 	for i, p := range points {
@@ -401,9 +412,13 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	}
 	var err error
 	prepared := preparedScenario(c)
-	if prepared {
+	testbed := testbedKind(c)
+	switch {
+	case testbed:
+		a.cal, err = l.calibrateCPUBound(ctx, c, stmt)
+	case prepared:
 		a.cal, err = calibratePrepared(ctx, l.srv.dsn, c, stmt, samples, l.backendGone)
-	} else {
+	default:
 		a.cal, err = calibrate(ctx, l.srv.dsn, c, stmt, samples, l.backendGone)
 	}
 	if err != nil {
@@ -421,6 +436,13 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	if mode.Pooled() {
 		if a.cal.Hop, a.cal.HopRTT, err = measureHop(ctx, t.dsn, l.srv.dsn, samples, l.backendGone); err != nil {
 			return a, err
+		}
+		if testbed {
+			if err := calibratePooler(ctx, t, c, stmt, a.cal.Testbed, l.o.Quick); err != nil {
+				return a, err
+			}
+			tb := a.cal.Testbed
+			l.logf("validate: calibrated the pooler: %v CPU per statement with %d clients, hop %v", tb.Pooler, tb.PoolerClients, a.cal.Hop)
 		}
 	}
 	var waitBefore int64

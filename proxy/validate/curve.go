@@ -1,0 +1,269 @@
+package validate
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	gplot "gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// A sweep over the pool size is a curve: throughput and latency against
+// pool size, one line per value of the other swept keys (e.g. the
+// clients), model beside measurement. Its peak pool size is the one a
+// capacity planner deploys: the smallest pool size whose throughput is
+// within PeakWithin of the line's highest — a plateau's first point, so
+// that noise between points of a flat top does not move it.
+
+// CurveKey is the swept key a curve runs along.
+const CurveKey = "pooler.default_pool_size"
+
+// PeakWithin is how close to a line's highest throughput its peak pool
+// size must come.
+const PeakWithin = 0.05
+
+// CurvePoint is one row of a curve.
+type CurvePoint struct {
+	X                      float64
+	Model, Cal, Meas       float64 // TPS: the scenario's model, the calibrated model, measured (median)
+	MeasLo, MeasHi         float64 // the measured TPS's 95 % interval over the runs (= Meas with one run)
+	P50Cal, P50Meas        float64
+	P99Cal, P99Meas        float64
+	P50Model, P99Model     float64
+	Pass                   bool
+	TPSErr, P50Err, P99Err float64 // the calibrated model's relative errors, %
+}
+
+// CurveLine is the points that share every swept value but the curve's.
+type CurveLine struct {
+	Label  string // the other swept values, e.g. "workload.clients=50"
+	Points []CurvePoint
+	// PeakCal and PeakMeas are the peak pool sizes of the calibrated model
+	// and of the measurement; PeakModel the scenario model's.
+	PeakModel, PeakCal, PeakMeas float64
+}
+
+// Curves groups the report's rows into lines along CurveKey; nil when the
+// sweep does not vary it.
+func (rep *Report) Curves() []CurveLine {
+	var lines []CurveLine
+	at := map[string]int{}
+	for _, r := range rep.Rows {
+		if r.Skipped != "" || r.Class != "" {
+			continue
+		}
+		x, others, ok := splitParams(r)
+		if !ok {
+			continue
+		}
+		i, seen := at[others]
+		if !seen {
+			i = len(lines)
+			at[others] = i
+			lines = append(lines, CurveLine{Label: others})
+		}
+		pt := CurvePoint{X: x, Model: r.Model.TPS, Cal: r.Calibrated.TPS, Meas: r.Measured.TPS, MeasLo: r.Measured.TPS, MeasHi: r.Measured.TPS,
+			P50Cal: r.Calibrated.P50Ms, P50Meas: r.Measured.P50Ms, P99Cal: r.Calibrated.P99Ms, P99Meas: r.Measured.P99Ms,
+			P50Model: r.Model.P50Ms, P99Model: r.Model.P99Ms, Pass: r.Pass()}
+		for _, c := range r.Cells {
+			switch c.Metric {
+			case "tps":
+				pt.TPSErr = pctErr(c.Calibrated, c.Measured)
+				if c.Runs > 1 {
+					pt.MeasLo, pt.MeasHi = c.MeasMean-c.MeasHalf, c.MeasMean+c.MeasHalf
+				}
+			case "p50_ms":
+				pt.P50Err = pctErr(c.Calibrated, c.Measured)
+			case "p99_ms":
+				pt.P99Err = pctErr(c.Calibrated, c.Measured)
+			}
+		}
+		lines[i].Points = append(lines[i].Points, pt)
+	}
+	for i := range lines {
+		l := &lines[i]
+		slices.SortFunc(l.Points, func(a, b CurvePoint) int { return int(math.Copysign(1, a.X-b.X)) })
+		l.PeakModel = peak(l.Points, func(p CurvePoint) float64 { return p.Model })
+		l.PeakCal = peak(l.Points, func(p CurvePoint) float64 { return p.Cal })
+		l.PeakMeas = peak(l.Points, func(p CurvePoint) float64 { return p.Meas })
+	}
+	return lines
+}
+
+// pctErr is relErr in percent.
+func pctErr(model, meas float64) float64 { return relErr(model, meas) * 100 }
+
+// splitParams is a row's CurveKey value and its other swept values.
+func splitParams(r Row) (float64, string, bool) {
+	var x float64
+	found := false
+	var others []string
+	for _, p := range r.Params {
+		if p.Key == CurveKey {
+			v, err := strconv.ParseFloat(p.Value, 64)
+			if err != nil {
+				return 0, "", false
+			}
+			x, found = v, true
+			continue
+		}
+		others = append(others, p.Key+"="+p.Value)
+	}
+	return x, strings.Join(others, ", "), found
+}
+
+// peak is the smallest x whose value is within PeakWithin of the highest.
+func peak(pts []CurvePoint, f func(CurvePoint) float64) float64 {
+	var top float64
+	for _, p := range pts {
+		top = max(top, f(p))
+	}
+	for _, p := range pts {
+		if f(p) >= (1-PeakWithin)*top {
+			return p.X
+		}
+	}
+	return 0
+}
+
+// writeCurves is the report's curve section: a table per line and the
+// peak pool sizes.
+func (rep *Report) writeCurves(p func(string, ...any)) {
+	lines := rep.Curves()
+	if len(lines) == 0 {
+		return
+	}
+	p("## The curve\n\n")
+	p("Throughput and latency against %s, one table per line. Peak pool size = the smallest pool size whose throughput is within %.0f %% of the line's highest (the first point of its plateau). Measured TPS: median of the runs [95 %% interval of their mean].\n\n", CurveKey, PeakWithin*100)
+	for _, l := range lines {
+		p("### %s\n\n", l.Label)
+		p("| pool size | TPS model / calibrated / measured [95%% CI] | error %% | p50 ms calibrated / measured | error %% | p99 ms calibrated / measured | error %% | verdict |\n|---|---|---|---|---|---|---|---|\n")
+		for _, pt := range l.Points {
+			v := "PASS"
+			if !pt.Pass {
+				v = "FAIL"
+			}
+			p("| %g | %.0f / %.0f / %.0f [%.0f, %.0f] | %+.1f | %.3f / %.3f | %+.1f | %.3f / %.3f | %+.1f | %s |\n",
+				pt.X, pt.Model, pt.Cal, pt.Meas, pt.MeasLo, pt.MeasHi, pt.TPSErr, pt.P50Cal, pt.P50Meas, pt.P50Err, pt.P99Cal, pt.P99Meas, pt.P99Err, v)
+		}
+		same := "the same"
+		if l.PeakCal != l.PeakMeas {
+			same = "NOT the same"
+		}
+		p("\nPeak pool size: calibrated model %g, measured %g (%s); the scenario's model %g.\n\n", l.PeakCal, l.PeakMeas, same, l.PeakModel)
+	}
+}
+
+// WritePlot draws the report's curves: throughput, p50 and p99 against the
+// pool size (log₂ axis), one colour per line; measured solid with its 95 %
+// interval as error bars, the calibrated model dashed, the scenario's
+// model dotted.
+func (rep *Report) WritePlot(path string) error {
+	lines := rep.Curves()
+	if len(lines) == 0 {
+		return fmt.Errorf("validate plot: the sweep does not vary %s", CurveKey)
+	}
+	panels := []struct {
+		title, y         string
+		meas, cal, model func(CurvePoint) float64
+	}{
+		{"Throughput", "transactions per second", func(p CurvePoint) float64 { return p.Meas }, func(p CurvePoint) float64 { return p.Cal }, func(p CurvePoint) float64 { return p.Model }},
+		{"Latency p50", "ms", func(p CurvePoint) float64 { return p.P50Meas }, func(p CurvePoint) float64 { return p.P50Cal }, func(p CurvePoint) float64 { return p.P50Model }},
+		{"Latency p99", "ms", func(p CurvePoint) float64 { return p.P99Meas }, func(p CurvePoint) float64 { return p.P99Cal }, func(p CurvePoint) float64 { return p.P99Model }},
+	}
+	colors := []color.RGBA{{0x1f, 0x77, 0xb4, 0xff}, {0xd6, 0x27, 0x28, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0x94, 0x67, 0xbd, 0xff}}
+	const w, h = 6 * vg.Inch, 4.5 * vg.Inch
+	img := vgimg.New(w*vg.Length(len(panels)), h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: len(panels)}
+	for pi, pn := range panels {
+		pl := gplot.New()
+		pl.Title.Text = fmt.Sprintf("%s: %s (%s)", rep.Scenario, pn.title, rep.Target)
+		pl.X.Label.Text = CurveKey + " (log₂)"
+		pl.Y.Label.Text = pn.y
+		pl.X.Scale = gplot.LogScale{}
+		pl.X.Tick.Marker = gplot.LogTicks{Prec: -1}
+		pl.Add(plotter.NewGrid())
+		for li, l := range lines {
+			col := colors[li%len(colors)]
+			var meas, cal, model plotter.XYs
+			var errs plotter.YErrors
+			for _, pt := range l.Points {
+				meas = append(meas, plotter.XY{X: pt.X, Y: pn.meas(pt)})
+				cal = append(cal, plotter.XY{X: pt.X, Y: pn.cal(pt)})
+				model = append(model, plotter.XY{X: pt.X, Y: pn.model(pt)})
+				if pi == 0 {
+					errs = append(errs, struct{ Low, High float64 }{pt.Meas - pt.MeasLo, pt.MeasHi - pt.Meas})
+				} else {
+					errs = append(errs, struct{ Low, High float64 }{0, 0})
+				}
+			}
+			lm, pm, err := plotter.NewLinePoints(meas)
+			if err != nil {
+				return err
+			}
+			lm.Color, pm.Color, pm.Shape = col, col, draw.CircleGlyph{}
+			lc, err := plotter.NewLine(cal)
+			if err != nil {
+				return err
+			}
+			lc.Color, lc.Dashes, lc.Width = col, []vg.Length{vg.Points(6), vg.Points(3)}, vg.Points(1.5)
+			lo, err := plotter.NewLine(model)
+			if err != nil {
+				return err
+			}
+			lo.Color, lo.Dashes = col, []vg.Length{vg.Points(1), vg.Points(3)}
+			pl.Add(lm, pm, lc, lo)
+			if pi == 0 {
+				eb, err := plotter.NewYErrorBars(struct {
+					plotter.XYer
+					plotter.YErrorer
+				}{meas, errs})
+				if err == nil {
+					eb.Color = col
+					pl.Add(eb)
+				}
+			}
+			pl.Legend.Add(l.Label+" measured", lm, pm)
+			pl.Legend.Add(l.Label+" calibrated model", lc)
+			pl.Legend.Add(l.Label+" scenario model", lo)
+		}
+		pl.Legend.Top = pi != 0
+		pl.Legend.Left = pi != 0
+		pl.Y.Min = 0
+		pl.Draw(draw.Crop(tiles.At(dc, pi, 0), 0, 0, 0, 0))
+	}
+	return writeImage(path, img)
+}
+
+// writeImage saves img as a PNG (the only format WritePlot offers).
+func writeImage(path string, img *vgimg.Canvas) error {
+	if ext := strings.ToLower(filepath.Ext(path)); ext != ".png" {
+		return fmt.Errorf("validate plot %s: want a .png file", path)
+	}
+	return savePNG(path, img)
+}
+
+func savePNG(path string, img *vgimg.Canvas) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("validate plot: %w", err)
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("validate plot %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("validate plot %s: %w", path, err)
+	}
+	return nil
+}

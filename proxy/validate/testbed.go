@@ -1,0 +1,544 @@
+package validate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/models/usl"
+	"github.com/poolsim/poolsim/proxy/load"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// A CPU-bound row (live.statement: pgbench-select) is limited by the
+// machine's cores, which PostgreSQL's backends, the pooler process and the
+// load driver share. Its calibration measures each one's CPU per statement
+// from /proc (not guessed), straight to PostgreSQL at a few concurrencies
+// and through the row's target at a few clients, and hands the calibrated
+// model a testbed: the driver's and the pooler's CPU on the server's cores
+// (system.Testbed), the work of other processes as background, and the
+// USL contention that makes the model's direct throughput match the
+// measured one. The scenario's own model stays the production what-if,
+// without the driver.
+
+// TestbedPoint is one closed loop straight to PostgreSQL: N connections
+// running the statement back to back for a while.
+type TestbedPoint struct {
+	N     int
+	Stmts int64
+	TPS   float64 // statements per second
+	// CPU per statement: the load driver's (this process), the backends'
+	// (their /proc/PID/schedstat), and the machine's busy cores outside
+	// both (other processes), in cores.
+	Driver, Server time.Duration
+	Background     float64
+	Model          float64 // the calibrated model's TPS at N
+}
+
+// Testbed is what a CPU-bound row's calibration measured and fitted.
+type Testbed struct {
+	Cores  int
+	Points []TestbedPoint
+	// The model's parts per statement: the driver's CPU, the backend's CPU
+	// and the fixed (non-CPU) rest of a direct round trip: wake-ups and the
+	// loopback, from the one-connection point.
+	Driver, Server, Latency time.Duration
+	Background              float64 // cores busy with other work
+	// Contention and Coherency are the backends' USL σ and κ that make the
+	// testbed model's direct throughput match the measured points; USL is
+	// poolsim fit's curve through the measured points themselves (the
+	// machine's, driver included), shown for reference.
+	Contention, Coherency float64
+	USL                   usl.Model
+	// Pooler is the pooler's CPU per statement (request and response)
+	// through the row's target with PoolerClients clients; for the
+	// in-process proxy it is this process's CPU less the driver's.
+	Pooler        time.Duration
+	PoolerClients int
+}
+
+// testbedKind says whether the scenario's live statement is calibrated as
+// CPU-bound work on the shared cores.
+func testbedKind(c system.Config) bool {
+	return c.Live.Statement == load.KindPgbenchSelect
+}
+
+// schedCPU is a task's time on a CPU, from /proc/PID/schedstat (ns); ok is
+// false when it cannot be read (another machine's server, no procfs).
+func schedCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(v), true
+}
+
+// selfCPU is this process's CPU time, user and system.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// pidsCPU sums schedCPU over pids; ok only if every one was read.
+func pidsCPU(pids []int) (time.Duration, bool) {
+	var t time.Duration
+	for _, p := range pids {
+		d, ok := schedCPU(p)
+		if !ok {
+			return 0, false
+		}
+		t += d
+	}
+	return t, true
+}
+
+// closedLoop runs n connections to dsn, each running st back to back, for
+// dur after one untimed statement each, and measures the statements and
+// the CPU they cost: this process's, and that of the processes in watch
+// (a PostgreSQL backend per connection when backends is set, plus extra).
+type loopCPU struct {
+	stmts         int64
+	wall          time.Duration
+	self, watched time.Duration
+	watchedOK     bool
+	busy          float64 // machine busy cores
+}
+
+func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64, n int, dur time.Duration, backends bool, extra []int, backendGone func(context.Context, uint32) error) (loopCPU, error) {
+	var out loopCPU
+	ctx, cancel := context.WithTimeout(ctx, dur+time.Minute)
+	defer cancel()
+	conns := make([]*pgconn.PgConn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			pid := c.PID()
+			closeConn(c)
+			if backends {
+				_ = backendGone(ctx, pid)
+			}
+		}
+	}()
+	pids := append([]int(nil), extra...)
+	for range n {
+		c, err := pgconn.Connect(ctx, dsn)
+		if err != nil {
+			return out, fmt.Errorf("calibrate testbed: %w", err)
+		}
+		conns = append(conns, c)
+		if backends {
+			pids = append(pids, int(c.PID()))
+		}
+		if _, err := c.Exec(ctx, st.Text(0)).ReadAll(); err != nil {
+			return out, fmt.Errorf("calibrate testbed: %w", err)
+		}
+	}
+	var (
+		start  = make(chan struct{})
+		stop   = make(chan struct{})
+		wg     sync.WaitGroup
+		counts = make([]atomic.Int64, n)
+		errs   = make([]error, n)
+	)
+	for i, c := range conns {
+		wg.Add(1)
+		go func() { // owner: closedLoop; ends when stop closes or on error
+			defer wg.Done()
+			r := sim.NewRand(seed, fmt.Sprintf("validate testbed %d %d", n, i))
+			<-start
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := c.Exec(ctx, st.Next(0, r)).ReadAll(); err != nil {
+					errs[i] = fmt.Errorf("calibrate testbed: %w", err)
+					return
+				}
+				counts[i].Add(1)
+			}
+		}()
+	}
+	m0, s0 := sampleCPU(), selfCPU()
+	w0, ok0 := pidsCPU(pids)
+	close(start)
+	t := time.NewTimer(dur)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	// Read the counters at the moment the loop is stopped; statements in
+	// flight finish uncounted, their CPU mostly after the samples.
+	m1, s1 := sampleCPU(), selfCPU()
+	w1, ok1 := pidsCPU(pids)
+	var total int64
+	for i := range counts {
+		total += counts[i].Load()
+	}
+	close(stop)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return out, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return out, fmt.Errorf("calibrate testbed: %w", err)
+	}
+	out.stmts, out.wall = total, m1.at.Sub(m0.at)
+	out.self, out.watched, out.watchedOK = s1-s0, w1-w0, ok0 && ok1
+	busy, _ := cpuUse(m0, m1, runtime.NumCPU())
+	out.busy = busy * float64(runtime.NumCPU())
+	return out, nil
+}
+
+// calibrateTestbed measures the direct closed loop at 1, 2, 4 and 8
+// connections (fewer when max_connections is small) and fits the model's
+// testbed to it.
+func calibrateTestbed(ctx context.Context, dsn string, cfg system.Config, st load.Statement, quick bool, backendGone func(context.Context, uint32) error) (*Testbed, error) {
+	dur := time.Second
+	if quick {
+		dur = 400 * time.Millisecond
+	}
+	tb := &Testbed{Cores: runtime.NumCPU()}
+	for _, n := range []int{1, 2, 4, 8} {
+		if n > cfg.Server.MaxConnections-2 {
+			break
+		}
+		lc, err := closedLoop(ctx, dsn, st, cfg.Seed, n, dur, true, nil, backendGone)
+		if err != nil {
+			return nil, err
+		}
+		if lc.stmts == 0 || !lc.watchedOK {
+			return nil, fmt.Errorf("calibrate testbed: %d connections ran %d statements (backends' CPU readable: %v): the testbed needs PostgreSQL on this machine", n, lc.stmts, lc.watchedOK)
+		}
+		per := func(d time.Duration) time.Duration { return d / time.Duration(lc.stmts) }
+		bg := lc.busy - (float64(lc.self)+float64(lc.watched))/float64(lc.wall)
+		tb.Points = append(tb.Points, TestbedPoint{N: n, Stmts: lc.stmts, TPS: float64(lc.stmts) / lc.wall.Seconds(),
+			Driver: per(lc.self), Server: per(lc.watched), Background: max(0, bg)})
+	}
+	if len(tb.Points) == 0 {
+		return nil, fmt.Errorf("calibrate testbed: server.max_connections %d leaves no room for a calibration connection", cfg.Server.MaxConnections)
+	}
+	fitTestbed(tb, cfg)
+	return tb, nil
+}
+
+// fitTestbed sets the model's parts from the measured points: CPU per
+// statement and background from the most concurrent point (the saturated
+// cores decide the plateau), the fixed latency from the one-connection
+// point, then σ and κ by a search that makes the model's direct throughput
+// match the measured points.
+func fitTestbed(tb *Testbed, cfg system.Config) {
+	last := tb.Points[len(tb.Points)-1]
+	first := tb.Points[0]
+	// The backend's CPU grows with the backends running (the USL's
+	// contention, fitted below): the model starts from one backend's. The
+	// driver's shrinks as its clients' work batches: the model takes the
+	// most concurrent point's, nearest the many clients of a run.
+	tb.Driver, tb.Server = last.Driver, first.Server
+	var bg float64
+	for _, p := range tb.Points {
+		bg += p.Background
+	}
+	tb.Background = min(bg/float64(len(tb.Points)), float64(tb.Cores)*0.9)
+	cycle := time.Duration(float64(time.Second) / first.TPS)
+	tb.Latency = max(0, cycle-tb.Driver-tb.Server)
+	var pts []usl.Point
+	for _, p := range tb.Points {
+		pts = append(pts, usl.Point{N: float64(p.N), X: p.TPS})
+	}
+	if m, _, err := usl.Fit(pts); err == nil {
+		tb.USL = m
+	}
+	if len(tb.Points) < 2 {
+		return
+	}
+	loss := func(sigma, kappa float64) float64 {
+		var e float64
+		for _, p := range tb.Points[1:] {
+			x := directTPS(tb, cfg, p.N, sigma, kappa)
+			e += math.Pow(math.Log(x/p.TPS), 2)
+		}
+		return e
+	}
+	// Coordinate golden-section searches: σ over [0, 0.5], then κ over
+	// [0, 0.05], twice.
+	for range 2 {
+		tb.Contention = golden(func(s float64) float64 { return loss(s, tb.Coherency) }, 0, 0.5)
+		tb.Coherency = golden(func(k float64) float64 { return loss(tb.Contention, k) }, 0, 0.05)
+	}
+	for i := range tb.Points {
+		tb.Points[i].Model = directTPS(tb, cfg, tb.Points[i].N, tb.Contention, tb.Coherency)
+	}
+}
+
+// golden minimises f over [a, b] by golden-section search.
+func golden(f func(float64) float64, a, b float64) float64 {
+	const r = 0.6180339887498949
+	c, d := b-r*(b-a), a+r*(b-a)
+	fc, fd := f(c), f(d)
+	for range 30 {
+		if fc < fd {
+			b, d, fd = d, c, fc
+			c = b - r*(b-a)
+			fc = f(c)
+		} else {
+			a, c, fc = c, d, fd
+			d = a + r*(b-a)
+			fd = f(d)
+		}
+	}
+	// The ends: a term that does not help should be exactly 0.
+	best, fb := (a+b)/2, f((a+b)/2)
+	if f0 := f(0); f0 <= fb {
+		best = 0
+	}
+	return best
+}
+
+// directTPS is the testbed model's throughput of n connections straight
+// to the server, back to back.
+func directTPS(tb *Testbed, cfg system.Config, n int, sigma, kappa float64) float64 {
+	c := system.Default()
+	c.Seed = cfg.Seed
+	c.Pooler.PoolMode = poolmode.Direct
+	c.Workload.Clients = n
+	c.Workload.Think = sim.ConstDist(0)
+	c.Workload.TxnsPerSession = max(200, 4000/n)
+	c.Server.MaxConnections = max(cfg.Server.MaxConnections, n)
+	applyTestbed(&c, tb, sigma, kappa)
+	return system.Run(c).Metrics.TPS
+}
+
+// applyTestbed gives a model config the testbed's parts.
+func applyTestbed(c *system.Config, tb *Testbed, sigma, kappa float64) {
+	c.Workload.Query = sim.ConstDist(sim.FromDuration(tb.Latency))
+	c.Workload.CPU = sim.ConstDist(sim.FromDuration(tb.Server))
+	c.Server.Cores = tb.Cores
+	c.Server.Contention, c.Server.Coherency = sigma, kappa
+	c.Testbed = system.Testbed{DriverCPU: sim.ConstDist(sim.FromDuration(tb.Driver)), PoolerOnCores: true, Background: tb.Background}
+}
+
+// calibratePooler measures the pooler's CPU per statement through the
+// row's target: a closed loop of a few clients (no more than the pool, so
+// none waits): the in-process
+// proxy's event loop (its thread's CPU, Proxy.MeasureCPU), the pgbouncer
+// process's own for PgBouncer.
+func calibratePooler(ctx context.Context, t *running, cfg system.Config, st load.Statement, tb *Testbed, quick bool) error {
+	n := max(1, min(4, cfg.Pooler.DefaultPoolSize, cfg.Workload.Clients))
+	dur := time.Second
+	if quick {
+		dur = 400 * time.Millisecond
+	}
+	var extra []int
+	if t.bouncer != nil {
+		extra = []int{t.bouncer.Pid()}
+	}
+	var loop0 time.Duration
+	if t.px != nil {
+		t.px.MeasureCPU(true)
+		defer t.px.MeasureCPU(false)
+		loop0 = t.px.LoopCPU()
+	}
+	lc, err := closedLoop(ctx, t.dsn, st, cfg.Seed, n, dur, false, extra, nil)
+	if err != nil {
+		return err
+	}
+	var loopCPU time.Duration
+	if t.px != nil {
+		loopCPU = t.px.LoopCPU() - loop0
+	}
+	if lc.stmts == 0 {
+		return fmt.Errorf("calibrate pooler: %d clients ran no statement in %v", n, dur)
+	}
+	tb.PoolerClients = n
+	if t.bouncer != nil {
+		if !lc.watchedOK {
+			return fmt.Errorf("calibrate pooler: cannot read pgbouncer's CPU time (/proc/%d/schedstat)", t.bouncer.Pid())
+		}
+		tb.Pooler = lc.watched / time.Duration(lc.stmts)
+		return nil
+	}
+	tb.Pooler = loopCPU / time.Duration(lc.stmts)
+	return nil
+}
+
+// calibratedTestbed is the calibrated model of a CPU-bound row: the
+// scenario with the testbed's parts, the pooler's CPU per message (half a
+// statement's) on the cores, and the hop less that CPU (the empty query
+// that measured the hop paid it too).
+func calibratedTestbed(cfg system.Config, cal Calibration) system.Metrics {
+	cc := cfg
+	tb := cal.Testbed
+	applyTestbed(&cc, tb, tb.Contention, tb.Coherency)
+	cc.Server.Connect = sim.ConstDist(0) // direct clients connect before time zero
+	if cfg.Pooler.PoolMode.Pooled() {
+		per := tb.Pooler / 2
+		cc.Pooler.CPUPerMsg = sim.FromDuration(per)
+		cc.Pooler.Wakeup, cc.Pooler.ConnOverhead = 0, 0
+		cc.Pooler.Hop = sim.FromDuration(max(0, cal.Hop-per))
+		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.Connect))
+	}
+	return system.Run(cc).Metrics
+}
+
+// pgbenchInit makes the pgbench tables live.statement pgbench-select
+// reads: pgbench -i at the scenario's scale in the throwaway cluster's
+// database; with --dsn the tables must already be there (validate never
+// drops a user's tables), and their rows are counted. It returns the
+// accounts.
+func (l *lab) pgbenchInit(ctx context.Context, scale int) (int64, error) {
+	if l.cluster != nil {
+		bin := filepath.Join(l.cluster.BinDir(), "pgbench")
+		if _, err := os.Stat(bin); err != nil {
+			if bin, err = exec.LookPath("pgbench"); err != nil {
+				return 0, fmt.Errorf("validate: live.statement pgbench-select needs pgbench (next to postgres in %s or in $PATH): %w", l.cluster.BinDir(), err)
+			}
+		}
+		ictx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ictx, bin, "-i", "-q", "-s", strconv.Itoa(scale))
+		cmd.Env = append(os.Environ(), "PGHOST="+l.srv.host, "PGPORT="+strconv.Itoa(l.srv.port), "PGUSER="+l.srv.user,
+			"PGPASSWORD="+l.srv.password, "PGDATABASE="+l.srv.database, "PGSSLMODE=disable")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("validate: pgbench -i -s %d: %w: %s", scale, err, strings.TrimSpace(string(out)))
+		}
+		l.logf("validate: pgbench -i -s %d: %s", scale, lastLine(string(out)))
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	conn, err := pgconn.Connect(cctx, l.srv.dsn)
+	if err != nil {
+		return 0, fmt.Errorf("validate: pgbench tables: %w", err)
+	}
+	pid := conn.PID()
+	rs, err := conn.Exec(cctx, "SELECT count(*) FROM pgbench_accounts").ReadAll()
+	closeConn(conn)
+	if gerr := l.backendGone(ctx, pid); err == nil {
+		err = gerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("validate: live.statement pgbench-select reads pgbench_accounts (run pgbench -i -s %d on the --dsn database first): %w", scale, err)
+	}
+	n, _ := strconv.ParseInt(string(rs[0].Rows[0][0]), 10, 64)
+	if n == 0 {
+		return 0, fmt.Errorf("validate: pgbench_accounts is empty: run pgbench -i -s %d first", scale)
+	}
+	return n, nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// calibrateCPUBound is a CPU-bound row's calibration before its run: the
+// connection cost, and the testbed straight to PostgreSQL.
+func (l *lab) calibrateCPUBound(ctx context.Context, c system.Config, st load.Statement) (Calibration, error) {
+	cal := Calibration{Kind: st.Kind}
+	var err error
+	if cal.Connect, err = measureConnect(ctx, l.srv.dsn, 11, l.backendGone); err != nil {
+		return cal, err
+	}
+	tb, err := calibrateTestbed(ctx, l.srv.dsn, c, st, l.o.Quick, l.backendGone)
+	if err != nil {
+		return cal, err
+	}
+	cal.Testbed = tb
+	p := tb.Points[0]
+	cal.QueryMean = time.Duration(float64(time.Second) / p.TPS)
+	cal.RTT = cal.QueryMean
+	cal.Concurrency, cal.Samples = p.N, int(p.Stmts)
+	var xs []string
+	for _, p := range tb.Points {
+		xs = append(xs, fmt.Sprintf("%d: %.0f/s (model %.0f), driver %v, server %v, other %.2f cores", p.N, p.TPS, p.Model, p.Driver, p.Server, p.Background))
+	}
+	l.logf("validate: calibrated the testbed: %s; latency %v, σ %.4f, κ %.5f", strings.Join(xs, "; "), tb.Latency, tb.Contention, tb.Coherency)
+	return cal, nil
+}
+
+// writeTestbed is the report's testbed section: what each CPU-bound row's
+// calibration measured (medians over its runs).
+func (rep *Report) writeTestbed(p func(string, ...any)) {
+	any := false
+	for _, r := range rep.Rows {
+		any = any || r.Cal.Testbed != nil
+	}
+	if !any {
+		return
+	}
+	p("## Testbed\n\n")
+	p("The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's and the backend's CPU of the 8-connection point, and the pooler's thread, on the cores as processor sharing, with the background taken off the cores; the one-connection point's round trip less that CPU is fixed latency (wake-ups, loopback); the backends' USL σ and κ are searched so that the model's direct throughput matches the measured points. Through the target, a few clients (no more than the pool) measure the pooler's CPU per statement: pgbouncer's own /proc/PID/schedstat, or this process's CPU less the driver's for the in-process proxy. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
+	p("| row | direct: connections → statements/s measured (model) | driver CPU | server CPU | latency | other work | σ / κ | pooler CPU (clients) | hop |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rep.Rows {
+		tb := r.Cal.Testbed
+		if tb == nil {
+			continue
+		}
+		var pts []string
+		for _, pt := range tb.Points {
+			pts = append(pts, fmt.Sprintf("%d → %.0f (%.0f)", pt.N, pt.TPS, pt.Model))
+		}
+		p("| %s | %s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s (%d) | %s |\n", r.Title(), strings.Join(pts, ", "), us(tb.Driver), us(tb.Server), us(tb.Latency),
+			tb.Background, tb.Contention, tb.Coherency, us(tb.Pooler), tb.PoolerClients, us(r.Cal.Hop))
+	}
+	p("\n")
+}
+
+// combineTestbed is the testbed shown for a row: medians of its runs'.
+func combineTestbed(cs []Calibration) *Testbed {
+	var tbs []*Testbed
+	for _, c := range cs {
+		if c.Testbed != nil {
+			tbs = append(tbs, c.Testbed)
+		}
+	}
+	if len(tbs) == 0 {
+		return nil
+	}
+	t := *tbs[0]
+	t.Points = slices.Clone(t.Points)
+	t.Driver = medianDur(tbs, func(x *Testbed) time.Duration { return x.Driver })
+	t.Server = medianDur(tbs, func(x *Testbed) time.Duration { return x.Server })
+	t.Latency = medianDur(tbs, func(x *Testbed) time.Duration { return x.Latency })
+	t.Pooler = medianDur(tbs, func(x *Testbed) time.Duration { return x.Pooler })
+	t.Background = medianOf(tbs, func(x *Testbed) float64 { return x.Background })
+	t.Contention = medianOf(tbs, func(x *Testbed) float64 { return x.Contention })
+	t.Coherency = medianOf(tbs, func(x *Testbed) float64 { return x.Coherency })
+	for i := range t.Points {
+		t.Points[i].TPS = medianOf(tbs, func(x *Testbed) float64 { return x.Points[min(i, len(x.Points)-1)].TPS })
+		t.Points[i].Model = medianOf(tbs, func(x *Testbed) float64 { return x.Points[min(i, len(x.Points)-1)].Model })
+	}
+	return &t
+}

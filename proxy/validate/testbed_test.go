@@ -1,0 +1,106 @@
+package validate
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/scenarios"
+)
+
+// TestFitTestbedRecoversContention plays the testbed fit against its own
+// model: direct throughputs made by the model with a known σ must give
+// that σ back, and the model's points must then match them.
+func TestFitTestbedRecoversContention(t *testing.T) {
+	cfg := system.Default()
+	cfg.Server.MaxConnections = 20
+	truth := &Testbed{Cores: 2, Driver: 40 * time.Microsecond, Server: 50 * time.Microsecond, Latency: 10 * time.Microsecond, Background: 0.2}
+	for _, sigma := range []float64{0, 0.08, 0.3} {
+		tb := &Testbed{Cores: 2}
+		for _, n := range []int{1, 2, 4, 8} {
+			x := directTPS(truth, cfg, n, sigma, 0)
+			tb.Points = append(tb.Points, TestbedPoint{N: n, TPS: x, Driver: truth.Driver, Server: truth.Server, Background: truth.Background})
+		}
+		fitTestbed(tb, cfg)
+		if math.Abs(tb.Contention-sigma) > 0.01+0.05*sigma {
+			t.Errorf("σ %.3f: fitted %.4f", sigma, tb.Contention)
+		}
+		if d := tb.Latency - truth.Latency; d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("σ %.3f: latency %v, want %v", sigma, tb.Latency, truth.Latency)
+		}
+		for _, p := range tb.Points {
+			if math.Abs(p.Model-p.TPS)/p.TPS > 0.02 {
+				t.Errorf("σ %.3f, %d connections: model %.0f/s, points %.0f/s", sigma, p.N, p.Model, p.TPS)
+			}
+		}
+	}
+}
+
+// TestDirectTPSSaturates checks the testbed model's two limits: one
+// connection runs driver, server CPU and latency in turn; many share the
+// cores left by the background.
+func TestDirectTPSSaturates(t *testing.T) {
+	cfg := system.Default()
+	tb := &Testbed{Cores: 2, Driver: 30 * time.Microsecond, Server: 50 * time.Microsecond, Latency: 20 * time.Microsecond, Background: 0.5}
+	if got, want := directTPS(tb, cfg, 1, 0, 0), 1/100e-6; math.Abs(got-want)/want > 0.01 {
+		t.Errorf("one connection: %.0f/s, want %.0f/s", got, want)
+	}
+	if got, want := directTPS(tb, cfg, 16, 0, 0), 1.5/80e-6; math.Abs(got-want)/want > 0.03 {
+		t.Errorf("16 connections: %.0f/s, want the cores' %.0f/s", got, want)
+	}
+}
+
+func TestCurvesAndPeak(t *testing.T) {
+	mk := func(clients, pool string, cal, meas float64) Row {
+		r := Row{Params: []scenarios.Param{{Key: "workload.clients", Value: clients}, {Key: CurveKey, Value: pool}},
+			Model: system.Metrics{TPS: cal, OKTxns: 10}, Calibrated: system.Metrics{TPS: cal, OKTxns: 10}, Measured: Measured{TPS: meas, OKTxns: 10}}
+		judge(&r)
+		return r
+	}
+	rep := &Report{Scenario: "s", Target: TargetPgBouncer, Rows: []Row{
+		mk("50", "4", 1000, 990), mk("50", "1", 500, 520), mk("50", "2", 960, 1010), mk("50", "8", 980, 1000),
+		mk("200", "1", 500, 500), mk("200", "2", 800, 700),
+	}}
+	lines := rep.Curves()
+	if len(lines) != 2 || lines[0].Label != "workload.clients=50" || lines[1].Label != "workload.clients=200" {
+		t.Fatalf("lines = %+v", lines)
+	}
+	var xs []float64
+	for _, p := range lines[0].Points {
+		xs = append(xs, p.X)
+	}
+	if len(xs) != 4 || xs[0] != 1 || xs[1] != 2 || xs[2] != 4 || xs[3] != 8 {
+		t.Errorf("points not in pool-size order: %v", xs)
+	}
+	// Calibrated: 1000 highest, 960 within 5 %: peak 2. Measured: 1010
+	// highest at 2.
+	if l := lines[0]; l.PeakCal != 2 || l.PeakMeas != 2 {
+		t.Errorf("peaks = %g, %g; want 2, 2", l.PeakCal, l.PeakMeas)
+	}
+	if l := lines[1]; l.PeakCal != 2 || l.PeakMeas != 2 {
+		t.Errorf("200 clients: peaks = %g, %g; want 2, 2", l.PeakCal, l.PeakMeas)
+	}
+	var b strings.Builder
+	rep.writeCurves(func(f string, a ...any) { fmt.Fprintf(&b, f, a...) })
+	if !strings.Contains(b.String(), "Peak pool size: calibrated model 2, measured 2 (the same)") {
+		t.Errorf("curve section:\n%s", b.String())
+	}
+	png := filepath.Join(t.TempDir(), "curve.png")
+	if err := rep.WritePlot(png); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(png); err != nil || st.Size() < 1000 {
+		t.Errorf("plot: %v, %v", st, err)
+	}
+	if err := rep.WritePlot(filepath.Join(t.TempDir(), "curve.svg")); err == nil {
+		t.Error("WritePlot accepted an .svg path")
+	}
+	if (&Report{Rows: []Row{row(system.Metrics{TPS: 1}, Measured{TPS: 1})}}).Curves() != nil {
+		t.Error("a sweep without the pool size has a curve")
+	}
+}
