@@ -62,18 +62,24 @@ type Spec struct {
 
 // Result is what a run measured.
 type Result struct {
-	Start, End   time.Time // time zero, and the last completed transaction
-	Clients      int       // clients that tried to connect
-	OKTxns       int64     // transactions completed
-	Refused      int64     // connection attempts refused (53300, or max_client_conn)
-	WaitTimeouts int64     // clients disconnected by query_wait_timeout
-	Failed       int64     // clients ended by any other error
-	Sessions     int64     // clients that sent at least one statement
-	Stmts        int64     // statements completed
-	Latency      sim.Samples
-	StmtRT       sim.Samples // round trip of every completed statement but a transaction's first (those wait for a server in session and transaction pooling)
-	Think        sim.Samples // how long every think really took
-	App          sim.Samples // how long every app pause really took (request-level workloads; else every pause is a think)
+	Start, End time.Time // time zero, and the last completed transaction
+	// The steady window of a closed run, as the model's tps_steady: from
+	// the first completed transaction (SteadyStart) to the end of the
+	// first session among the clients that completed every transaction
+	// (SteadyEnd), and the transactions completed within it.
+	SteadyStart, SteadyEnd time.Time
+	SteadyTxns             int64
+	Clients                int   // clients that tried to connect
+	OKTxns                 int64 // transactions completed
+	Refused                int64 // connection attempts refused (53300, or max_client_conn)
+	WaitTimeouts           int64 // clients disconnected by query_wait_timeout
+	Failed                 int64 // clients ended by any other error
+	Sessions               int64 // clients that sent at least one statement
+	Stmts                  int64 // statements completed
+	Latency                sim.Samples
+	StmtRT                 sim.Samples // round trip of every completed statement but a transaction's first (those wait for a server in session and transaction pooling)
+	Think                  sim.Samples // how long every think really took
+	App                    sim.Samples // how long every app pause really took (request-level workloads; else every pause is a think)
 	// Requests (workload.requests_per_session; without it every
 	// transaction is a request): completed requests, requests a failure
 	// ended, and the latency of every completed one, from its first
@@ -93,6 +99,16 @@ func (r *Result) Wall() time.Duration {
 		return 0
 	}
 	return r.End.Sub(r.Start)
+}
+
+// SteadyTPS is the transactions completed in the steady window per
+// second: the model's tps_steady for a closed workload (the cold start and
+// the ragged end, when fewer clients remain, left out). 0 without one.
+func (r *Result) SteadyTPS() float64 {
+	if r.SteadyEnd.IsZero() || !r.SteadyEnd.After(r.SteadyStart) {
+		return 0
+	}
+	return float64(r.SteadyTxns) / r.SteadyEnd.Sub(r.SteadyStart).Seconds()
 }
 
 // TPS is completed transactions per second of wall time.
@@ -139,6 +155,7 @@ func classify(err error) outcome {
 type client struct {
 	ok, stmts        int64
 	end              time.Time
+	done             []time.Time // when each completed transaction ended
 	ran              bool
 	outcome          outcome
 	err              error
@@ -525,6 +542,20 @@ func (r *run) pause(ctx context.Context, c *client, d sim.Dist, rec *[]sim.Time)
 func merge(t0 time.Time, clients []*client) *Result {
 	res := &Result{Start: t0, End: t0, Clients: len(clients)}
 	seen := map[string]bool{}
+	defer func() {
+		for _, c := range clients {
+			if len(c.done) > 0 && (res.SteadyStart.IsZero() || c.done[0].Before(res.SteadyStart)) {
+				res.SteadyStart = c.done[0]
+			}
+		}
+		for _, c := range clients {
+			for _, d := range c.done {
+				if d.After(res.SteadyStart) && !d.After(res.SteadyEnd) {
+					res.SteadyTxns++
+				}
+			}
+		}
+	}()
 	for _, c := range clients {
 		res.OKTxns += c.ok
 		res.Stmts += c.stmts
@@ -539,6 +570,9 @@ func merge(t0 time.Time, clients []*client) *Result {
 		}
 		for _, v := range c.lat {
 			res.Latency.Add(v)
+		}
+		if c.err == nil && c.ok > 0 && (res.SteadyEnd.IsZero() || c.end.Before(res.SteadyEnd)) {
+			res.SteadyEnd = c.end
 		}
 		for _, v := range c.rt {
 			res.StmtRT.Add(v)
@@ -591,5 +625,6 @@ func (c *client) statementDone(s int, last bool, t0, t, end time.Time) {
 		c.ok++
 		c.end = end
 		c.lat = append(c.lat, sim.FromDuration(end.Sub(t0)))
+		c.done = append(c.done, end)
 	}
 }

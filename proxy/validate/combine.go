@@ -80,6 +80,7 @@ func combineMeasured(xs []Measured, model system.Metrics) Measured {
 	}{
 		{&m.WallMs, func(x Measured) float64 { return x.WallMs }},
 		{&m.TPS, func(x Measured) float64 { return x.TPS }},
+		{&m.TPSSteady, func(x Measured) float64 { return x.TPSSteady }},
 		{&m.MeanMs, func(x Measured) float64 { return x.MeanMs }},
 		{&m.P50Ms, func(x Measured) float64 { return x.P50Ms }},
 		{&m.P95Ms, func(x Measured) float64 { return x.P95Ms }},
@@ -132,6 +133,7 @@ func combineModels(ms []system.Metrics, model system.Metrics) system.Metrics {
 	}{
 		{&c.WallMs, func(x system.Metrics) float64 { return x.WallMs }},
 		{&c.TPS, func(x system.Metrics) float64 { return x.TPS }},
+		{&c.TPSSteady, func(x system.Metrics) float64 { return x.TPSSteady }},
 		{&c.MeanMs, func(x system.Metrics) float64 { return x.MeanMs }},
 		{&c.P50Ms, func(x system.Metrics) float64 { return x.P50Ms }},
 		{&c.P95Ms, func(x system.Metrics) float64 { return x.P95Ms }},

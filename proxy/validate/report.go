@@ -92,6 +92,7 @@ type Row struct {
 	reqLevel               bool    // the row's workload runs requests (request cells)
 	maxPrepared, threshold int     // the row's pooler.max_prepared_statements and workload.prepare_threshold
 	cores, poolSize        int     // the row's server.cores and pooler.default_pool_size
+	testbed                bool    // a CPU-bound row calibrated with a testbed (testbed.go)
 	calStmt                float64 // calibrated statement round trip through the target (query + 2 hops), ms
 	calThinkMs             float64 // calibrated think, ms
 }
@@ -104,10 +105,13 @@ type Measured struct {
 	Failed       int64
 	WallMs       float64
 	TPS          float64
-	MeanMs       float64
-	P50Ms        float64
-	P95Ms        float64
-	P99Ms        float64
+	// TPSSteady is the closed run's steady window's rate, as the model's
+	// tps_steady (load.Result.SteadyTPS).
+	TPSSteady float64
+	MeanMs    float64
+	P50Ms     float64
+	P95Ms     float64
+	P99Ms     float64
 	// Waits: from the proxy's record (one per assignment); PgBouncer gives
 	// only a mean (SHOW STATS total_wait_time / assignments).
 	WaitKnown    bool // WaitP50Ms and WaitP99Ms are measured
@@ -212,6 +216,11 @@ func judge(r *Row) {
 	}
 	if m.WaitTimeouts != 0 || x.WaitTimeouts != 0 || c.WaitTimeouts != 0 {
 		cells = append(cells[:2], append([]Cell{{Metric: "wait_timeouts", Model: float64(m.WaitTimeouts), Calibrated: float64(c.WaitTimeouts), Measured: float64(x.WaitTimeouts), Known: true, Tol: 0}}, cells[2:]...)...)
+	}
+	if r.testbed {
+		// A CPU-bound closed run: its steady window too, the rate a pool
+		// size gives while every client takes part.
+		cells = append(cells[:3], append([]Cell{{Metric: "tps_steady", Model: m.TPSSteady, Calibrated: c.TPSSteady, Measured: x.TPSSteady, Known: x.TPSSteady > 0, Tol: TolTPS}}, cells[3:]...)...)
 	}
 	if r.reqLevel {
 		cells = append(cells,

@@ -40,6 +40,7 @@ type runMetric struct {
 // runMetrics are the metrics with a relative tolerance whose runs are kept.
 var runMetrics = map[string]runMetric{
 	"tps":        {func(x Measured) float64 { return x.TPS }, func(m system.Metrics) float64 { return m.TPS }},
+	"tps_steady": {func(x Measured) float64 { return x.TPSSteady }, func(m system.Metrics) float64 { return m.TPSSteady }},
 	"p50_ms":     {func(x Measured) float64 { return x.P50Ms }, func(m system.Metrics) float64 { return m.P50Ms }},
 	"p99_ms":     {func(x Measured) float64 { return x.P99Ms }, func(m system.Metrics) float64 { return m.P99Ms }},
 	"req_tps":    {func(x Measured) float64 { return x.ReqTPS }, func(m system.Metrics) float64 { return m.ReqTPS }},

@@ -54,9 +54,9 @@ type TestbedPoint struct {
 type Testbed struct {
 	Cores  int
 	Points []TestbedPoint
-	// The model's parts per statement: the driver's CPU, the backend's CPU
-	// and the fixed (non-CPU) rest of a direct round trip: wake-ups and the
-	// loopback, from the one-connection point.
+	// The model's parts per statement: the driver's CPU and the backend's
+	// CPU (measured through the target), and the rest of one direct
+	// connection's round trip, latency on the driver's side.
 	Driver, Server, Latency time.Duration
 	Background              float64 // cores busy with other work
 	// Contention and Coherency are the backends' USL σ and κ that make the
@@ -65,11 +65,15 @@ type Testbed struct {
 	// machine's, driver included), shown for reference.
 	Contention, Coherency float64
 	USL                   usl.Model
-	// Pooler is the pooler's CPU per statement (request and response)
-	// through the row's target with PoolerClients clients; for the
-	// in-process proxy it is this process's CPU less the driver's.
-	Pooler        time.Duration
-	PoolerClients int
+	// Pooler is the pooler's CPU per statement (request, response and
+	// assignment) through the row's target: the proxy's event loop's or
+	// pgbouncer's.
+	Pooler time.Duration
+	// ThroughClients ran through the target to measure the CPU per
+	// statement of the driver, the pooler and the backends (0: a direct
+	// row, whose CPU comes from the direct points), at ThroughTPS.
+	ThroughClients int
+	ThroughTPS     float64
 }
 
 // testbedKind says whether the scenario's live statement is calibrated as
@@ -105,32 +109,34 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// pidsCPU sums schedCPU over pids; ok only if every one was read.
-func pidsCPU(pids []int) (time.Duration, bool) {
-	var t time.Duration
-	for _, p := range pids {
+// eachCPU is schedCPU of every pid; ok only if every one was read.
+func eachCPU(pids []int) ([]time.Duration, bool) {
+	out := make([]time.Duration, len(pids))
+	for i, p := range pids {
 		d, ok := schedCPU(p)
 		if !ok {
-			return 0, false
+			return nil, false
 		}
-		t += d
+		out[i] = d
 	}
-	return t, true
+	return out, true
 }
 
 // closedLoop runs n connections to dsn, each running st back to back, for
 // dur after one untimed statement each, and measures the statements and
-// the CPU they cost: this process's, and that of the processes in watch
-// (a PostgreSQL backend per connection when backends is set, plus extra).
+// the CPU they cost: this process's, and that of the processes watched (a
+// PostgreSQL backend per connection when backends is set, and those watch
+// names once every connection has run its first statement).
 type loopCPU struct {
 	stmts         int64
 	wall          time.Duration
 	self, watched time.Duration
+	each          []time.Duration // watched, process by process
 	watchedOK     bool
 	busy          float64 // machine busy cores
 }
 
-func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64, n int, dur time.Duration, backends bool, extra []int, backendGone func(context.Context, uint32) error) (loopCPU, error) {
+func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64, n int, dur time.Duration, backends bool, watch func(context.Context) ([]int, error), backendGone func(context.Context, uint32) error) (loopCPU, error) {
 	var out loopCPU
 	ctx, cancel := context.WithTimeout(ctx, dur+time.Minute)
 	defer cancel()
@@ -144,7 +150,7 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 			}
 		}
 	}()
-	pids := append([]int(nil), extra...)
+	var pids []int
 	for range n {
 		c, err := pgconn.Connect(ctx, dsn)
 		if err != nil {
@@ -157,6 +163,13 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 		if _, err := c.Exec(ctx, st.Text(0)).ReadAll(); err != nil {
 			return out, fmt.Errorf("calibrate testbed: %w", err)
 		}
+	}
+	if watch != nil {
+		more, err := watch(ctx)
+		if err != nil {
+			return out, err
+		}
+		pids = append(pids, more...)
 	}
 	var (
 		start  = make(chan struct{})
@@ -186,7 +199,7 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 		}()
 	}
 	m0, s0 := sampleCPU(), selfCPU()
-	w0, ok0 := pidsCPU(pids)
+	e0, ok0 := eachCPU(pids)
 	close(start)
 	t := time.NewTimer(dur)
 	select {
@@ -196,7 +209,7 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 	// Read the counters at the moment the loop is stopped; statements in
 	// flight finish uncounted, their CPU mostly after the samples.
 	m1, s1 := sampleCPU(), selfCPU()
-	w1, ok1 := pidsCPU(pids)
+	e1, ok1 := eachCPU(pids)
 	var total int64
 	for i := range counts {
 		total += counts[i].Load()
@@ -212,22 +225,35 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 		return out, fmt.Errorf("calibrate testbed: %w", err)
 	}
 	out.stmts, out.wall = total, m1.at.Sub(m0.at)
-	out.self, out.watched, out.watchedOK = s1-s0, w1-w0, ok0 && ok1
+	out.self, out.watchedOK = s1-s0, ok0 && ok1
+	if out.watchedOK {
+		for i := range e0 {
+			out.each = append(out.each, e1[i]-e0[i])
+			out.watched += e1[i] - e0[i]
+		}
+	}
 	busy, _ := cpuUse(m0, m1, runtime.NumCPU())
 	out.busy = busy * float64(runtime.NumCPU())
 	return out, nil
 }
 
 // calibrateTestbed measures the direct closed loop at 1, 2, 4 and 8
-// connections (fewer when max_connections is small) and fits the model's
-// testbed to it.
+// connections and on up to the pool's size (fewer when max_connections is
+// small) and fits the model's testbed to it.
 func calibrateTestbed(ctx context.Context, dsn string, cfg system.Config, st load.Statement, quick bool, backendGone func(context.Context, uint32) error) (*Testbed, error) {
 	dur := time.Second
 	if quick {
 		dur = 400 * time.Millisecond
 	}
 	tb := &Testbed{Cores: runtime.NumCPU()}
-	for _, n := range []int{1, 2, 4, 8} {
+	// 1, 2, 4 and 8 connections, then on doubling up to the pool's size:
+	// contention that only shows with many backends is measured, not
+	// extrapolated.
+	ns := []int{1, 2, 4, 8}
+	for n := 16; n/2 < cfg.Pooler.DefaultPoolSize && cfg.Pooler.PoolMode.Pooled(); n *= 2 {
+		ns = append(ns, n)
+	}
+	for _, n := range ns {
 		if n > cfg.Server.MaxConnections-2 {
 			break
 		}
@@ -246,7 +272,6 @@ func calibrateTestbed(ctx context.Context, dsn string, cfg system.Config, st loa
 	if len(tb.Points) == 0 {
 		return nil, fmt.Errorf("calibrate testbed: server.max_connections %d leaves no room for a calibration connection", cfg.Server.MaxConnections)
 	}
-	fitTestbed(tb, cfg)
 	return tb, nil
 }
 
@@ -258,16 +283,21 @@ func calibrateTestbed(ctx context.Context, dsn string, cfg system.Config, st loa
 func fitTestbed(tb *Testbed, cfg system.Config) {
 	last := tb.Points[len(tb.Points)-1]
 	first := tb.Points[0]
-	// The backend's CPU grows with the backends running (the USL's
-	// contention, fitted below): the model starts from one backend's. The
-	// driver's shrinks as its clients' work batches: the model takes the
-	// most concurrent point's, nearest the many clients of a run.
-	tb.Driver, tb.Server = last.Driver, first.Server
+	if tb.ThroughClients == 0 {
+		// No target (a direct row): the backend's CPU of one connection
+		// (it grows with more: the USL's contention, fitted below) and
+		// the driver's of the most concurrent point (it shrinks as its
+		// clients' work batches).
+		tb.Driver, tb.Server = last.Driver, first.Server
+	}
 	var bg float64
 	for _, p := range tb.Points {
 		bg += p.Background
 	}
 	tb.Background = min(bg/float64(len(tb.Points)), float64(tb.Cores)*0.9)
+	// What one connection's round trip spends beyond that CPU is
+	// latency on the driver's side (its goroutine's wake-up through Go's
+	// netpoller, the loopback): the model's think, off the server.
 	cycle := time.Duration(float64(time.Second) / first.TPS)
 	tb.Latency = max(0, cycle-tb.Driver-tb.Server)
 	var pts []usl.Point
@@ -330,7 +360,6 @@ func directTPS(tb *Testbed, cfg system.Config, n int, sigma, kappa float64) floa
 	c.Seed = cfg.Seed
 	c.Pooler.PoolMode = poolmode.Direct
 	c.Workload.Clients = n
-	c.Workload.Think = sim.ConstDist(0)
 	c.Workload.TxnsPerSession = max(200, 4000/n)
 	c.Server.MaxConnections = max(cfg.Server.MaxConnections, n)
 	applyTestbed(&c, tb, sigma, kappa)
@@ -339,27 +368,42 @@ func directTPS(tb *Testbed, cfg system.Config, n int, sigma, kappa float64) floa
 
 // applyTestbed gives a model config the testbed's parts.
 func applyTestbed(c *system.Config, tb *Testbed, sigma, kappa float64) {
-	c.Workload.Query = sim.ConstDist(sim.FromDuration(tb.Latency))
+	c.Workload.Query = sim.ConstDist(0)
 	c.Workload.CPU = sim.ConstDist(sim.FromDuration(tb.Server))
+	c.Workload.Think = sim.ConstDist(sim.FromDuration(tb.Latency))
 	c.Server.Cores = tb.Cores
 	c.Server.Contention, c.Server.Coherency = sigma, kappa
 	c.Testbed = system.Testbed{DriverCPU: sim.ConstDist(sim.FromDuration(tb.Driver)), PoolerOnCores: true, Background: tb.Background}
 }
 
-// calibratePooler measures the pooler's CPU per statement through the
-// row's target: a closed loop of a few clients (no more than the pool, so
-// none waits): the in-process
-// proxy's event loop (its thread's CPU, Proxy.MeasureCPU), the pgbouncer
-// process's own for PgBouncer.
-func calibratePooler(ctx context.Context, t *running, cfg system.Config, st load.Statement, tb *Testbed, quick bool) error {
-	n := max(1, min(4, cfg.Pooler.DefaultPoolSize, cfg.Workload.Clients))
+// throughClients is how many clients measure the processes' CPU per
+// statement through the target: enough that the pooler batches and the
+// pool's servers stay busy as in a run, few enough to be a short probe.
+const throughClients = 8
+
+// calibrateThrough measures each process's CPU per statement through the
+// row's target, the way a run uses them: a closed loop of a few clients
+// through the row's pool. The backends are the pool's servers (found in
+// pg_stat_activity); the pooler is the proxy's event loop (its thread's
+// CPU, Proxy.MeasureCPU) or the pgbouncer process; the driver is this
+// process, less the proxy's loop. These are the model's CPU per statement:
+// a process's cost per statement depends on how often it sleeps and wakes,
+// which a direct loop does not reproduce.
+func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Config, st load.Statement, tb *Testbed) error {
+	n := max(1, min(throughClients, cfg.Workload.Clients))
 	dur := time.Second
-	if quick {
-		dur = 400 * time.Millisecond
+	if l.o.Quick {
+		dur = 500 * time.Millisecond
 	}
-	var extra []int
+	var bouncer []int
 	if t.bouncer != nil {
-		extra = []int{t.bouncer.Pid()}
+		bouncer = []int{t.bouncer.Pid()}
+	}
+	var nb int
+	watch := func(ctx context.Context) ([]int, error) {
+		pids, err := l.serverPids(ctx)
+		nb = len(pids)
+		return append(bouncer, pids...), err
 	}
 	var loop0 time.Duration
 	if t.px != nil {
@@ -367,43 +411,69 @@ func calibratePooler(ctx context.Context, t *running, cfg system.Config, st load
 		defer t.px.MeasureCPU(false)
 		loop0 = t.px.LoopCPU()
 	}
-	lc, err := closedLoop(ctx, t.dsn, st, cfg.Seed, n, dur, false, extra, nil)
+	lc, err := closedLoop(ctx, t.dsn, st, cfg.Seed, n, dur, false, watch, nil)
 	if err != nil {
 		return err
 	}
-	var loopCPU time.Duration
+	if lc.stmts == 0 || !lc.watchedOK || nb == 0 {
+		return fmt.Errorf("calibrate testbed through the target: %d clients ran %d statements; %d servers found, CPU times readable: %v", n, lc.stmts, nb, lc.watchedOK)
+	}
+	per := func(d time.Duration) time.Duration { return d / time.Duration(lc.stmts) }
+	tb.ThroughClients, tb.ThroughTPS = n, float64(lc.stmts)/lc.wall.Seconds()
 	if t.px != nil {
-		loopCPU = t.px.LoopCPU() - loop0
+		loop := t.px.LoopCPU() - loop0
+		tb.Pooler, tb.Driver = per(loop), per(lc.self-loop)
+		tb.Server = per(lc.watched)
+	} else {
+		tb.Driver = per(lc.self)
+		tb.Pooler, tb.Server = per(lc.each[0]), per(lc.watched-lc.each[0])
 	}
-	if lc.stmts == 0 {
-		return fmt.Errorf("calibrate pooler: %d clients ran no statement in %v", n, dur)
-	}
-	tb.PoolerClients = n
-	if t.bouncer != nil {
-		if !lc.watchedOK {
-			return fmt.Errorf("calibrate pooler: cannot read pgbouncer's CPU time (/proc/%d/schedstat)", t.bouncer.Pid())
-		}
-		tb.Pooler = lc.watched / time.Duration(lc.stmts)
-		return nil
-	}
-	tb.Pooler = loopCPU / time.Duration(lc.stmts)
 	return nil
 }
 
+// serverPids are the PostgreSQL backends of the load's role other than
+// the watching connection's: the pool's servers.
+func (l *lab) serverPids(ctx context.Context) ([]int, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgconn.Connect(cctx, l.watchDSN)
+	if err != nil {
+		return nil, fmt.Errorf("calibrate testbed: find the pool's servers: %w", err)
+	}
+	defer closeConn(conn)
+	rs, err := conn.Exec(cctx, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND usename = '"+strings.ReplaceAll(l.srv.user, "'", "''")+"'").ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("calibrate testbed: find the pool's servers: %w", err)
+	}
+	var pids []int
+	for _, row := range rs[0].Rows {
+		if p, err := strconv.Atoi(string(row[0])); err == nil {
+			pids = append(pids, p)
+		}
+	}
+	return pids, nil
+}
+
 // calibratedTestbed is the calibrated model of a CPU-bound row: the
-// scenario with the testbed's parts, the pooler's CPU per message (half a
-// statement's) on the cores, and the hop less that CPU (the empty query
-// that measured the hop paid it too).
+// scenario with the testbed's parts and the pooler's thread on the cores.
 func calibratedTestbed(cfg system.Config, cal Calibration) system.Metrics {
 	cc := cfg
 	tb := cal.Testbed
 	applyTestbed(&cc, tb, tb.Contention, tb.Coherency)
 	cc.Server.Connect = sim.ConstDist(0) // direct clients connect before time zero
 	if cfg.Pooler.PoolMode.Pooled() {
-		per := tb.Pooler / 2
-		cc.Pooler.CPUPerMsg = sim.FromDuration(per)
-		cc.Pooler.Wakeup, cc.Pooler.ConnOverhead = 0, 0
-		cc.Pooler.Hop = sim.FromDuration(max(0, cal.Hop-per))
+		// A statement is a request, a response and an assignment on the
+		// pooler's thread: a third each (PgBouncer reads a waiting
+		// client's query again once it has a server, so a hand-off costs
+		// about a message).
+		per := tb.Pooler / 3
+		cc.Pooler.CPUPerMsg, cc.Pooler.CPUPerAssign = sim.FromDuration(per), sim.FromDuration(per)
+		cc.Pooler.ConnOverhead = 0
+		// The hop an empty query measured is the thread's wake-up and the
+		// loopback around its CPU: a thread that was asleep pays it, a
+		// busy one relays at once.
+		cc.Pooler.Hop = 0
+		cc.Pooler.Wakeup = sim.FromDuration(max(0, cal.Hop-per))
 		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.Connect))
 	}
 	return system.Run(cc).Metrics
@@ -482,10 +552,19 @@ func (l *lab) calibrateCPUBound(ctx context.Context, c system.Config, st load.St
 	cal.Concurrency, cal.Samples = p.N, int(p.Stmts)
 	var xs []string
 	for _, p := range tb.Points {
-		xs = append(xs, fmt.Sprintf("%d: %.0f/s (model %.0f), driver %v, server %v, other %.2f cores", p.N, p.TPS, p.Model, p.Driver, p.Server, p.Background))
+		xs = append(xs, fmt.Sprintf("%d: %.0f/s, driver %v, server %v, other %.2f cores", p.N, p.TPS, p.Driver, p.Server, p.Background))
 	}
-	l.logf("validate: calibrated the testbed: %s; latency %v, σ %.4f, κ %.5f", strings.Join(xs, "; "), tb.Latency, tb.Contention, tb.Coherency)
+	l.logf("validate: calibrated straight to PostgreSQL: %s", strings.Join(xs, "; "))
 	return cal, nil
+}
+
+// pointsText is the direct points, measured and modelled.
+func (tb *Testbed) pointsText() string {
+	var xs []string
+	for _, p := range tb.Points {
+		xs = append(xs, fmt.Sprintf("%d: %.0f/s (measured %.0f)", p.N, p.Model, p.TPS))
+	}
+	return strings.Join(xs, ", ")
 }
 
 // writeTestbed is the report's testbed section: what each CPU-bound row's
@@ -511,7 +590,7 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 			pts = append(pts, fmt.Sprintf("%d → %.0f (%.0f)", pt.N, pt.TPS, pt.Model))
 		}
 		p("| %s | %s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s (%d) | %s |\n", r.Title(), strings.Join(pts, ", "), us(tb.Driver), us(tb.Server), us(tb.Latency),
-			tb.Background, tb.Contention, tb.Coherency, us(tb.Pooler), tb.PoolerClients, us(r.Cal.Hop))
+			tb.Background, tb.Contention, tb.Coherency, us(tb.Pooler), tb.ThroughClients, us(r.Cal.Hop))
 	}
 	p("\n")
 }

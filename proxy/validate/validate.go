@@ -349,7 +349,7 @@ func (l *lab) row(ctx context.Context, p scenarios.Point, model system.Metrics, 
 	mode := c.Pooler.PoolMode
 	row := Row{Params: p.Params, Mode: mode, Clients: c.Workload.Clients, Model: model, Prepared: preparedScenario(c),
 		maxPrepared: c.Pooler.MaxPreparedStatements, threshold: c.Workload.PrepareThreshold,
-		cores: c.Server.Cores, poolSize: c.Pooler.DefaultPoolSize}
+		cores: c.Server.Cores, poolSize: c.Pooler.DefaultPoolSize, testbed: testbedKind(c)}
 	if l.o.Target == TargetDirect && mode.Pooled() {
 		row.Skipped = "--target direct runs no pooler; this row needs one"
 		return row, nil
@@ -438,12 +438,17 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 			return a, err
 		}
 		if testbed {
-			if err := calibratePooler(ctx, t, c, stmt, a.cal.Testbed, l.o.Quick); err != nil {
+			tb := a.cal.Testbed
+			if err := l.calibrateThrough(ctx, t, c, stmt, tb); err != nil {
 				return a, err
 			}
-			tb := a.cal.Testbed
-			l.logf("validate: calibrated the pooler: %v CPU per statement with %d clients, hop %v", tb.Pooler, tb.PoolerClients, a.cal.Hop)
+			l.logf("validate: calibrated through the target: %d clients, %.0f/s; CPU per statement: driver %v, pooler %v, server %v; hop %v", tb.ThroughClients, tb.ThroughTPS, tb.Driver, tb.Pooler, tb.Server, a.cal.Hop)
 		}
+	}
+	if testbed {
+		fitTestbed(a.cal.Testbed, c)
+		tb := a.cal.Testbed
+		l.logf("validate: testbed fit: latency %v, σ %.4f, κ %.5f; direct model %s", tb.Latency, tb.Contention, tb.Coherency, tb.pointsText())
 	}
 	var waitBefore int64
 	if t.bouncer != nil {
@@ -552,6 +557,7 @@ func measured(r *load.Result) Measured {
 		Failed:       r.Failed,
 		WallMs:       float64(r.Wall()) / 1e6,
 		TPS:          r.TPS(),
+		TPSSteady:    r.SteadyTPS(),
 		MeanMs:       r.Latency.Mean().Milliseconds(),
 		P50Ms:        r.Latency.Percentile(50).Milliseconds(),
 		P95Ms:        r.Latency.Percentile(95).Milliseconds(),
