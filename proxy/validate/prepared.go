@@ -157,6 +157,21 @@ func bracket(b, a Calibration) Calibration {
 	return c
 }
 
+// bracketTimes is a statement-and-think calibration taken before (b) and
+// after (a) a run: the mean of the two for the statement and the think,
+// their distributions scaled to it, the rest as before.
+func bracketTimes(b, a Calibration) Calibration {
+	c := b
+	c.QueryMean, c.QueryP99 = (b.QueryMean+a.QueryMean)/2, max(b.QueryP99, a.QueryP99)
+	c.ThinkMean = (b.ThinkMean + a.ThinkMean) / 2
+	c.Samples = b.Samples + a.Samples
+	c.Query = scaleDist(b.Query, float64(c.QueryMean)/float64(max(1, b.QueryMean)))
+	if b.ThinkMean > 0 {
+		c.Think = scaleDist(b.Think, float64(c.ThinkMean)/float64(b.ThinkMean))
+	}
+	return c
+}
+
 // measureThink times the driver's think timer: conc goroutines sleep the
 // scenario's think times until n have run.
 func measureThink(ctx context.Context, cfg system.Config, conc, n int) (sim.Dist, time.Duration, error) {

@@ -22,6 +22,7 @@ import (
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/models/usl"
 	"github.com/poolsim/poolsim/proxy/load"
+	"github.com/poolsim/poolsim/proxy/probe"
 	"github.com/poolsim/poolsim/sim"
 )
 
@@ -109,6 +110,9 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// closedLoopWarm is how long a closed loop runs before it is measured.
+const closedLoopWarm = 200 * time.Millisecond
+
 // eachCPU is schedCPU of every pid; ok only if every one was read.
 func eachCPU(pids []int) ([]time.Duration, bool) {
 	out := make([]time.Duration, len(pids))
@@ -123,10 +127,10 @@ func eachCPU(pids []int) ([]time.Duration, bool) {
 }
 
 // closedLoop runs n connections to dsn, each running st back to back, for
-// dur after one untimed statement each, and measures the statements and
+// dur after closedLoopWarm untimed, and measures the statements and
 // the CPU they cost: this process's, and that of the processes watched (a
 // PostgreSQL backend per connection when backends is set, and those watch
-// names once every connection has run its first statement).
+// names after the warm-up).
 type loopCPU struct {
 	stmts         int64
 	wall          time.Duration
@@ -164,26 +168,17 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 			return out, fmt.Errorf("calibrate testbed: %w", err)
 		}
 	}
-	if watch != nil {
-		more, err := watch(ctx)
-		if err != nil {
-			return out, err
-		}
-		pids = append(pids, more...)
-	}
 	var (
-		start  = make(chan struct{})
-		stop   = make(chan struct{})
-		wg     sync.WaitGroup
-		counts = make([]atomic.Int64, n)
-		errs   = make([]error, n)
+		stop  = make(chan struct{})
+		wg    sync.WaitGroup
+		count atomic.Int64
+		errs  = make([]error, n)
 	)
 	for i, c := range conns {
 		wg.Add(1)
 		go func() { // owner: closedLoop; ends when stop closes or on error
 			defer wg.Done()
 			r := sim.NewRand(seed, fmt.Sprintf("validate testbed %d %d", n, i))
-			<-start
 			for {
 				select {
 				case <-stop:
@@ -194,28 +189,40 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 					errs[i] = fmt.Errorf("calibrate testbed: %w", err)
 					return
 				}
-				counts[i].Add(1)
+				count.Add(1)
 			}
 		}()
 	}
-	m0, s0 := sampleCPU(), selfCPU()
+	stopped := false
+	halt := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			wg.Wait()
+		}
+	}
+	defer halt()
+	// A warm-up first: through a pooler the pool opens its servers, and
+	// every process settles into the loop's rhythm.
+	if err := probe.Sleep(ctx, closedLoopWarm); err != nil {
+		return out, fmt.Errorf("calibrate testbed: %w", err)
+	}
+	if watch != nil {
+		more, err := watch(ctx)
+		if err != nil {
+			return out, err
+		}
+		pids = append(pids, more...)
+	}
+	m0, s0, c0 := sampleCPU(), selfCPU(), count.Load()
 	e0, ok0 := eachCPU(pids)
-	close(start)
-	t := time.NewTimer(dur)
-	select {
-	case <-ctx.Done():
-	case <-t.C:
+	if err := probe.Sleep(ctx, dur); err != nil {
+		return out, fmt.Errorf("calibrate testbed: %w", err)
 	}
-	// Read the counters at the moment the loop is stopped; statements in
-	// flight finish uncounted, their CPU mostly after the samples.
-	m1, s1 := sampleCPU(), selfCPU()
+	m1, s1, c1 := sampleCPU(), selfCPU(), count.Load()
 	e1, ok1 := eachCPU(pids)
-	var total int64
-	for i := range counts {
-		total += counts[i].Load()
-	}
-	close(stop)
-	wg.Wait()
+	total := c1 - c0
+	halt()
 	for _, err := range errs {
 		if err != nil {
 			return out, err
@@ -310,9 +317,16 @@ func fitTestbed(tb *Testbed, cfg system.Config) {
 	if len(tb.Points) < 2 {
 		return
 	}
+	// σ and κ from the points of 4 connections and more: with one or two
+	// the processes hand the cores to each other in turn (one runs while
+	// the other waits), which no run of many clients does.
+	fit := tb.Points[1:]
+	for len(fit) > 1 && fit[0].N < 4 {
+		fit = fit[1:]
+	}
 	loss := func(sigma, kappa float64) float64 {
 		var e float64
-		for _, p := range tb.Points[1:] {
+		for _, p := range fit {
 			x := directTPS(tb, cfg, p.N, sigma, kappa)
 			e += math.Pow(math.Log(x/p.TPS), 2)
 		}

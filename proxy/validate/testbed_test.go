@@ -11,6 +11,7 @@ import (
 
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/scenarios"
+	"github.com/poolsim/poolsim/sim"
 )
 
 // TestFitTestbedRecoversContention plays the testbed fit against its own
@@ -102,5 +103,19 @@ func TestCurvesAndPeak(t *testing.T) {
 	}
 	if (&Report{Rows: []Row{row(system.Metrics{TPS: 1}, Measured{TPS: 1})}}).Curves() != nil {
 		t.Error("a sweep without the pool size has a curve")
+	}
+}
+
+func TestBracketTimes(t *testing.T) {
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	b := Calibration{QueryMean: ms(4), QueryP99: ms(5), ThinkMean: ms(8), Samples: 10,
+		Query: sim.LognormalDist(sim.FromDuration(ms(4)), 0.2), Think: sim.ConstDist(sim.FromDuration(ms(8)))}
+	a := Calibration{QueryMean: ms(6), QueryP99: ms(9), ThinkMean: ms(10), Samples: 10}
+	c := bracketTimes(b, a)
+	if c.QueryMean != ms(5) || c.QueryP99 != ms(9) || c.ThinkMean != ms(9) || c.Samples != 20 {
+		t.Errorf("bracketTimes = %v %v %v %d; want 5ms 9ms 9ms 20", c.QueryMean, c.QueryP99, c.ThinkMean, c.Samples)
+	}
+	if c.Query.MeanValue().Duration() != ms(5) || c.Think.MeanValue().Duration() != ms(9) {
+		t.Errorf("distributions' means %v, %v; want 5ms, 9ms", c.Query.MeanValue().Duration(), c.Think.MeanValue().Duration())
 	}
 }

@@ -529,6 +529,17 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 		}
 		a.cal = bracket(a.cal, after)
 		l.logf("validate: calibrated after the run: prepared execution %v (trivial %v), unnamed %v, parse %v; used: %v, %v, %v, %v", after.QueryMean, after.RTT, after.Unnamed, after.Parse, a.cal.QueryMean, a.cal.RTT, a.cal.Unnamed, a.cal.Parse)
+	} else if !testbed {
+		// The same for the statement and think times: pg_sleep and the
+		// timers overshoot more when the machine is busier, and its other
+		// work changes while a row runs.
+		after, err := calibrate(ctx, l.srv.dsn, c, stmt, samples, l.backendGone)
+		if err != nil {
+			return a, err
+		}
+		before := a.cal
+		a.cal = bracketTimes(a.cal, after)
+		l.logf("validate: calibrated after the run: query %v, think %v (before %v, %v); used: %v, %v", after.QueryMean, after.ThinkMean, before.QueryMean, before.ThinkMean, a.cal.QueryMean, a.cal.ThinkMean)
 	}
 	a.x = x
 	return a, nil

@@ -278,3 +278,81 @@ func TestPreparedPgBouncer118(t *testing.T) {
 		t.Errorf("Run prepared statements through pgbouncer %s: %v, want ErrUnsupported naming 1.21", v, err)
 	}
 }
+
+const pgbenchSmall = `
+name: pgbench-small
+seed: 3
+workload:
+  clients: 6
+  txns_per_session: 80
+  stmts_per_txn: 1
+  query: 40us
+  cpu: 30us
+  think: 0s
+pooler:
+  mode: transaction
+  cpu_per_msg: 8us
+  default_pool_size: 1
+server:
+  max_connections: 12
+  cores: 2
+live:
+  statement: pgbench-select
+sweep:
+  pooler.default_pool_size: [1, 2]
+`
+
+// TestValidatePgbenchSelect runs the CPU-bound statement through the proxy:
+// pgbench -i makes the tables, the testbed is measured from /proc, every
+// transaction completes and the curve along the pool size is drawn. Times
+// on a shared CI machine are too noisy to assert here.
+func TestValidatePgbenchSelect(t *testing.T) {
+	needPostgres(t)
+	sc, err := scenarios.Parse([]byte(pgbenchSmall), "pgbench-small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a guard: Run starts its own cluster
+	defer cancel()
+	rep, err := Run(ctx, Options{Scenario: sc, Target: TargetProxy, Quick: true, Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		if c := cell(r, "ok_txns"); !c.Pass || c.Measured != 480 {
+			t.Errorf("%s: ok_txns model %v, calibrated %v, measured %v", r.Title(), c.Model, c.Calibrated, c.Measured)
+		}
+		if c := cell(r, "tps_steady"); c.Metric != "tps_steady" || !(c.Measured > 0) || !(c.Calibrated > 0) {
+			t.Errorf("%s: tps_steady cell %+v", r.Title(), c)
+		}
+		tb := r.Cal.Testbed
+		if tb == nil {
+			t.Fatalf("%s: no testbed calibration", r.Title())
+		}
+		if tb.Driver <= 0 || tb.Server <= 0 || tb.Pooler <= 0 || tb.ThroughClients != 6 || len(tb.Points) != 4 {
+			t.Errorf("%s: testbed %+v: want the driver's, the server's and the pooler's CPU measured, 6 clients through the proxy, 4 direct points", r.Title(), *tb)
+		}
+		if r.Measured.Failed != 0 {
+			t.Errorf("%s: %d clients failed: %v", r.Title(), r.Measured.Failed, r.Measured.Errors)
+		}
+	}
+	lines := rep.Curves()
+	if len(lines) != 1 || len(lines[0].Points) != 2 {
+		t.Fatalf("curves = %+v, want one line of 2 points", lines)
+	}
+	var md strings.Builder
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## The curve", "## Testbed", "Peak pool size: calibrated model"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	if err := rep.WritePlot(filepath.Join(t.TempDir(), "curve.png")); err != nil {
+		t.Error(err)
+	}
+}
