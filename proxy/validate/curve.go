@@ -165,20 +165,21 @@ func (rep *Report) writeCurves(p func(string, ...any)) {
 
 // WritePlot draws the report's curves: throughput, p50 and p99 against the
 // pool size (log₂ axis), one colour per line; measured solid with its 95 %
-// interval as error bars, the calibrated model dashed, the scenario's
-// model dotted.
+// interval as error bars, the calibrated model dashed (the scenario's own
+// model, a production what-if without the load driver, is in the report's
+// tables, not drawn: its scale would flatten the others).
 func (rep *Report) WritePlot(path string) error {
 	lines := rep.Curves()
 	if len(lines) == 0 {
 		return fmt.Errorf("validate plot: the sweep does not vary %s", CurveKey)
 	}
 	panels := []struct {
-		title, y         string
-		meas, cal, model func(CurvePoint) float64
+		title, y  string
+		meas, cal func(CurvePoint) float64
 	}{
-		{"Throughput", "transactions per second", func(p CurvePoint) float64 { return p.Meas }, func(p CurvePoint) float64 { return p.Cal }, func(p CurvePoint) float64 { return p.Model }},
-		{"Latency p50", "ms", func(p CurvePoint) float64 { return p.P50Meas }, func(p CurvePoint) float64 { return p.P50Cal }, func(p CurvePoint) float64 { return p.P50Model }},
-		{"Latency p99", "ms", func(p CurvePoint) float64 { return p.P99Meas }, func(p CurvePoint) float64 { return p.P99Cal }, func(p CurvePoint) float64 { return p.P99Model }},
+		{"Throughput", "transactions per second", func(p CurvePoint) float64 { return p.Meas }, func(p CurvePoint) float64 { return p.Cal }},
+		{"Latency p50", "ms", func(p CurvePoint) float64 { return p.P50Meas }, func(p CurvePoint) float64 { return p.P50Cal }},
+		{"Latency p99", "ms", func(p CurvePoint) float64 { return p.P99Meas }, func(p CurvePoint) float64 { return p.P99Cal }},
 	}
 	colors := []color.RGBA{{0x1f, 0x77, 0xb4, 0xff}, {0xd6, 0x27, 0x28, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0x94, 0x67, 0xbd, 0xff}}
 	const w, h = 6 * vg.Inch, 4.5 * vg.Inch
@@ -195,12 +196,11 @@ func (rep *Report) WritePlot(path string) error {
 		pl.Add(plotter.NewGrid())
 		for li, l := range lines {
 			col := colors[li%len(colors)]
-			var meas, cal, model plotter.XYs
+			var meas, cal plotter.XYs
 			var errs plotter.YErrors
 			for _, pt := range l.Points {
 				meas = append(meas, plotter.XY{X: pt.X, Y: pn.meas(pt)})
 				cal = append(cal, plotter.XY{X: pt.X, Y: pn.cal(pt)})
-				model = append(model, plotter.XY{X: pt.X, Y: pn.model(pt)})
 				if pi == 0 {
 					errs = append(errs, struct{ Low, High float64 }{pt.Meas - pt.MeasLo, pt.MeasHi - pt.Meas})
 				} else {
@@ -217,12 +217,7 @@ func (rep *Report) WritePlot(path string) error {
 				return err
 			}
 			lc.Color, lc.Dashes, lc.Width = col, []vg.Length{vg.Points(6), vg.Points(3)}, vg.Points(1.5)
-			lo, err := plotter.NewLine(model)
-			if err != nil {
-				return err
-			}
-			lo.Color, lo.Dashes = col, []vg.Length{vg.Points(1), vg.Points(3)}
-			pl.Add(lm, pm, lc, lo)
+			pl.Add(lm, pm, lc)
 			if pi == 0 {
 				eb, err := plotter.NewYErrorBars(struct {
 					plotter.XYer
@@ -233,12 +228,13 @@ func (rep *Report) WritePlot(path string) error {
 					pl.Add(eb)
 				}
 			}
-			pl.Legend.Add(l.Label+" measured", lm, pm)
-			pl.Legend.Add(l.Label+" calibrated model", lc)
-			pl.Legend.Add(l.Label+" scenario model", lo)
+			if pi == 0 {
+				name := shortLabel(l.Label)
+				pl.Legend.Add(name+": measured (95% CI)", lm, pm)
+				pl.Legend.Add(name+": calibrated model", lc)
+			}
 		}
-		pl.Legend.Top = pi != 0
-		pl.Legend.Left = pi != 0
+		pl.Legend.Top = true
 		pl.Y.Min = 0
 		pl.Draw(draw.Crop(tiles.At(dc, pi, 0), 0, 0, 0, 0))
 	}
@@ -266,4 +262,16 @@ func savePNG(path string, img *vgimg.Canvas) error {
 		return fmt.Errorf("validate plot %s: %w", path, err)
 	}
 	return nil
+}
+
+// shortLabel names a line for a legend: "workload.clients=50" becomes
+// "50 clients".
+func shortLabel(l string) string {
+	if v, ok := strings.CutPrefix(l, "workload.clients="); ok && !strings.Contains(v, ",") {
+		return v + " clients"
+	}
+	if l == "" {
+		return "all"
+	}
+	return l
 }

@@ -10,6 +10,12 @@
 // max_connections and no superuser-reserved slots unless a DSN is given;
 // the load connects as a non-superuser role.
 //
+// A CPU-bound statement (live.statement: pgbench-select) is calibrated as
+// a testbed instead (testbed.go): what shares the machine's cores — the
+// backends, the pooler process and this process's load driver — each
+// measured from /proc and run by the calibrated model on server.cores; a
+// sweep along the pool size is reported as a curve (curve.go).
+//
 // Before the rows it calibrates: the cost of opening one PostgreSQL
 // connection, the real duration of the scenario's statement and of the
 // driver's think time; per row, the hop through the target. The model runs
