@@ -103,16 +103,7 @@ var fields = []field{
 		return err
 	}},
 	{"workload.zipf", "popularity skew of the statements: the k-th most used runs in proportion to 1/k^zipf (0 = uniform; 0..10)", func(c *system.Config, n *yaml.Node) error {
-		s, err := scalar(n)
-		if err != nil {
-			return err
-		}
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || !(v >= 0 && v <= 10) {
-			return fmt.Errorf("want a number from 0 to 10, got %q", s)
-		}
-		c.Workload.Zipf = v
-		return nil
+		return floatInto(&c.Workload.Zipf, n, 0, 10, "a number from 0 to 10")
 	}},
 	{"workload.parse", "server time to parse and plan a statement, paid unless the server holds it prepared (CPU on a CPU server; default 0)", func(c *system.Config, n *yaml.Node) error {
 		return distInto(&c.Workload.Parse, n)
@@ -262,16 +253,7 @@ var fields = []field{
 		return boolInto(&c.Testbed.PoolerOnCores, n)
 	}},
 	{"testbed.background", "cores' worth of CPU busy with work outside the test: the test keeps server.cores minus this, a number from 0, below server.cores (default 0)", func(c *system.Config, n *yaml.Node) error {
-		s, err := scalar(n)
-		if err != nil {
-			return err
-		}
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || !(v >= 0 && v <= 4096) {
-			return fmt.Errorf("want a number of cores from 0 to 4096, got %q", s)
-		}
-		c.Testbed.Background = v
-		return nil
+		return floatInto(&c.Testbed.Background, n, 0, 4096, "a number of cores from 0 to 4096")
 	}},
 	{"live.statement", "how poolsim validate spends workload.query at the real server: sleep (pg_sleep, whole milliseconds), cpu (a CPU-bound statement calibrated on the spot), sql (live.sql) or pgbench-select (pgbench -S's statement against a database pgbench -i initialises; its CPU is measured and the calibrated model runs it on server.cores with the pooler and the load driver)", func(c *system.Config, n *yaml.Node) error {
 		s, err := scalar(n)
@@ -471,13 +453,18 @@ func rateValue(n *yaml.Node) (float64, error) {
 }
 
 func fractionInto(dst *float64, n *yaml.Node) error {
+	return floatInto(dst, n, 0, 1, "a number from 0 to 1")
+}
+
+// floatInto reads a number from lo to hi; want says what is expected.
+func floatInto(dst *float64, n *yaml.Node, lo, hi float64, want string) error {
 	s, err := scalar(n)
 	if err != nil {
 		return err
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || !(v >= 0 && v <= 1) {
-		return fmt.Errorf("want a number from 0 to 1, got %q", s)
+	if err != nil || !(v >= lo && v <= hi) {
+		return fmt.Errorf("want %s, got %q", want, s)
 	}
 	*dst = v
 	return nil

@@ -592,8 +592,8 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		return
 	}
 	p("## Testbed\n\n")
-	p("The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's and the backend's CPU of the 8-connection point, and the pooler's thread, on the cores as processor sharing, with the background taken off the cores; the one-connection point's round trip less that CPU is fixed latency (wake-ups, loopback); the backends' USL σ and κ are searched so that the model's direct throughput matches the measured points. Through the target, a few clients (no more than the pool) measure the pooler's CPU per statement: pgbouncer's own /proc/PID/schedstat, or this process's CPU less the driver's for the in-process proxy. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
-	p("| row | direct: connections → statements/s measured (model) | driver CPU | server CPU | latency | other work | σ / κ | pooler CPU (clients) | hop |\n|---|---|---|---|---|---|---|---|---|\n")
+	p("The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores as processor sharing (the pooler's thread one job at a time: a third of its CPU per request, response and assignment), with the background taken off the cores; the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up. Through the target, 8 clients (or the row's, if fewer) measure each process's CPU per statement where it works as in a run, and these are the model's: the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
+	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | pooler CPU (clients) | hop |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		tb := r.Cal.Testbed
 		if tb == nil {
@@ -603,7 +603,7 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		for _, pt := range tb.Points {
 			pts = append(pts, fmt.Sprintf("%d → %.0f (%.0f)", pt.N, pt.TPS, pt.Model))
 		}
-		p("| %s | %s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s (%d) | %s |\n", r.Title(), strings.Join(pts, ", "), us(tb.Driver), us(tb.Server), us(tb.Latency),
+		p("| %s | %s | %.4f / %.5f / %.0f/s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s (%d) | %s |\n", r.Title(), strings.Join(pts, ", "), tb.USL.Sigma, tb.USL.Kappa, tb.USL.Lambda, us(tb.Driver), us(tb.Server), us(tb.Latency),
 			tb.Background, tb.Contention, tb.Coherency, us(tb.Pooler), tb.ThroughClients, us(r.Cal.Hop))
 	}
 	p("\n")

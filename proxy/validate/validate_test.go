@@ -60,9 +60,12 @@ sweep:
   pooler.mode: [direct, transaction]
 `
 
-func TestValidateLive(t *testing.T) {
+// runLive validates the scenario in src through the proxy, quickly, and
+// checks it has rows rows.
+func runLive(t *testing.T, src string, rows int) *Report {
+	t.Helper()
 	needPostgres(t)
-	sc, err := scenarios.Parse([]byte(small), "small.yaml")
+	sc, err := scenarios.Parse([]byte(src), "test.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,9 +75,14 @@ func TestValidateLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 2 {
-		t.Fatalf("%d rows, want 2", len(rep.Rows))
+	if len(rep.Rows) != rows {
+		t.Fatalf("%d rows, want %d", len(rep.Rows), rows)
 	}
+	return rep
+}
+
+func TestValidateLive(t *testing.T) {
+	rep := runLive(t, small, 2)
 	for _, r := range rep.Rows {
 		// Counts follow from the rules and must match exactly; times on a
 		// shared CI machine are too noisy to assert here.
@@ -307,20 +315,7 @@ sweep:
 // transaction completes and the curve along the pool size is drawn. Times
 // on a shared CI machine are too noisy to assert here.
 func TestValidatePgbenchSelect(t *testing.T) {
-	needPostgres(t)
-	sc, err := scenarios.Parse([]byte(pgbenchSmall), "pgbench-small.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a guard: Run starts its own cluster
-	defer cancel()
-	rep, err := Run(ctx, Options{Scenario: sc, Target: TargetProxy, Quick: true, Command: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Rows) != 2 {
-		t.Fatalf("%d rows, want 2", len(rep.Rows))
-	}
+	rep := runLive(t, pgbenchSmall, 2)
 	for _, r := range rep.Rows {
 		if c := cell(r, "ok_txns"); !c.Pass || c.Measured != 480 {
 			t.Errorf("%s: ok_txns model %v, calibrated %v, measured %v", r.Title(), c.Model, c.Calibrated, c.Measured)
