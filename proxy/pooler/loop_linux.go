@@ -63,6 +63,8 @@ type loop struct {
 	// calls counts the loop's system calls on its sockets, for tests and
 	// benchmarks (sysCalls).
 	calls sysCalls
+	// locked: the loop holds its thread while its CPU is measured.
+	locked bool
 }
 
 // sysCalls counts system calls by kind.
@@ -167,9 +169,21 @@ func (l *loop) run() {
 		}
 		l.now = time.Now()
 		measuring := l.px.loopCPUOn.Load()
+		if measuring != l.locked {
+			// While its CPU is measured the loop keeps a thread of its
+			// own, so that the thread's clock counts the loop alone (no
+			// other goroutine runs there in between).
+			if measuring {
+				runtime.LockOSThread()
+			} else {
+				runtime.UnlockOSThread()
+			}
+			l.locked = measuring
+		}
 		var cpu0 int64
+		var tid0 int
 		if measuring {
-			cpu0 = threadCPU()
+			tid0, cpu0 = syscall.Gettid(), threadCPU()
 		}
 		l.paceRuntime(n)
 		// First what each event says about its socket, and the reads of
@@ -196,9 +210,9 @@ func (l *loop) run() {
 		l.settle()
 		if measuring {
 			// A goroutine that changed threads mid-iteration (rare: the
-			// loop only yields in paceRuntime) reads another thread's
-			// clock: keep only plausible deltas.
-			if d := threadCPU() - cpu0; d >= 0 && d <= int64(time.Since(l.now))+int64(time.Millisecond) {
+			// loop only yields in paceRuntime) would read another
+			// thread's clock: such an iteration is not counted.
+			if d := threadCPU() - cpu0; syscall.Gettid() == tid0 && d >= 0 && d <= int64(time.Since(l.now))+int64(time.Millisecond) {
 				l.px.loopCPU.Add(d)
 			}
 		}

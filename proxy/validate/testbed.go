@@ -442,6 +442,9 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 		tb.Driver = per(lc.self)
 		tb.Pooler, tb.Server = per(lc.each[0]), per(lc.watched-lc.each[0])
 	}
+	// Clocks read at slightly different moments can leave a small part
+	// below zero on a busy machine: a process's CPU is never negative.
+	tb.Driver, tb.Pooler, tb.Server = max(0, tb.Driver), max(0, tb.Pooler), max(0, tb.Server)
 	return nil
 }
 
