@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -99,15 +98,6 @@ func schedCPU(pid int) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(v), true
-}
-
-// selfCPU is this process's CPU time, user and system.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // closedLoopWarm is how long a closed loop runs before it is measured.
@@ -214,12 +204,12 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 		}
 		pids = append(pids, more...)
 	}
-	m0, s0, c0 := sampleCPU(), selfCPU(), count.Load()
+	m0, c0 := sampleCPU(), count.Load()
 	e0, ok0 := eachCPU(pids)
 	if err := probe.Sleep(ctx, dur); err != nil {
 		return out, fmt.Errorf("calibrate testbed: %w", err)
 	}
-	m1, s1, c1 := sampleCPU(), selfCPU(), count.Load()
+	m1, c1 := sampleCPU(), count.Load()
 	e1, ok1 := eachCPU(pids)
 	total := c1 - c0
 	halt()
@@ -232,7 +222,7 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 		return out, fmt.Errorf("calibrate testbed: %w", err)
 	}
 	out.stmts, out.wall = total, m1.at.Sub(m0.at)
-	out.self, out.watchedOK = s1-s0, ok0 && ok1
+	out.self, out.watchedOK = m1.self-m0.self, ok0 && ok1
 	if out.watchedOK {
 		for i := range e0 {
 			out.each = append(out.each, e1[i]-e0[i])
