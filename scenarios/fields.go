@@ -255,6 +255,12 @@ var fields = []field{
 	{"testbed.background", "cores' worth of CPU busy with work outside the test: the test keeps server.cores minus this, a number from 0, below server.cores (default 0)", func(c *system.Config, n *yaml.Node) error {
 		return floatInto(&c.Testbed.Background, n, 0, 4096, "a number of cores from 0 to 4096")
 	}},
+	{"testbed.speed", "live validation on one machine: the cores' speed window by window, as a list of factors of the calibrated speed (each above 0, at most 100; mean about 1); every testbed.speed_period the model draws one, and every job on the cores runs at that factor of its rate (default none: one speed)", func(c *system.Config, n *yaml.Node) error {
+		return speedInto(&c.Testbed.Speed, n)
+	}},
+	{"testbed.speed_period", "how long each of testbed.speed's windows lasts, a duration of at least 100us (default 20ms)", func(c *system.Config, n *yaml.Node) error {
+		return durationInto(&c.Testbed.SpeedPeriod, n)
+	}},
 	{"live.statement", "how poolsim validate spends workload.query at the real server: sleep (pg_sleep, whole milliseconds), cpu (a CPU-bound statement calibrated on the spot), sql (live.sql) or pgbench-select (pgbench -S's statement against a database pgbench -i initialises; its CPU is measured and the calibrated model runs it on server.cores with the pooler and the load driver)", func(c *system.Config, n *yaml.Node) error {
 		s, err := scalar(n)
 		if err != nil {
@@ -467,6 +473,24 @@ func floatInto(dst *float64, n *yaml.Node, lo, hi float64, want string) error {
 		return fmt.Errorf("want %s, got %q", want, s)
 	}
 	*dst = v
+	return nil
+}
+
+// speedInto reads testbed.speed: a non-empty list of factors above 0.
+func speedInto(dst *[]float64, n *yaml.Node) error {
+	items, err := listValue(n, "testbed.speed")
+	if err != nil {
+		return err
+	}
+	out := make([]float64, 0, len(items))
+	for i, it := range items {
+		var v float64
+		if err := floatInto(&v, it, math.SmallestNonzeroFloat64, 100, "a speed factor above 0, at most 100"); err != nil {
+			return fmt.Errorf("entry %d: %w", i+1, err)
+		}
+		out = append(out, v)
+	}
+	*dst = out
 	return nil
 }
 

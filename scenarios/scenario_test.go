@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -270,8 +271,19 @@ func TestTestbedKeys(t *testing.T) {
 	if err := s.Set("testbed.driver_cpu", "2ms"); err != nil || s.Base.Testbed.DriverCPU != sim.ConstDist(2*sim.Millisecond) {
 		t.Errorf("--set testbed.driver_cpu=2ms: %v, got %+v", err, s.Base.Testbed.DriverCPU)
 	}
+	if err := s.Set("testbed.speed", "[0.75, 1.25]"); err != nil || !slices.Equal(s.Base.Testbed.Speed, []float64{0.75, 1.25}) {
+		t.Errorf("--set testbed.speed=[0.75, 1.25]: %v, got %v", err, s.Base.Testbed.Speed)
+	}
+	if err := s.Set("testbed.speed_period", "20ms"); err != nil || s.Base.Testbed.SpeedPeriod != 20*sim.Millisecond {
+		t.Errorf("--set testbed.speed_period=20ms: %v, got %v", err, s.Base.Testbed.SpeedPeriod)
+	}
+	for _, bad := range []struct{ v, want string }{{"[1, 0]", "entry 2"}, {"[]", "non-empty list"}, {"1.5", "non-empty list"}, {"[1, fast]", "entry 2"}} {
+		if err := s.Set("testbed.speed", bad.v); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("--set testbed.speed=%s: error %v, want one saying %q", bad.v, err, bad.want)
+		}
+	}
 	help := strings.Join(Fields(), "\n")
-	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "pooler.cpu_per_assign"} {
+	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "pooler.cpu_per_assign"} {
 		if !strings.Contains(help, k+" ") {
 			t.Errorf("%s is not in the key list", k)
 		}

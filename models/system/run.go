@@ -190,6 +190,7 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 		m.setExactLimit(o.exactLimit)
 	}
 	m.srv.init(cfg.Server, cfg.Testbed)
+	m.srv.initSpeed(cfg.Testbed, cfg.Seed)
 	var s sim.Sim
 	m.window.init(m, &s, o.pilot)
 	m.done = o.done

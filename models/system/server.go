@@ -31,6 +31,14 @@ type server struct {
 	nb     int       // backend jobs among running
 	others sim.Level // driver and pooler jobs in their CPU phase
 	used   sim.Level // cores busy with the test's jobs, min(all jobs, avail), in millionths of a core
+
+	// The cores' speed (testbed.speed): the factor of the current
+	// window, which ends at spdEnd; speeds nil: always 1.
+	spd       float64
+	speeds    []float64
+	spdPeriod sim.Time
+	spdEnd    sim.Time
+	spdRand   *sim.Rand
 }
 
 // jobKind says whose CPU work a job is. Statements and start-ups are the

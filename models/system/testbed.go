@@ -3,6 +3,7 @@ package system
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/poolsim/poolsim/sim"
 )
@@ -36,11 +37,24 @@ type Testbed struct {
 	// Background is cores' worth of CPU busy with work outside the test
 	// (other processes): the test keeps cores − Background of them.
 	Background float64
+	// Speed is how fast the cores run, window by window, as factors of
+	// their calibrated speed (measured: a closed loop's statements per
+	// window over its mean). On one machine the scheduler's placement of
+	// the processes on the cores, other work and frequency changes make
+	// the same load run faster or slower for tens of milliseconds at a
+	// time, and every connection feels it at once: the latencies' tail.
+	// Every SpeedPeriod the model draws one of the factors (a seeded
+	// stream, "testbed speed") and every job on the cores, backends',
+	// driver's and pooler's alike, runs at that factor of its rate.
+	// Empty: the cores keep one speed. SpeedPeriod 0 is
+	// DefaultSpeedPeriod.
+	Speed       []float64
+	SpeedPeriod sim.Time
 }
 
 // On reports whether anything shares the server's cores.
 func (t Testbed) On() bool {
-	return t.DriverCPU.MeanValue() > 0 || t.PoolerOnCores || t.Background > 0
+	return t.DriverCPU.MeanValue() > 0 || t.PoolerOnCores || t.Background > 0 || len(t.Speed) > 0
 }
 
 // validate checks a testbed against the server's cores.
@@ -51,6 +65,18 @@ func (t Testbed) validate(cores int, bad func(string, ...any)) {
 	if math.IsNaN(t.Background) || math.IsInf(t.Background, 0) || t.Background < 0 {
 		bad("testbed.background must be a number of cores, 0 or more, got %v", t.Background)
 		return
+	}
+	for i, f := range t.Speed {
+		if math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 || f > maxSpeed {
+			bad("testbed.speed[%d]: a factor of the cores' speed must be above 0 and at most %v, got %v", i, maxSpeed, f)
+			return
+		}
+	}
+	if len(t.Speed) > 0 && t.SpeedPeriod != 0 && t.SpeedPeriod < minSpeedPeriod {
+		bad("testbed.speed_period: the cores' speed changes every period, a duration of at least %v; got %v", minSpeedPeriod, t.SpeedPeriod)
+	}
+	if len(t.Speed) == 0 && t.SpeedPeriod != 0 {
+		bad("testbed.speed_period is set without testbed.speed: want the list of speed factors it changes between")
 	}
 	if !t.On() {
 		return
@@ -64,6 +90,17 @@ func (t Testbed) validate(cores int, bad func(string, ...any)) {
 	}
 }
 
+// maxSpeed bounds a speed factor: a window a hundred times faster than
+// the calibration is a measuring error, not a machine.
+const maxSpeed = 100
+
+// DefaultSpeedPeriod is testbed.speed_period's default.
+const DefaultSpeedPeriod = 20 * sim.Millisecond
+
+// minSpeedPeriod bounds how often the speed changes: the model takes the
+// time window by window.
+const minSpeedPeriod = 100 * sim.Microsecond
+
 // rates are the CPU work a backend's job and another job receive per
 // unit of time with the jobs running now: their share of the cores left
 // to the test, the backends' slowed by the USL factor of the backend
@@ -73,26 +110,61 @@ func (v *server) rates() (backend, other float64) {
 	if n := float64(len(v.running)); n > v.avail {
 		share = v.avail / n
 	}
+	share *= v.spd
 	k := float64(max(v.nb, 1))
 	return share / (1 + v.cfg.Contention*(k-1) + v.cfg.Coherency*k*(k-1)), share
 }
 
+// initSpeed starts the cores' speed: one factor for the first window, or
+// a constant 1 without testbed.speed.
+func (v *server) initSpeed(tb Testbed, seed uint64) {
+	v.spd = 1
+	if len(tb.Speed) == 0 {
+		return
+	}
+	v.speeds, v.spdPeriod = tb.Speed, tb.SpeedPeriod
+	if v.spdPeriod == 0 {
+		v.spdPeriod = DefaultSpeedPeriod
+	}
+	v.spdRand = sim.NewRand(seed, "testbed speed")
+	v.spdEnd = 0
+	v.nextSpeed()
+}
+
+// nextSpeed draws the next window's speed factor. Windows are drawn one
+// by one in time order, whoever asks, so the factors are the same in
+// every run of a seed.
+func (v *server) nextSpeed() {
+	v.spd = v.speeds[v.spdRand.IntN(uint64(len(v.speeds)))]
+	v.spdEnd += v.spdPeriod
+}
+
 // advanceMixed is advance with two rates: every job of a kind loses the
-// same work, so rounding stays monotonic within a kind.
+// same work, so rounding stays monotonic within a kind. With a varying
+// speed the time is taken window by window.
 func (v *server) advanceMixed(now sim.Time) {
-	if len(v.running) > 0 && now > v.last {
-		dt := float64(now - v.last)
-		rb, ro := v.rates()
-		db, do := dt*rb, dt*ro
-		for i := range v.running {
-			if v.running[i].kind.backend() {
-				v.running[i].left -= db
-			} else {
-				v.running[i].left -= do
+	for v.last < now {
+		end := now
+		if v.speeds != nil && v.spdEnd < end {
+			end = v.spdEnd
+		}
+		if len(v.running) > 0 {
+			dt := float64(end - v.last)
+			rb, ro := v.rates()
+			db, do := dt*rb, dt*ro
+			for i := range v.running {
+				if v.running[i].kind.backend() {
+					v.running[i].left -= db
+				} else {
+					v.running[i].left -= do
+				}
 			}
 		}
+		v.last = end
+		if v.speeds != nil && end == v.spdEnd {
+			v.nextSpeed()
+		}
 	}
-	v.last = now
 }
 
 func (v *server) runMixed(j cpuJob) {
@@ -124,7 +196,12 @@ func (v *server) nextMixed() sim.Time {
 		}
 		first = min(first, max(j.left, 0)/r)
 	}
-	return sim.Time(math.Ceil(first))
+	next := sim.Time(math.Ceil(first))
+	if v.speeds != nil {
+		// The speed changes first: the plan is made again there.
+		next = min(next, v.spdEnd-v.last)
+	}
+	return next
 }
 
 // testbedUtil is the cores' mean utilisation with a testbed: the test's
@@ -177,6 +254,14 @@ func (t Testbed) describe(c Config) string {
 	}
 	if t.Background > 0 {
 		out += fmt.Sprintf(", %.3g cores busy with other work", t.Background)
+	}
+	if len(t.Speed) > 0 {
+		lo, hi := slices.Min(t.Speed), slices.Max(t.Speed)
+		p := t.SpeedPeriod
+		if p == 0 {
+			p = DefaultSpeedPeriod
+		}
+		out += fmt.Sprintf(", their speed drawn every %v from %d factors between %.2f and %.2f", p.Duration(), len(t.Speed), lo, hi)
 	}
 	return out + " (as in a live validation on one machine)"
 }

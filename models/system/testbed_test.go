@@ -226,3 +226,53 @@ func TestTestbedValidation(t *testing.T) {
 		t.Errorf("a testbed on 2 cores with 1.5 busy: %v", err)
 	}
 }
+
+func TestTestbedSpeed(t *testing.T) {
+	const d, s = 200 * sim.Microsecond, 800 * sim.Microsecond
+	base := cpuBound(poolmode.Transaction, 40, 300, d, s, 2)
+	plain := Run(base).Metrics
+	// A speed of 1 in every window is the cores as they were: only the
+	// plans made again at each window's end differ, by rounding.
+	one := base
+	one.Testbed.Speed, one.Testbed.SpeedPeriod = []float64{1}, 7*sim.Millisecond
+	same := Run(one).Metrics
+	within(t, "speed 1, tps_steady", same.TPSSteady, plain.TPSSteady, 1e-6)
+	within(t, "speed 1, p99", same.P99Ms, plain.P99Ms, 1e-6)
+	// Cores at half their speed carry half the load.
+	half := base
+	half.Testbed.Speed, half.Testbed.SpeedPeriod = []float64{0.5}, 5*sim.Millisecond
+	within(t, "speed 0.5, tps_steady", Run(half).Metrics.TPSSteady, plain.TPSSteady/2, 0.01)
+	// Windows at 0.6 and 1.4 (mean 1) keep about the throughput of the
+	// mean of their rates and spread the latencies: the slow windows'
+	// transactions take longer, every connection at once.
+	vary := base
+	vary.Testbed.Speed, vary.Testbed.SpeedPeriod = []float64{0.6, 1.4}, 20*sim.Millisecond
+	v := Run(vary).Metrics
+	within(t, "speed 0.6|1.4, tps_steady", v.TPSSteady, plain.TPSSteady, 0.05)
+	if r := v.P99Ms / plain.P99Ms; r < 1.3 {
+		t.Errorf("speed 0.6|1.4: p99 %.3f ms is %.2f× the constant speed's %.3f ms, want the slow windows' tail (≥ 1.3×)", v.P99Ms, r, plain.P99Ms)
+	}
+	// The same seed draws the same windows.
+	if again := Run(vary).Metrics; !reflect.DeepEqual(again, v) {
+		t.Error("speed 0.6|1.4: two runs of one seed differ")
+	}
+}
+
+func TestTestbedSpeedInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		speed  []float64
+		period sim.Time
+		want   string
+	}{
+		{[]float64{1, 0}, sim.Millisecond, "testbed.speed[1]"},
+		{[]float64{1}, -sim.Millisecond, "testbed.speed_period"},
+		{[]float64{1}, sim.Microsecond, "testbed.speed_period"},
+		{nil, sim.Millisecond, "without testbed.speed"},
+	} {
+		c := cpuBound(poolmode.Direct, 2, 10, sim.Microsecond, sim.Microsecond, 2)
+		c.Testbed.Speed, c.Testbed.SpeedPeriod = tc.speed, tc.period
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("speed %v every %v: error %v, want one naming %s", tc.speed, tc.period, err, tc.want)
+		}
+	}
+}
