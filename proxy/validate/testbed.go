@@ -48,6 +48,10 @@ type TestbedPoint struct {
 	Driver, Server time.Duration
 	Background     float64
 	Model          float64 // the calibrated model's TPS at N
+	// The statements' round trips: measured, and the calibrated model's
+	// at N (ModelP50, ModelP99, set for the point the spread is fitted
+	// to).
+	P50, P99, ModelP50, ModelP99 time.Duration
 }
 
 // Testbed is what a CPU-bound row's calibration measured and fitted.
@@ -65,6 +69,11 @@ type Testbed struct {
 	// machine's, driver included), shown for reference.
 	Contention, Coherency float64
 	USL                   usl.Model
+	// Spread is the lognormal σ of the driver's and the backend's CPU per
+	// statement (0: constant), searched so that the model's direct p99
+	// matches the measured at the spread point (spreadPoint): its mean is
+	// the throughput's, which σ and κ match, so the spread is the tail's.
+	Spread float64
 	// Pooler is the pooler's CPU per statement (request, response and
 	// assignment) through the row's target: the proxy's event loop's or
 	// pgbouncer's.
@@ -74,6 +83,10 @@ type Testbed struct {
 	// row, whose CPU comes from the direct points), at ThroughTPS.
 	ThroughClients int
 	ThroughTPS     float64
+	// Speed is the machine's speed window by window (speedWindow), as
+	// factors of its mean: the through loop's, or the most concurrent
+	// direct point's for a direct row (speedFactors).
+	Speed []float64
 }
 
 // testbedKind says whether the scenario's live statement is calibrated as
@@ -127,7 +140,9 @@ type loopCPU struct {
 	self, watched time.Duration
 	each          []time.Duration // watched, process by process
 	watchedOK     bool
-	busy          float64 // machine busy cores
+	busy          float64       // machine busy cores
+	speed         []float64     // statements per speedWindow over their mean, window by window (speedFactors)
+	p50, p99      time.Duration // the statements' round trips measured
 }
 
 func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64, n int, dur time.Duration, backends bool, watch func(context.Context) ([]int, error), backendGone func(context.Context, uint32) error) (loopCPU, error) {
@@ -163,6 +178,11 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 		wg    sync.WaitGroup
 		count atomic.Int64
 		errs  = make([]error, n)
+		// Each connection's statements' ends, from base: the windows'
+		// counts of the machine's speed.
+		base = time.Now()
+		ends = make([][]time.Duration, n)
+		rtts = make([][]time.Duration, n)
 	)
 	for i, c := range conns {
 		wg.Add(1)
@@ -175,11 +195,14 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 					return
 				default:
 				}
+				t0 := time.Since(base)
 				if _, err := c.Exec(ctx, st.Next(0, r)).ReadAll(); err != nil {
 					errs[i] = fmt.Errorf("calibrate testbed: %w", err)
 					return
 				}
 				count.Add(1)
+				t1 := time.Since(base)
+				ends[i], rtts[i] = append(ends[i], t1), append(rtts[i], t1-t0)
 			}
 		}()
 	}
@@ -222,6 +245,20 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 		return out, fmt.Errorf("calibrate testbed: %w", err)
 	}
 	out.stmts, out.wall = total, m1.at.Sub(m0.at)
+	from, to := m0.at.Sub(base), m1.at.Sub(base)
+	out.speed = speedFactors(slices.Concat(ends...), from, to, speedWindow)
+	var rt []time.Duration
+	for i := range ends {
+		for j, e := range ends[i] {
+			if e >= from && e < to {
+				rt = append(rt, rtts[i][j])
+			}
+		}
+	}
+	if len(rt) > 0 {
+		slices.Sort(rt)
+		out.p50, out.p99 = rt[len(rt)/2], rt[min(len(rt)-1, len(rt)*99/100)]
+	}
 	out.self, out.watchedOK = m1.self-m0.self, ok0 && ok1
 	if out.watchedOK {
 		for i := range e0 {
@@ -264,7 +301,8 @@ func calibrateTestbed(ctx context.Context, dsn string, cfg system.Config, st loa
 		per := func(d time.Duration) time.Duration { return d / time.Duration(lc.stmts) }
 		bg := lc.busy - (float64(lc.self)+float64(lc.watched))/float64(lc.wall)
 		tb.Points = append(tb.Points, TestbedPoint{N: n, Stmts: lc.stmts, TPS: float64(lc.stmts) / lc.wall.Seconds(),
-			Driver: per(lc.self), Server: per(lc.watched), Background: max(0, bg)})
+			Driver: per(lc.self), Server: per(lc.watched), Background: max(0, bg), P50: lc.p50, P99: lc.p99})
+		tb.Speed = lc.speed
 	}
 	if len(tb.Points) == 0 {
 		return nil, fmt.Errorf("calibrate testbed: server.max_connections %d leaves no room for a calibration connection", cfg.Server.MaxConnections)
@@ -324,9 +362,25 @@ func fitTestbed(tb *Testbed, cfg system.Config) {
 	}
 	// Coordinate golden-section searches: σ over [0, 0.5], then κ over
 	// [0, 0.05], twice.
-	for range 2 {
-		tb.Contention = golden(func(s float64) float64 { return loss(s, tb.Coherency) }, 0, 0.5)
-		tb.Coherency = golden(func(k float64) float64 { return loss(tb.Contention, k) }, 0, 0.05)
+	fitUSL := func(rounds int) {
+		for range rounds {
+			tb.Contention = golden(func(s float64) float64 { return loss(s, tb.Coherency) }, 0, 0.5)
+			tb.Coherency = golden(func(k float64) float64 { return loss(tb.Contention, k) }, 0, 0.05)
+		}
+	}
+	fitUSL(2)
+	// The spread of the CPU per statement, then σ and κ again with it.
+	if i := spreadPoint(tb); i >= 0 {
+		p := &tb.Points[i]
+		want := p.P99.Seconds() * 1e3
+		tb.Spread = golden(func(s float64) float64 {
+			tb.Spread = s
+			m := direct(tb, cfg, p.N, tb.Contention, tb.Coherency)
+			return math.Pow(math.Log(m.P99Ms/want), 2)
+		}, 0, 1.5)
+		fitUSL(1)
+		m := direct(tb, cfg, p.N, tb.Contention, tb.Coherency)
+		p.ModelP50, p.ModelP99 = msDur(m.P50Ms), msDur(m.P99Ms)
 	}
 	for i := range tb.Points {
 		tb.Points[i].Model = directTPS(tb, cfg, tb.Points[i].N, tb.Contention, tb.Coherency)
@@ -360,6 +414,12 @@ func golden(f func(float64) float64, a, b float64) float64 {
 // directTPS is the testbed model's throughput of n connections straight
 // to the server, back to back.
 func directTPS(tb *Testbed, cfg system.Config, n int, sigma, kappa float64) float64 {
+	return direct(tb, cfg, n, sigma, kappa).TPS
+}
+
+// direct is the testbed model of n connections straight to the server,
+// back to back.
+func direct(tb *Testbed, cfg system.Config, n int, sigma, kappa float64) system.Metrics {
 	c := system.Default()
 	c.Seed = cfg.Seed
 	c.Pooler.PoolMode = poolmode.Direct
@@ -367,17 +427,26 @@ func directTPS(tb *Testbed, cfg system.Config, n int, sigma, kappa float64) floa
 	c.Workload.TxnsPerSession = max(200, 4000/n)
 	c.Server.MaxConnections = max(cfg.Server.MaxConnections, n)
 	applyTestbed(&c, tb, sigma, kappa)
-	return system.Run(c).Metrics.TPS
+	return system.Run(c).Metrics
 }
 
 // applyTestbed gives a model config the testbed's parts.
 func applyTestbed(c *system.Config, tb *Testbed, sigma, kappa float64) {
 	c.Workload.Query = sim.ConstDist(0)
-	c.Workload.CPU = sim.ConstDist(sim.FromDuration(tb.Server))
+	cpu := func(d time.Duration) sim.Dist {
+		if tb.Spread > 0 && d > 0 {
+			return sim.LognormalDist(sim.FromDuration(d), tb.Spread)
+		}
+		return sim.ConstDist(sim.FromDuration(d))
+	}
+	c.Workload.CPU = cpu(tb.Server)
 	c.Workload.Think = sim.ConstDist(sim.FromDuration(tb.Latency))
 	c.Server.Cores = tb.Cores
 	c.Server.Contention, c.Server.Coherency = sigma, kappa
-	c.Testbed = system.Testbed{DriverCPU: sim.ConstDist(sim.FromDuration(tb.Driver)), PoolerOnCores: true, Background: tb.Background}
+	c.Testbed = system.Testbed{DriverCPU: cpu(tb.Driver), PoolerOnCores: true, Background: tb.Background}
+	if len(tb.Speed) > 0 {
+		c.Testbed.Speed, c.Testbed.SpeedPeriod = tb.Speed, sim.FromDuration(speedWindow)
+	}
 }
 
 // throughClients is how many clients measure the processes' CPU per
@@ -424,6 +493,9 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 	}
 	per := func(d time.Duration) time.Duration { return d / time.Duration(lc.stmts) }
 	tb.ThroughClients, tb.ThroughTPS = n, float64(lc.stmts)/lc.wall.Seconds()
+	if lc.speed != nil {
+		tb.Speed = lc.speed
+	}
 	if t.px != nil {
 		loop := t.px.LoopCPU() - loop0
 		tb.Pooler, tb.Driver = per(loop), per(lc.self-loop)
@@ -585,8 +657,8 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		return
 	}
 	p("## Testbed\n\n")
-	p("The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores as processor sharing (the pooler's thread one job at a time: a third of its CPU per request, response and assignment), with the background taken off the cores; the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up. Through the target, 8 clients (or the row's, if fewer) measure each process's CPU per statement where it works as in a run, and these are the model's: the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
-	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | pooler CPU (clients) | hop |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	p("The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores as processor sharing (the pooler's thread one job at a time: a third of its CPU per request, response and assignment), with the background taken off the cores; the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up. Through the target, 8 clients (or the row's, if fewer) measure each process's CPU per statement where it works as in a run, and these are the model's: the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
+	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU (clients) | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		tb := r.Cal.Testbed
 		if tb == nil {
@@ -596,8 +668,13 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		for _, pt := range tb.Points {
 			pts = append(pts, fmt.Sprintf("%d → %.0f (%.0f)", pt.N, pt.TPS, pt.Model))
 		}
-		p("| %s | %s | %.4f / %.5f / %.0f/s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s (%d) | %s |\n", r.Title(), strings.Join(pts, ", "), tb.USL.Sigma, tb.USL.Kappa, tb.USL.Lambda, us(tb.Driver), us(tb.Server), us(tb.Latency),
-			tb.Background, tb.Contention, tb.Coherency, us(tb.Pooler), tb.ThroughClients, us(r.Cal.Hop))
+		spread := "—"
+		if i := spreadPoint(tb); i >= 0 {
+			sp := tb.Points[i]
+			spread = fmt.Sprintf("%d: %s / %s (%s / %s) → %.2f", sp.N, us(sp.P50), us(sp.P99), us(sp.ModelP50), us(sp.ModelP99), tb.Spread)
+		}
+		p("| %s | %s | %.4f / %.5f / %.0f/s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s | %s (%d) | %s | %s |\n", r.Title(), strings.Join(pts, ", "), tb.USL.Sigma, tb.USL.Kappa, tb.USL.Lambda, us(tb.Driver), us(tb.Server), us(tb.Latency),
+			tb.Background, tb.Contention, tb.Coherency, spread, us(tb.Pooler), tb.ThroughClients, us(r.Cal.Hop), speedCell(tb.Speed))
 	}
 	p("\n")
 }
@@ -622,9 +699,20 @@ func combineTestbed(cs []Calibration) *Testbed {
 	t.Background = medianOf(tbs, func(x *Testbed) float64 { return x.Background })
 	t.Contention = medianOf(tbs, func(x *Testbed) float64 { return x.Contention })
 	t.Coherency = medianOf(tbs, func(x *Testbed) float64 { return x.Coherency })
+	t.Spread = medianOf(tbs, func(x *Testbed) float64 { return x.Spread })
+	t.Speed = nil
+	for _, x := range tbs {
+		t.Speed = append(t.Speed, x.Speed...)
+	}
 	for i := range t.Points {
 		t.Points[i].TPS = medianOf(tbs, func(x *Testbed) float64 { return x.Points[min(i, len(x.Points)-1)].TPS })
 		t.Points[i].Model = medianOf(tbs, func(x *Testbed) float64 { return x.Points[min(i, len(x.Points)-1)].Model })
+		for _, f := range []func(*TestbedPoint) *time.Duration{
+			func(p *TestbedPoint) *time.Duration { return &p.P50 }, func(p *TestbedPoint) *time.Duration { return &p.P99 },
+			func(p *TestbedPoint) *time.Duration { return &p.ModelP50 }, func(p *TestbedPoint) *time.Duration { return &p.ModelP99 },
+		} {
+			*f(&t.Points[i]) = medianDur(tbs, func(x *Testbed) time.Duration { return *f(&x.Points[min(i, len(x.Points)-1)]) })
+		}
 	}
 	return &t
 }

@@ -42,6 +42,31 @@ func TestFitTestbedRecoversContention(t *testing.T) {
 	}
 }
 
+// TestFitTestbedRecoversSpread plays the spread's fit against its own
+// model: round trips made by the model with a known spread of the CPU per
+// statement must give that spread back.
+func TestFitTestbedRecoversSpread(t *testing.T) {
+	cfg := system.Default()
+	cfg.Server.MaxConnections = 20
+	for _, spread := range []float64{0, 0.5, 1} {
+		truth := &Testbed{Cores: 2, Driver: 30 * time.Microsecond, Server: 50 * time.Microsecond, Latency: 10 * time.Microsecond, Spread: spread}
+		tb := &Testbed{Cores: 2}
+		for _, n := range []int{1, 2, 4, 8} {
+			m := direct(truth, cfg, n, 0, 0)
+			tb.Points = append(tb.Points, TestbedPoint{N: n, TPS: m.TPS, Driver: truth.Driver, Server: truth.Server,
+				P50: msDur(m.P50Ms), P99: msDur(m.P99Ms)})
+		}
+		fitTestbed(tb, cfg)
+		if math.Abs(tb.Spread-spread) > 0.05+0.1*spread {
+			t.Errorf("spread %.2f: fitted %.3f", spread, tb.Spread)
+		}
+		p := tb.Points[3]
+		if math.Abs(float64(p.ModelP99)/float64(p.P99)-1) > 0.05 {
+			t.Errorf("spread %.2f: the model's p99 at 8 connections %v, measured %v", spread, p.ModelP99, p.P99)
+		}
+	}
+}
+
 // TestDirectTPSSaturates checks the testbed model's two limits: one
 // connection runs driver, server CPU and latency in turn; many share the
 // cores left by the background.
@@ -117,5 +142,46 @@ func TestBracketTimes(t *testing.T) {
 	}
 	if c.Query.MeanValue().Duration() != ms(5) || c.Think.MeanValue().Duration() != ms(9) {
 		t.Errorf("distributions' means %v, %v; want 5ms, 9ms", c.Query.MeanValue().Duration(), c.Think.MeanValue().Duration())
+	}
+}
+
+func TestSpeedFactors(t *testing.T) {
+	w := 10 * time.Millisecond
+	// Steady ends, 100 a window: the machine ran at one speed.
+	var steady []time.Duration
+	for i := range 1000 {
+		steady = append(steady, time.Duration(i)*w/100)
+	}
+	for i, f := range speedFactors(steady, 0, 10*w, w) {
+		if f != 1 {
+			t.Fatalf("steady ends: window %d factor %v, want 1", i, f)
+		}
+	}
+	// Windows alternately at 50 and 150 ends: half and one and a half,
+	// less the little that chance could explain.
+	var ends []time.Duration
+	for k := range 10 {
+		n := 50 + 100*(k%2)
+		for j := range n {
+			ends = append(ends, time.Duration(k)*w+time.Duration(j)*w/time.Duration(n))
+		}
+	}
+	f := speedFactors(ends, 0, 10*w, w)
+	if len(f) != 10 {
+		t.Fatalf("%d factors, want 10", len(f))
+	}
+	shrink := math.Sqrt((2500.0 - 100) / 2500)
+	for k, x := range f {
+		want := 1 + (float64(50+100*(k%2))/100-1)*shrink
+		if math.Abs(x-want) > 1e-9 {
+			t.Errorf("window %d: factor %v, want %v", k, x, want)
+		}
+	}
+	// Too short to tell, or nothing ran: no factors.
+	if f := speedFactors(ends, 0, 4*w, w); f != nil {
+		t.Errorf("4 windows: %v, want none", f)
+	}
+	if f := speedFactors(nil, 0, 10*w, w); f != nil {
+		t.Errorf("no ends: %v, want none", f)
 	}
 }
