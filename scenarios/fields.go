@@ -280,6 +280,18 @@ var fields = []field{
 		}
 		return err
 	}},
+	{"live.driver", "poolsim validate's load driver: poolsim (its own, in this process; default) or pgbench (pgbench -S itself, a process of its own: live.statement pgbench-select, closed clients with no think; its CPU is the testbed's driver)", func(c *system.Config, n *yaml.Node) error {
+		s, err := scalar(n)
+		if err != nil {
+			return err
+		}
+		switch s {
+		case "poolsim", "pgbench":
+			c.Live.Driver = s
+			return nil
+		}
+		return fmt.Errorf("want poolsim or pgbench, got %q", s)
+	}},
 	{"live.sql", "the statement poolsim validate runs with live.statement: sql (the model still uses workload.query)", func(c *system.Config, n *yaml.Node) error {
 		s, err := scalar(n)
 		if err != nil {

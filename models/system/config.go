@@ -35,6 +35,9 @@ type Live struct {
 	// Scale is pgbench's scale factor for Statement "pgbench-select"
 	// (100,000 pgbench_accounts rows each).
 	Scale int
+	// Driver is the load driver: "poolsim" (its own, in process) or
+	// "pgbench" (pgbench itself, Statement "pgbench-select" only).
+	Driver string
 	// WithHold names the classes whose requests hold a WITH HOLD cursor
 	// across their transactions live (load.Spec.Hold): the feature that
 	// needs session pooling.
@@ -257,7 +260,7 @@ func Default() Config {
 			MaxOverflow: 10,
 			Timeout:     30 * sim.Second,
 		},
-		Live: Live{Statement: "sleep", Scale: 1},
+		Live: Live{Statement: "sleep", Scale: 1, Driver: "poolsim"},
 		Server: Server{
 			MaxConnections:     100,
 			ConnectConcurrency: 1,
@@ -332,6 +335,15 @@ func (c Config) Validate() error {
 		}
 	default:
 		bad("live.statement %q: want sleep, cpu, sql or pgbench-select", c.Live.Statement)
+	}
+	switch c.Live.Driver {
+	case "", "poolsim": // "": a Config made without Default
+	case "pgbench":
+		if c.Live.Statement != "pgbench-select" {
+			bad("live.driver pgbench runs pgbench -S: it needs live.statement pgbench-select, got %s", c.Live.Statement)
+		}
+	default:
+		bad("live.driver %q: want poolsim or pgbench", c.Live.Driver)
 	}
 	s := c.Server
 	if s.Cores < 0 || s.MemoryPerConn < 0 {

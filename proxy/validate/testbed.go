@@ -95,10 +95,29 @@ func testbedKind(c system.Config) bool {
 	return c.Live.Statement == load.KindPgbenchSelect
 }
 
-// schedCPU is a task's time on a CPU, from /proc/PID/schedstat (ns); ok is
-// false when it cannot be read (another machine's server, no procfs).
+// schedCPU is a process's time on a CPU, all its threads' (pgbench -j
+// runs several), from /proc/PID/task/TID/schedstat (ns); ok is false when
+// it cannot be read (another machine's server, no procfs).
 func schedCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return 0, false
+	}
+	var sum time.Duration
+	for _, t := range tasks {
+		d, ok := taskCPU(dir + "/" + t.Name() + "/schedstat")
+		if !ok {
+			return 0, false
+		}
+		sum += d
+	}
+	return sum, true
+}
+
+// taskCPU is one task's time on a CPU from its schedstat file.
+func taskCPU(path string) (time.Duration, bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
 	}
@@ -143,6 +162,7 @@ type loopCPU struct {
 	busy          float64       // machine busy cores
 	speed         []float64     // statements per speedWindow over their mean, window by window (speedFactors)
 	p50, p99      time.Duration // the statements' round trips measured
+	proc          time.Duration // this process's CPU when the driver is pgbench (the in-process proxy's)
 }
 
 func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64, n int, dur time.Duration, backends bool, watch func(context.Context) ([]int, error), backendGone func(context.Context, uint32) error) (loopCPU, error) {
@@ -274,7 +294,7 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 // calibrateTestbed measures the direct closed loop at 1, 2, 4 and 8
 // connections and on up to the pool's size (fewer when max_connections is
 // small) and fits the model's testbed to it.
-func calibrateTestbed(ctx context.Context, dsn string, cfg system.Config, st load.Statement, quick bool, backendGone func(context.Context, uint32) error) (*Testbed, error) {
+func calibrateTestbed(ctx context.Context, dsn string, cfg system.Config, st load.Statement, quick bool, backendGone func(context.Context, uint32) error, pg *pgbenchDriver) (*Testbed, error) {
 	dur := time.Second
 	if quick {
 		dur = 400 * time.Millisecond
@@ -291,7 +311,13 @@ func calibrateTestbed(ctx context.Context, dsn string, cfg system.Config, st loa
 		if n > cfg.Server.MaxConnections-2 {
 			break
 		}
-		lc, err := closedLoop(ctx, dsn, st, cfg.Seed, n, dur, true, nil, backendGone)
+		var lc loopCPU
+		var err error
+		if pg != nil {
+			lc, err = pg.loop(ctx, dsn, n, cfg.Seed, dur, nil, true)
+		} else {
+			lc, err = closedLoop(ctx, dsn, st, cfg.Seed, n, dur, true, nil, backendGone)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -299,7 +325,7 @@ func calibrateTestbed(ctx context.Context, dsn string, cfg system.Config, st loa
 			return nil, fmt.Errorf("calibrate testbed: %d connections ran %d statements (backends' CPU readable: %v): the testbed needs PostgreSQL on this machine", n, lc.stmts, lc.watchedOK)
 		}
 		per := func(d time.Duration) time.Duration { return d / time.Duration(lc.stmts) }
-		bg := lc.busy - (float64(lc.self)+float64(lc.watched))/float64(lc.wall)
+		bg := lc.busy - (float64(lc.self)+float64(lc.watched)+float64(lc.proc))/float64(lc.wall)
 		tb.Points = append(tb.Points, TestbedPoint{N: n, Stmts: lc.stmts, TPS: float64(lc.stmts) / lc.wall.Seconds(),
 			Driver: per(lc.self), Server: per(lc.watched), Background: max(0, bg), P50: lc.p50, P99: lc.p99})
 		tb.Speed = lc.speed
@@ -484,11 +510,19 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 		defer t.px.MeasureCPU(false)
 		loop0 = t.px.LoopCPU()
 	}
-	lc, err := closedLoop(ctx, t.dsn, st, cfg.Seed, n, dur, false, watch, nil)
+	var lc loopCPU
+	var err error
+	pg := l.pgbench(cfg)
+	if pg != nil {
+		lc, err = pg.loop(ctx, t.dsn, n, cfg.Seed, dur, bouncer, false)
+		nb = len(lc.each) - len(bouncer)
+	} else {
+		lc, err = closedLoop(ctx, t.dsn, st, cfg.Seed, n, dur, false, watch, nil)
+	}
 	if err != nil {
 		return err
 	}
-	if lc.stmts == 0 || !lc.watchedOK || nb == 0 {
+	if lc.stmts == 0 || !lc.watchedOK || nb <= 0 {
 		return fmt.Errorf("calibrate testbed through the target: %d clients ran %d statements; %d servers found, CPU times readable: %v", n, lc.stmts, nb, lc.watchedOK)
 	}
 	per := func(d time.Duration) time.Duration { return d / time.Duration(lc.stmts) }
@@ -496,11 +530,15 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 	if lc.speed != nil {
 		tb.Speed = lc.speed
 	}
-	if t.px != nil {
+	switch {
+	case pg != nil && t.px != nil:
+		// pgbench is a process of its own: this process is the proxy.
+		tb.Pooler, tb.Driver, tb.Server = per(lc.proc), per(lc.self), per(lc.watched)
+	case t.px != nil:
 		loop := t.px.LoopCPU() - loop0
 		tb.Pooler, tb.Driver = per(loop), per(lc.self-loop)
 		tb.Server = per(lc.watched)
-	} else {
+	default:
 		tb.Driver = per(lc.self)
 		tb.Pooler, tb.Server = per(lc.each[0]), per(lc.watched-lc.each[0])
 	}
@@ -558,19 +596,36 @@ func calibratedTestbed(cfg system.Config, cal Calibration) system.Metrics {
 	return system.Run(cc).Metrics
 }
 
+// findPgbench is the pgbench to run: the one next to the throwaway
+// cluster's postgres, or the first in $PATH.
+func (l *lab) findPgbench() (string, error) {
+	where := "in $PATH"
+	if l.cluster != nil {
+		bin := filepath.Join(l.cluster.BinDir(), "pgbench")
+		if _, err := os.Stat(bin); err == nil {
+			return bin, nil
+		}
+		where = "next to postgres in " + l.cluster.BinDir() + " or in $PATH"
+	}
+	bin, err := exec.LookPath("pgbench")
+	if err != nil {
+		return "", fmt.Errorf("validate: live.statement pgbench-select needs pgbench (%s): %w", where, err)
+	}
+	return bin, nil
+}
+
 // pgbenchInit makes the pgbench tables live.statement pgbench-select
 // reads: pgbench -i at the scenario's scale in the throwaway cluster's
 // database; with --dsn the tables must already be there (validate never
 // drops a user's tables), and their rows are counted. It returns the
 // accounts.
 func (l *lab) pgbenchInit(ctx context.Context, scale int) (int64, error) {
+	bin, err := l.findPgbench()
+	if err != nil && (l.cluster != nil || l.pgbenchNeeded) {
+		return 0, err
+	}
+	l.pgbenchBin = bin
 	if l.cluster != nil {
-		bin := filepath.Join(l.cluster.BinDir(), "pgbench")
-		if _, err := os.Stat(bin); err != nil {
-			if bin, err = exec.LookPath("pgbench"); err != nil {
-				return 0, fmt.Errorf("validate: live.statement pgbench-select needs pgbench (next to postgres in %s or in $PATH): %w", l.cluster.BinDir(), err)
-			}
-		}
 		ictx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ictx, bin, "-i", "-q", "-s", strconv.Itoa(scale))
@@ -620,7 +675,7 @@ func (l *lab) calibrateCPUBound(ctx context.Context, c system.Config, st load.St
 	if cal.Connect, err = measureConnect(ctx, l.srv.dsn, 11, l.backendGone); err != nil {
 		return cal, err
 	}
-	tb, err := calibrateTestbed(ctx, l.srv.dsn, c, st, l.o.Quick, l.backendGone)
+	tb, err := calibrateTestbed(ctx, l.srv.dsn, c, st, l.o.Quick, l.backendGone, l.pgbench(c))
 	if err != nil {
 		return cal, err
 	}
@@ -657,7 +712,7 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		return
 	}
 	p("## Testbed\n\n")
-	p("The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores as processor sharing (the pooler's thread one job at a time: a third of its CPU per request, response and assignment), with the background taken off the cores; the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up. Through the target, 8 clients (or the row's, if fewer) measure each process's CPU per statement where it works as in a run, and these are the model's: the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
+	p("The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores as processor sharing (the pooler's thread one job at a time: a third of its CPU per request, response and assignment), with the background taken off the cores; the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up. Through the target, 8 clients (or the row's, if fewer) measure each process's CPU per statement where it works as in a run, and these are the model's: the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
 	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU (clients) | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		tb := r.Cal.Testbed

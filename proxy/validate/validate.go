@@ -98,6 +98,10 @@ type lab struct {
 	backendGone func(context.Context, uint32) error
 	// bouncerVersion is the installed pgbouncer's version ("" if none).
 	bouncerVersion string
+	// pgbenchBin is the pgbench pgbenchInit found; pgbenchNeeded says a
+	// row runs it as its driver (live.driver pgbench).
+	pgbenchBin    string
+	pgbenchNeeded bool
 	// done and total count live runs and probes for Options.Progress;
 	// at is the phase under way.
 	done, total int
@@ -173,6 +177,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if c.Workload.StmtsPerTxn != 1 || c.Workload.RequestLevel() {
 				return nil, fmt.Errorf("%w: live.statement pgbench-select runs pgbench -S's one-statement transactions: workload.stmts_per_txn must be 1 and there are no requests", ErrUnsupported)
 			}
+			if c.Live.Driver == "pgbench" && (c.Workload.Open() || c.Workload.Think.MeanValue() > 0) {
+				return nil, fmt.Errorf("%w: live.driver pgbench runs closed clients back to back (pgbench -c N -t workload.txns_per_session): the workload must be closed with no think time", ErrUnsupported)
+			}
 			continue
 		}
 		if c.Workload.CPU.MeanValue() > 0 || c.Server.Cores > 0 {
@@ -181,6 +188,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	prepared := preparedScenario(points[0].Config)
 	l := &lab{o: o, logf: o.Logf}
+	for _, p := range points {
+		l.pgbenchNeeded = l.pgbenchNeeded || p.Config.Live.Driver == "pgbench"
+	}
 	if l.logf == nil {
 		l.logf = func(string, ...any) {}
 	}
@@ -470,16 +480,22 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 		}
 	}
 	cpu0 := sampleCPU()
-	res, err := load.Run(ctx, load.Spec{
-		Prepared:  prepared,
-		DSN:       t.dsn,
-		Workload:  c.Workload,
-		Seed:      c.Seed,
-		Blocks:    mode != poolmode.Statement,
-		Statement: stmt,
-		Settle:    settle,
-		Started:   func() { t.waits() },
-	})
+	var res *load.Result
+	if pg := l.pgbench(c); pg != nil {
+		t.waits()
+		res, err = runPgbenchLoad(ctx, pg.bin, t.dsn, c.Workload.Clients, c.Workload.TxnsPerSession, c.Seed)
+	} else {
+		res, err = load.Run(ctx, load.Spec{
+			Prepared:  prepared,
+			DSN:       t.dsn,
+			Workload:  c.Workload,
+			Seed:      c.Seed,
+			Blocks:    mode != poolmode.Statement,
+			Statement: stmt,
+			Settle:    settle,
+			Started:   func() { t.waits() },
+		})
+	}
 	if err != nil {
 		return a, err
 	}
@@ -714,6 +730,9 @@ func notes(target string, points []scenarios.Point) []string {
 		n = append(n, "PgBouncer reports no wait percentiles: wait_p99_ms is left blank and wait_mean_ms is SHOW STATS total_wait_time divided by the assignments the driver made (sessions, transactions or statements by mode).")
 	case TargetProxy:
 		n = append(n, "wait_p99_ms and wait_mean_ms come from the proxy's own record of every server assignment (request reached the proxy → server linked).")
+	}
+	if len(points) > 0 && points[0].Config.Live.Driver == "pgbench" {
+		n[0] = "The load driver is pgbench (live.driver: pgbench): pgbench -S -n -c clients -j (one thread per core) -t txns_per_session, every transaction logged (-l). Time zero is the first logged transaction's start: pgbench opens its connections before its first transaction, so the clients' own logins are outside the measurement, as with poolsim's driver; the latencies are pgbench's own."
 	}
 	if len(points) > 0 && preparedScenario(points[0].Config) {
 		n[3] = "Each statement is one of workload.statements fixed texts (the live statement with its time as the bind parameter $1 and its number in a comment), chosen with the workload's Zipf popularity, and runs with the extended protocol as the model's driver does: an unnamed Parse/Bind/Execute/Sync until the text has run prepare_threshold times on the connection (0: always), then a named Parse once, in the same round trip as its first Bind/Execute, and Bind/Execute/Sync after that. Names are unique per client (poolsim_<client>_<k>), as the model's (connection, statement) pairs are. BEGIN and COMMIT travel unnamed in the same round trip as a transaction's first and last statements, so a transaction costs stmts_per_txn round trips, as in the model."

@@ -314,6 +314,39 @@ sweep:
   pooler.default_pool_size: [1, 2]
 `
 
+// TestValidatePgbenchDriver runs pgbench itself as the load driver
+// (live.driver: pgbench) through the proxy: pgbench's logs give every
+// transaction, its threads' CPU is the testbed's driver, this process's
+// the pooler's.
+func TestValidatePgbenchDriver(t *testing.T) {
+	src := strings.Replace(pgbenchSmall, "  statement: pgbench-select\n", "  statement: pgbench-select\n  driver: pgbench\n", 1)
+	src = strings.Replace(src, "  pooler.default_pool_size: [1, 2]", "  pooler.default_pool_size: [2]", 1)
+	rep := runLive(t, src, 1)
+	r := rep.Rows[0]
+	if c := cell(r, "ok_txns"); !c.Pass || c.Measured != 480 {
+		t.Errorf("ok_txns model %v, calibrated %v, measured %v", c.Model, c.Calibrated, c.Measured)
+	}
+	for _, m := range []string{"tps", "tps_steady", "p50_ms", "p99_ms"} {
+		if c := cell(r, m); !(c.Measured > 0) || !(c.Calibrated > 0) {
+			t.Errorf("%s cell %+v: want pgbench's measurement and the calibrated model's", m, c)
+		}
+	}
+	tb := r.Cal.Testbed
+	if tb == nil {
+		t.Fatal("no testbed calibration")
+	}
+	if tb.Driver <= 0 || tb.Server <= 0 || tb.Pooler <= 0 || tb.ThroughClients != 6 || len(tb.Points) != 4 {
+		t.Errorf("testbed %+v: want pgbench's, the server's and the proxy's CPU measured, 6 clients through the proxy, 4 direct points", *tb)
+	}
+	var md strings.Builder
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "The load driver is pgbench") {
+		t.Error("report.md does not say that pgbench drove the load")
+	}
+}
+
 // TestValidatePgbenchSelect runs the CPU-bound statement through the proxy:
 // pgbench -i makes the tables, the testbed is measured from /proc, every
 // transaction completes and the curve along the pool size is drawn. Times

@@ -1,0 +1,311 @@
+package validate
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/proxy/load"
+	"github.com/poolsim/poolsim/proxy/probe"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// live.driver: pgbench drives a pgbench-select row with pgbench itself, a
+// process of its own, instead of poolsim's in-process Go driver: the
+// measurement is then pgbench's, as a PgBouncer user runs it, and its CPU
+// per statement is the testbed's driver. pgbench -S runs the same
+// statement; every transaction is logged (-l) with its end and latency,
+// and the load's result, the calibration's closed loops and their round
+// trips are read from those logs.
+
+// pgbenchTxn is one transaction pgbench logged.
+type pgbenchTxn struct {
+	client int
+	end    time.Time
+	lat    time.Duration
+}
+
+// pgbenchProc is a running pgbench.
+type pgbenchProc struct {
+	cmd *exec.Cmd
+	dir string // its log folder
+	out bytes.Buffer
+}
+
+// startPgbench starts pgbench -S on dsn with clients connections (threads:
+// one per core, no more than the clients) until limit (-t N transactions
+// per client, or -T seconds), logging every transaction.
+func startPgbench(ctx context.Context, bin, dsn string, clients int, seed uint64, limit ...string) (*pgbenchProc, error) {
+	dir, err := os.MkdirTemp("", "poolsim-pgbench-")
+	if err != nil {
+		return nil, fmt.Errorf("pgbench: %w", err)
+	}
+	jobs := max(1, min(clients, runtime.NumCPU()))
+	args := append([]string{"-S", "-n", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(jobs),
+		"--random-seed", strconv.FormatUint(seed, 10), "-l", "--log-prefix", filepath.Join(dir, "txn")}, limit...)
+	args = append(args, dsn)
+	p := &pgbenchProc{dir: dir}
+	p.cmd = exec.CommandContext(ctx, bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	p.cmd.WaitDelay = 5 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgbench: %w", err)
+	}
+	return p, nil
+}
+
+// Pid is the pgbench process's.
+func (p *pgbenchProc) Pid() int { return p.cmd.Process.Pid }
+
+// Wait waits for pgbench to end and reads its transactions; its log
+// folder is removed.
+func (p *pgbenchProc) Wait() ([]pgbenchTxn, error) {
+	defer os.RemoveAll(p.dir)
+	if err := p.cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("pgbench: %w: %s", err, lastLines(p.out.String(), 5))
+	}
+	files, err := filepath.Glob(filepath.Join(p.dir, "txn.*"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("pgbench: no transaction log in %s: %s", p.dir, lastLines(p.out.String(), 5))
+	}
+	var txns []pgbenchTxn
+	for _, f := range files {
+		t, err := readPgbenchLog(f)
+		if err != nil {
+			return nil, err
+		}
+		txns = append(txns, t...)
+	}
+	slices.SortFunc(txns, func(a, b pgbenchTxn) int { return a.end.Compare(b.end) })
+	return txns, nil
+}
+
+// errPgbenchFailed is a transaction pgbench logged as failed or skipped.
+var errPgbenchFailed = errors.New("pgbench logged a failed transaction")
+
+// readPgbenchLog reads one pgbench -l file: client_id transaction_no
+// time(µs) script_no time_epoch time_us per line.
+func readPgbenchLog(path string) ([]pgbenchTxn, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("pgbench: %w", err)
+	}
+	defer f.Close()
+	var out []pgbenchTxn
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		t, err := parsePgbenchLine(sc.Text())
+		if err != nil {
+			return nil, fmt.Errorf("pgbench: %s line %d: %w", filepath.Base(path), n, err)
+		}
+		out = append(out, t)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("pgbench: %s: %w", filepath.Base(path), err)
+	}
+	return out, nil
+}
+
+// parsePgbenchLine reads one transaction of a pgbench -l log.
+func parsePgbenchLine(line string) (pgbenchTxn, error) {
+	f := strings.Fields(line)
+	if len(f) < 6 {
+		return pgbenchTxn{}, fmt.Errorf("want client_id transaction_no time script_no time_epoch time_us, got %q", line)
+	}
+	if f[2] == "failed" || f[2] == "skipped" {
+		return pgbenchTxn{}, fmt.Errorf("%w: %q", errPgbenchFailed, line)
+	}
+	var v [4]int64
+	for i, k := range []int{0, 2, 4, 5} {
+		x, err := strconv.ParseInt(f[k], 10, 64)
+		if err != nil || x < 0 {
+			return pgbenchTxn{}, fmt.Errorf("field %d is not a count: %q", k+1, line)
+		}
+		v[i] = x
+	}
+	if v[3] >= 1e6 {
+		return pgbenchTxn{}, fmt.Errorf("time_us %d is not below a second: %q", v[3], line)
+	}
+	return pgbenchTxn{client: int(v[0]), lat: time.Duration(v[1]) * time.Microsecond, end: time.Unix(v[2], v[3]*1e3)}, nil
+}
+
+// pgbenchResult is a closed run's result from its transactions: time
+// zero is the first transaction's start, the steady window runs from the
+// first completion to the first client's last, as the Go driver's.
+func pgbenchResult(txns []pgbenchTxn, clients int) *load.Result {
+	res := &load.Result{Clients: clients}
+	if len(txns) == 0 {
+		return res
+	}
+	res.Start, res.End = txns[0].end.Add(-txns[0].lat), txns[0].end
+	last := map[int]time.Time{}
+	for _, t := range txns {
+		if s := t.end.Add(-t.lat); s.Before(res.Start) {
+			res.Start = s
+		}
+		if t.end.After(res.End) {
+			res.End = t.end
+		}
+		if t.end.After(last[t.client]) {
+			last[t.client] = t.end
+		}
+		res.Latency.Add(sim.FromDuration(t.lat))
+	}
+	res.OKTxns, res.Stmts, res.Sessions = int64(len(txns)), int64(len(txns)), int64(len(last))
+	res.SteadyStart = txns[0].end
+	for _, e := range last {
+		if res.SteadyEnd.IsZero() || e.Before(res.SteadyEnd) {
+			res.SteadyEnd = e
+		}
+	}
+	for _, t := range txns {
+		if t.end.After(res.SteadyStart) && !t.end.After(res.SteadyEnd) {
+			res.SteadyTxns++
+		}
+	}
+	return res
+}
+
+// runPgbenchLoad is a pgbench-driven row's run: clients connections, each
+// running txns transactions.
+func runPgbenchLoad(ctx context.Context, bin, dsn string, clients, txns int, seed uint64) (*load.Result, error) {
+	p, err := startPgbench(ctx, bin, dsn, clients, seed, "-t", strconv.Itoa(txns))
+	if err != nil {
+		return nil, err
+	}
+	t, err := p.Wait()
+	if err != nil {
+		return nil, err
+	}
+	return pgbenchResult(t, clients), nil
+}
+
+// lastLines is s's last n lines, on one line.
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(l[max(0, len(l)-n):], " | ")
+}
+
+// pgbenchDriver is live.driver pgbench for a row's calibration: the
+// binary, and how to find the load role's backends (pgbench's connections
+// are not ours to ask for their PIDs).
+type pgbenchDriver struct {
+	bin     string
+	servers func(context.Context) ([]int, error)
+}
+
+// pgbench is the row's pgbench driver, or nil for poolsim's own.
+func (l *lab) pgbench(c system.Config) *pgbenchDriver {
+	if c.Live.Driver != "pgbench" {
+		return nil
+	}
+	return &pgbenchDriver{bin: l.pgbenchBin, servers: l.serverPids}
+}
+
+// pgbenchWarm is how long a pgbench closed loop runs before it is
+// measured: its connections open first, one after another per thread.
+const pgbenchWarm = 500 * time.Millisecond
+
+// loop is closedLoop with pgbench: n connections to dsn for dur after
+// pgbenchWarm. self is pgbench's CPU (the driver's), proc this process's
+// (the in-process proxy's, through it), watched extra's (pgbouncer's) and
+// the load role's backends', in each in that order. Straight to
+// PostgreSQL (direct) it waits for pgbench's backends to exit; through a
+// pooler they are the pool's, which stays.
+func (d *pgbenchDriver) loop(ctx context.Context, dsn string, n int, seed uint64, dur time.Duration, extra []int, direct bool) (loopCPU, error) {
+	var out loopCPU
+	secs := int((pgbenchWarm + dur + 300*time.Millisecond + time.Second - 1) / time.Second)
+	p, err := startPgbench(ctx, d.bin, dsn, n, seed, "-T", strconv.Itoa(secs))
+	if err != nil {
+		return out, fmt.Errorf("calibrate testbed: %w", err)
+	}
+	waited := false
+	defer func() {
+		if !waited {
+			_ = p.cmd.Process.Kill()
+			_, _ = p.Wait()
+		}
+	}()
+	if err := probe.Sleep(ctx, pgbenchWarm); err != nil {
+		return out, fmt.Errorf("calibrate testbed: %w", err)
+	}
+	backends, err := d.servers(ctx)
+	if err != nil {
+		return out, err
+	}
+	pids := append(append([]int{p.Pid()}, extra...), backends...)
+	m0 := sampleCPU()
+	e0, ok0 := eachCPU(pids)
+	if err := probe.Sleep(ctx, dur); err != nil {
+		return out, fmt.Errorf("calibrate testbed: %w", err)
+	}
+	m1 := sampleCPU()
+	e1, ok1 := eachCPU(pids)
+	waited = true
+	txns, err := p.Wait()
+	if err != nil {
+		return out, fmt.Errorf("calibrate testbed: %w", err)
+	}
+	if direct {
+		if err := d.gone(ctx); err != nil {
+			return out, err
+		}
+	}
+	var ends, rt []time.Duration
+	for _, t := range txns {
+		if !t.end.Before(m0.at) && t.end.Before(m1.at) {
+			out.stmts++
+			ends = append(ends, t.end.Sub(m0.at))
+			rt = append(rt, t.lat)
+		}
+	}
+	out.wall = m1.at.Sub(m0.at)
+	out.proc = m1.self - m0.self
+	out.watchedOK = ok0 && ok1 && len(backends) > 0
+	if out.watchedOK {
+		out.self = e1[0] - e0[0]
+		for i := 1; i < len(e0); i++ {
+			out.each = append(out.each, e1[i]-e0[i])
+			out.watched += e1[i] - e0[i]
+		}
+	}
+	busy, _ := cpuUse(m0, m1, runtime.NumCPU())
+	out.busy = busy * float64(runtime.NumCPU())
+	out.speed = speedFactors(ends, 0, out.wall, speedWindow)
+	if len(rt) > 0 {
+		slices.Sort(rt)
+		out.p50, out.p99 = rt[len(rt)/2], rt[min(len(rt)-1, len(rt)*99/100)]
+	}
+	return out, nil
+}
+
+// gone waits until pgbench's backends have exited, so that the next loop
+// finds max_connections free.
+func (d *pgbenchDriver) gone(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		pids, err := d.servers(ctx)
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if err := probe.Sleep(ctx, 20*time.Millisecond); err != nil {
+			return fmt.Errorf("calibrate testbed: pgbench's %d backends did not exit: %w", len(pids), err)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package validate
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParsePgbenchLine(t *testing.T) {
+	got, err := parsePgbenchLine("3 17 506 0 1796124270 269482")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pgbenchTxn{client: 3, lat: 506 * time.Microsecond, end: time.Unix(1796124270, 269482000)}
+	if got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	// PostgreSQL 15 adds the schedule lag and retries with some options.
+	if _, err := parsePgbenchLine("0 1 87 0 1796124270 269677 0 0"); err != nil {
+		t.Errorf("a line with lag and retries: %v", err)
+	}
+	if _, err := parsePgbenchLine("0 1 failed 0 1796124270 269677"); !errors.Is(err, errPgbenchFailed) {
+		t.Errorf("a failed transaction: %v, want errPgbenchFailed", err)
+	}
+	for _, bad := range []string{"", "0 1 87 0 1796124270", "0 1 -5 0 1796124270 1", "0 1 87 0 1796124270 1000000", "a 1 87 0 1796124270 1"} {
+		if _, err := parsePgbenchLine(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestPgbenchResult(t *testing.T) {
+	t0 := time.Unix(1796124270, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// Two clients: 0 ends at 30 ms, 1 at 50 ms.
+	txns := []pgbenchTxn{
+		{0, at(10), 10 * time.Millisecond},
+		{1, at(12), 12 * time.Millisecond},
+		{0, at(20), 10 * time.Millisecond},
+		{0, at(30), 10 * time.Millisecond},
+		{1, at(40), 28 * time.Millisecond},
+		{1, at(50), 10 * time.Millisecond},
+	}
+	r := pgbenchResult(txns, 2)
+	if !r.Start.Equal(t0) || !r.End.Equal(at(50)) {
+		t.Errorf("start %v, end %v: want time zero at the first start and the last end", r.Start.Sub(t0), r.End.Sub(t0))
+	}
+	if r.OKTxns != 6 || r.Stmts != 6 || r.Sessions != 2 || r.Clients != 2 {
+		t.Errorf("counts %+v", r)
+	}
+	// The steady window: first completion (10 ms) to the first client's
+	// last (30 ms), the transactions that end after its start and up to
+	// its end.
+	if !r.SteadyStart.Equal(at(10)) || !r.SteadyEnd.Equal(at(30)) || r.SteadyTxns != 3 {
+		t.Errorf("steady %v to %v, %d transactions; want 10 ms to 30 ms, 3", r.SteadyStart.Sub(t0), r.SteadyEnd.Sub(t0), r.SteadyTxns)
+	}
+	if r.Latency.Count() != 6 {
+		t.Errorf("%d latencies, want 6", r.Latency.Count())
+	}
+}
+
+func TestReadPgbenchLog(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "txn.1")
+	if err := os.WriteFile(f, []byte("0 1 50 0 1796124270 100\n0 2 60 0 1796124270 200\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readPgbenchLog(f)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("%v, %v", got, err)
+	}
+	if err := os.WriteFile(f, []byte("0 1 50 0 1796124270 100\ngarbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readPgbenchLog(f); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad line: %v, want an error naming line 2", err)
+	}
+}
+
+func TestSchedCPUSumsThreads(t *testing.T) {
+	all, ok := schedCPU(os.Getpid())
+	if !ok {
+		t.Skip("no /proc/PID/task here")
+	}
+	main, ok := taskCPU("/proc/self/schedstat")
+	if !ok {
+		t.Skip("no /proc/self/schedstat here")
+	}
+	// This test process runs several threads; the main one is among them.
+	if all < main {
+		t.Errorf("all threads %v below the main thread's %v", all, main)
+	}
+}
+
+func FuzzParsePgbenchLine(f *testing.F) {
+	for _, s := range []string{"3 17 506 0 1796124270 269482", "0 1 failed 0 1 2", "0 1 87 0 1796124270 269677 0 0", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		x, err := parsePgbenchLine(line)
+		if err != nil {
+			return
+		}
+		if x.client < 0 || x.lat < 0 || x.end.Nanosecond() >= 1e9 {
+			t.Errorf("%q: parsed %+v", line, x)
+		}
+	})
+}
