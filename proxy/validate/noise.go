@@ -91,3 +91,13 @@ func speedCell(f []float64) string {
 	q := func(p float64) float64 { return x[min(len(x)-1, int(p*float64(len(x))))] }
 	return fmt.Sprintf("%.2f / %.2f / %.2f (%d × %v)", q(0.05), q(0.5), q(0.95), len(x), speedWindow)
 }
+
+// medianP99 is the round trips' 50th and 99th percentiles (nearest rank;
+// rt is sorted in place); zero without any.
+func medianP99(rt []time.Duration) (p50, p99 time.Duration) {
+	if len(rt) == 0 {
+		return 0, 0
+	}
+	slices.Sort(rt)
+	return rt[len(rt)/2], rt[min(len(rt)-1, len(rt)*99/100)]
+}

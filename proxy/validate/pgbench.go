@@ -284,10 +284,7 @@ func (d *pgbenchDriver) loop(ctx context.Context, dsn string, n int, seed uint64
 	busy, _ := cpuUse(m0, m1, runtime.NumCPU())
 	out.busy = busy * float64(runtime.NumCPU())
 	out.speed = speedFactors(ends, 0, out.wall, speedWindow)
-	if len(rt) > 0 {
-		slices.Sort(rt)
-		out.p50, out.p99 = rt[len(rt)/2], rt[min(len(rt)-1, len(rt)*99/100)]
-	}
+	out.p50, out.p99 = medianP99(rt)
 	return out, nil
 }
 

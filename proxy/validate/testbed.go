@@ -275,10 +275,7 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 			}
 		}
 	}
-	if len(rt) > 0 {
-		slices.Sort(rt)
-		out.p50, out.p99 = rt[len(rt)/2], rt[min(len(rt)-1, len(rt)*99/100)]
-	}
+	out.p50, out.p99 = medianP99(rt)
 	out.self, out.watchedOK = m1.self-m0.self, ok0 && ok1
 	if out.watchedOK {
 		for i := range e0 {
