@@ -345,7 +345,16 @@ func why(c Cell, r *Row) string {
 		}
 	}
 	if x.CPUBusy >= cpuSaturated {
-		parts = append(parts, fmt.Sprintf("the machine's CPUs were %.0f%% busy during the run (this process — the driver and the in-process proxy — %.0f%% of them): the driver, the pooler and PostgreSQL compete for the cores, and the model gives the pooler and the clients no CPU time", 100*x.CPUBusy, 100*x.CPUSelf))
+		switch tb := r.Cal.Testbed; {
+		case tb == nil:
+			parts = append(parts, fmt.Sprintf("the machine's CPUs were %.0f%% busy during the run (this process — the driver and the in-process proxy — %.0f%% of them): the driver, the pooler and PostgreSQL compete for the cores, and the model gives the pooler and the clients no CPU time", 100*x.CPUBusy, 100*x.CPUSelf))
+		default:
+			who := "the driver and the in-process proxy"
+			if tb.Pgbench {
+				who = "the in-process proxy alone: pgbench drives"
+			}
+			parts = append(parts, fmt.Sprintf("the machine's CPUs were %.0f%% busy during the run (this process — %s — %.0f%% of them): the calibrated model runs the driver's, the pooler's and the backends' CPU per statement on the cores as measured before the run with %d clients through the target, and a process whose cost per statement changes with the run's clients (pgbench's grows with its idle connections) moves the cores' limit", 100*x.CPUBusy, who, 100*x.CPUSelf, tb.ThroughClients))
+		}
 	}
 	if x.CPUSteal >= 0.02 {
 		parts = append(parts, fmt.Sprintf("the hypervisor gave %.0f%% of the CPUs to other guests during the run (steal time), capacity that neither the calibration on one connection nor the model sees", 100*x.CPUSteal))

@@ -307,3 +307,30 @@ func TestCombine(t *testing.T) {
 		t.Errorf("combineCal hop = %v, want 20ns", cal.Hop)
 	}
 }
+
+// TestWhyBusyCoresWithATestbed: a CPU-bound row's miss on busy cores says
+// that the calibrated model runs every process's CPU on them (not that it
+// gives them none), and who this process was.
+func TestWhyBusyCoresWithATestbed(t *testing.T) {
+	m := system.Metrics{OKTxns: 100, TPS: 1000, P50Ms: 1, P99Ms: 2}
+	x := Measured{OKTxns: 100, TPS: 700, P50Ms: 1, P99Ms: 2, CPUBusy: 0.95, CPUSelf: 0.2}
+	for _, tc := range []struct {
+		tb   *Testbed
+		want string
+	}{
+		{nil, "the model gives the pooler and the clients no CPU time"},
+		{&Testbed{ThroughClients: 8}, "this process — the driver and the in-process proxy — 20% of them): the calibrated model runs the driver's, the pooler's and the backends' CPU"},
+		{&Testbed{ThroughClients: 8, Pgbench: true}, "this process — the in-process proxy alone: pgbench drives — 20% of them)"},
+	} {
+		r := Row{Params: []scenarios.Param{{Key: "pooler.mode", Value: "transaction"}}, Mode: poolmode.Transaction,
+			Clients: 40, Model: m, Calibrated: m, Measured: x, Cal: Calibration{Testbed: tc.tb}}
+		judge(&r)
+		c := cell(r, "tps")
+		if c.Pass {
+			t.Fatalf("tps %v against %v passes", c.Calibrated, c.Measured)
+		}
+		if !strings.Contains(c.Why, tc.want) {
+			t.Errorf("testbed %+v: why %q, want %q in it", tc.tb, c.Why, tc.want)
+		}
+	}
+}

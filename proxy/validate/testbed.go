@@ -83,6 +83,8 @@ type Testbed struct {
 	// row, whose CPU comes from the direct points), at ThroughTPS.
 	ThroughClients int
 	ThroughTPS     float64
+	// Pgbench says pgbench drove the loops (live.driver pgbench).
+	Pgbench bool
 	// Speed is the machine's speed window by window (speedWindow), as
 	// factors of its mean: the through loop's, or the most concurrent
 	// direct point's for a direct row (speedFactors).
@@ -676,6 +678,7 @@ func (l *lab) calibrateCPUBound(ctx context.Context, c system.Config, st load.St
 	if err != nil {
 		return cal, err
 	}
+	tb.Pgbench = l.pgbench(c) != nil
 	cal.Testbed = tb
 	p := tb.Points[0]
 	cal.QueryMean = time.Duration(float64(time.Second) / p.TPS)
