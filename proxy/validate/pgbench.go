@@ -178,15 +178,25 @@ func pgbenchResult(txns []pgbenchTxn, clients int) *load.Result {
 	return res
 }
 
+// pgbenchGuard bounds one pgbench-driven run.
+const pgbenchGuard = 20 * time.Minute
+
 // runPgbenchLoad is a pgbench-driven row's run: clients connections, each
 // running txns transactions.
 func runPgbenchLoad(ctx context.Context, bin, dsn string, clients, txns int, seed uint64) (*load.Result, error) {
+	// A guard: a pooler that stops answering must not hold the run
+	// forever (pgbench has no timeout of its own).
+	ctx, cancel := context.WithTimeout(ctx, pgbenchGuard)
+	defer cancel()
 	p, err := startPgbench(ctx, bin, dsn, clients, seed, "-t", strconv.Itoa(txns))
 	if err != nil {
 		return nil, err
 	}
 	t, err := p.Wait()
 	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return nil, fmt.Errorf("%w (stopped after %v)", err, pgbenchGuard)
+		}
 		return nil, err
 	}
 	return pgbenchResult(t, clients), nil
