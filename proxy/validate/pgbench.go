@@ -236,6 +236,8 @@ const pgbenchWarm = 500 * time.Millisecond
 // pooler they are the pool's, which stays.
 func (d *pgbenchDriver) loop(ctx context.Context, dsn string, n int, seed uint64, dur time.Duration, extra []int, direct bool) (loopCPU, error) {
 	var out loopCPU
+	ctx, cancel := context.WithTimeout(ctx, dur+time.Minute) // a guard, as closedLoop's
+	defer cancel()
 	secs := int((pgbenchWarm + dur + 300*time.Millisecond + time.Second - 1) / time.Second)
 	p, err := startPgbench(ctx, d.bin, dsn, n, seed, "-T", strconv.Itoa(secs))
 	if err != nil {
