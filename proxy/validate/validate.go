@@ -13,8 +13,11 @@
 // A CPU-bound statement (live.statement: pgbench-select) is calibrated as
 // a testbed instead (testbed.go): what shares the machine's cores — the
 // backends, the pooler process and this process's load driver — each
-// measured from /proc and run by the calibrated model on server.cores; a
-// sweep along the pool size is reported as a curve (curve.go).
+// measured from /proc and run by the calibrated model on server.cores,
+// with the latencies' spread measured too (noise.go); a sweep along the
+// pool size is reported as a curve (curve.go). With live.driver: pgbench
+// pgbench itself, a process of its own, drives such a row and its
+// calibration (pgbench.go), and its logs are the measurement.
 //
 // Before the rows it calibrates: the cost of opening one PostgreSQL
 // connection, the real duration of the scenario's statement and of the
