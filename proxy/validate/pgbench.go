@@ -288,13 +288,9 @@ func (d *pgbenchDriver) loop(ctx context.Context, dsn string, n int, seed uint64
 	out.watchedOK = ok0 && ok1 && len(backends) > 0
 	if out.watchedOK {
 		out.self = e1[0] - e0[0]
-		for i := 1; i < len(e0); i++ {
-			out.each = append(out.each, e1[i]-e0[i])
-			out.watched += e1[i] - e0[i]
-		}
+		out.addWatched(e0[1:], e1[1:])
 	}
-	busy, _ := cpuUse(m0, m1, runtime.NumCPU())
-	out.busy = busy * float64(runtime.NumCPU())
+	out.busy = busyCores(m0, m1)
 	out.speed = speedFactors(ends, 0, out.wall, speedWindow)
 	out.p50, out.p99 = medianP99(rt)
 	return out, nil

@@ -280,14 +280,26 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 	out.p50, out.p99 = medianP99(rt)
 	out.self, out.watchedOK = m1.self-m0.self, ok0 && ok1
 	if out.watchedOK {
-		for i := range e0 {
-			out.each = append(out.each, e1[i]-e0[i])
-			out.watched += e1[i] - e0[i]
-		}
+		out.addWatched(e0, e1)
 	}
-	busy, _ := cpuUse(m0, m1, runtime.NumCPU())
-	out.busy = busy * float64(runtime.NumCPU())
+	out.busy = busyCores(m0, m1)
 	return out, nil
+}
+
+// addWatched sets each and watched from the watched processes' CPU
+// before (e0) and after (e1) the measured stretch.
+func (out *loopCPU) addWatched(e0, e1 []time.Duration) {
+	for i := range e0 {
+		d := e1[i] - e0[i]
+		out.each = append(out.each, d)
+		out.watched += d
+	}
+}
+
+// busyCores is the machine's busy cores between two samples.
+func busyCores(m0, m1 cpuSample) float64 {
+	busy, _ := cpuUse(m0, m1, runtime.NumCPU())
+	return busy * float64(runtime.NumCPU())
 }
 
 // calibrateTestbed measures the direct closed loop at 1, 2, 4 and 8
@@ -634,7 +646,7 @@ func (l *lab) pgbenchInit(ctx context.Context, scale int) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("validate: pgbench -i -s %d: %w: %s", scale, err, strings.TrimSpace(string(out)))
 		}
-		l.logf("validate: pgbench -i -s %d: %s", scale, lastLine(string(out)))
+		l.logf("validate: pgbench -i -s %d: %s", scale, lastLines(string(out), 1))
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -656,14 +668,6 @@ func (l *lab) pgbenchInit(ctx context.Context, scale int) (int64, error) {
 		return 0, fmt.Errorf("validate: pgbench_accounts is empty: run pgbench -i -s %d first", scale)
 	}
 	return n, nil
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }
 
 // calibrateCPUBound is a CPU-bound row's calibration before its run: the
@@ -762,12 +766,11 @@ func combineTestbed(cs []Calibration) *Testbed {
 	for i := range t.Points {
 		t.Points[i].TPS = medianOf(tbs, func(x *Testbed) float64 { return x.Points[min(i, len(x.Points)-1)].TPS })
 		t.Points[i].Model = medianOf(tbs, func(x *Testbed) float64 { return x.Points[min(i, len(x.Points)-1)].Model })
-		for _, f := range []func(*TestbedPoint) *time.Duration{
-			func(p *TestbedPoint) *time.Duration { return &p.P50 }, func(p *TestbedPoint) *time.Duration { return &p.P99 },
-			func(p *TestbedPoint) *time.Duration { return &p.ModelP50 }, func(p *TestbedPoint) *time.Duration { return &p.ModelP99 },
-		} {
-			*f(&t.Points[i]) = medianDur(tbs, func(x *Testbed) time.Duration { return *f(&x.Points[min(i, len(x.Points)-1)]) })
-		}
+		pt := func(x *Testbed) TestbedPoint { return x.Points[min(i, len(x.Points)-1)] }
+		t.Points[i].P50 = medianDur(tbs, func(x *Testbed) time.Duration { return pt(x).P50 })
+		t.Points[i].P99 = medianDur(tbs, func(x *Testbed) time.Duration { return pt(x).P99 })
+		t.Points[i].ModelP50 = medianDur(tbs, func(x *Testbed) time.Duration { return pt(x).ModelP50 })
+		t.Points[i].ModelP99 = medianDur(tbs, func(x *Testbed) time.Duration { return pt(x).ModelP99 })
 	}
 	return &t
 }
