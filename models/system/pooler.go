@@ -91,7 +91,9 @@ func (m *model) toThread(s *sim.Sim, c int32, w work) {
 }
 
 // startWork runs w on process pi's thread: a thread that was asleep
-// first wakes (pooler.wakeup), then spends cpu_per_msg on a message, more
+// first wakes (pooler.wakeup; on the server's cores, testbed.pooler_on_cores,
+// only when a core is idle - a busy core switches to it at once, an idle
+// one must be woken first), then spends cpu_per_msg on a message, more
 // the more client connections it serves (pooler.conn_overhead), or
 // cpu_per_assign on an assignment - on a CPU of its own, or on the
 // server's cores with testbed.pooler_on_cores.
@@ -107,7 +109,7 @@ func (m *model) startWork(s *sim.Sim, pi int, w work, wake bool) {
 	}
 	p.busy, p.cur, p.cost = true, w, d
 	var delay sim.Time
-	if wake {
+	if wake && !(m.cfg.Testbed.PoolerOnCores && m.srv.coresFull()) {
 		delay = cfg.Wakeup
 	}
 	switch {

@@ -31,8 +31,14 @@ type Testbed struct {
 	// message (pooler.cpu_per_msg) and assignment (pooler.cpu_per_assign)
 	// is a job there, one at a time per process (its thread is single:
 	// the rest queue as they do on a CPU of its own). pooler.wakeup stays
-	// a fixed delay before the job: it is the scheduler's latency, not
-	// CPU.
+	// a delay before the job, the scheduler's latency, not CPU - and only
+	// when a core is idle as the thread wakes: an idle core must be woken
+	// first (on a virtual machine, the host runs its vCPU again), a busy
+	// one switches to the thread at once. Measured on this project's
+	// 2-vCPU machine through PgBouncer at pool 1: an empty query's hop
+	// with the cores idle is 17-27 µs more than the pooler's CPU, while at
+	// 200 clients, the cores 80-90 % busy, the server's cycle (1/TPS) was
+	// within a few µs of the backend's and the pooler's CPU per statement.
 	PoolerOnCores bool
 	// Background is cores' worth of CPU busy with work outside the test
 	// (other processes): the test keeps cores − Background of them.
@@ -100,6 +106,16 @@ const DefaultSpeedPeriod = 20 * sim.Millisecond
 // minSpeedPeriod bounds how often the speed changes: the model takes the
 // time window by window.
 const minSpeedPeriod = 100 * sim.Microsecond
+
+// coresFull reports whether every core left to the test is busy as a
+// thread is woken: the jobs running and the waker's own (a message is
+// sent by a job that has just finished its CPU - the backend's statement,
+// the driver's - and is still on its core as it wakes the receiver). A
+// thread woken then shares the busy cores at once; with a core idle it
+// waits for that core to wake (pooler.wakeup).
+func (v *server) coresFull() bool {
+	return float64(len(v.running)+1) >= v.avail
+}
 
 // rates are the CPU work a backend's job and another job receive per
 // unit of time with the jobs running now: their share of the cores left

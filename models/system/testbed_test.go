@@ -276,3 +276,35 @@ func TestTestbedSpeedInvalid(t *testing.T) {
 		}
 	}
 }
+
+func TestPoolerWakesOnlyAnIdleCore(t *testing.T) {
+	// Pool 1 of 200 clients on 2 cores: the driver's, the backend's and
+	// the pooler's CPU keep both cores busy, so the thread, woken by the
+	// job that has just finished on one of them, never waits for an idle
+	// core to wake - pooler.wakeup costs nothing, and the throughput is
+	// near the lesser of the cores' bound, 2 / (d + s + request +
+	// response + assignment), and the server's cycle, 1 / (s + response
+	// + assignment), sharing the cores slowing the latter a little.
+	const d, s, p = 30 * sim.Microsecond, 20 * sim.Microsecond, 7 * sim.Microsecond
+	c := cpuBound(poolmode.Transaction, 200, 100, d, s, 2)
+	c.Pooler.DefaultPoolSize = 1
+	c.Pooler.CPUPerMsg, c.Pooler.CPUPerAssign = p, p
+	c.Testbed.PoolerOnCores = true
+	awake := Run(c).Metrics
+	c.Pooler.Wakeup = 20 * sim.Microsecond
+	woken := Run(c).Metrics
+	within(t, "pool 1, busy cores, wakeup 20µs: tps_steady against wakeup 0", woken.TPSSteady, awake.TPSSteady, 0.01)
+	if bound := min(2/(d+s+3*p).Seconds(), 1/(s+2*p).Seconds()); woken.TPSSteady > bound || woken.TPSSteady < 0.9*bound {
+		t.Errorf("pool 1, busy cores: tps_steady %.0f, want within 10%% below %.0f", woken.TPSSteady, bound)
+	}
+	// One client leaves a core idle at every message: each of its two
+	// messages per statement pays the wake-up (TestPoolerCPUPerAssign
+	// has the exact sums).
+	one := cpuBound(poolmode.Transaction, 1, 500, d, s, 2)
+	one.Pooler.CPUPerMsg, one.Pooler.CPUPerAssign = p, p
+	one.Testbed.PoolerOnCores = true
+	base := Run(one).Metrics
+	one.Pooler.Wakeup = 20 * sim.Microsecond
+	slow := Run(one).Metrics
+	within(t, "1 client: the latency the wake-ups add (ms)", slow.MeanMs-base.MeanMs, (2*20*sim.Microsecond).Seconds()*1e3, 0.01)
+}

@@ -353,7 +353,7 @@ func why(c Cell, r *Row) string {
 			if tb.Pgbench {
 				who = "the in-process proxy alone: pgbench drives"
 			}
-			parts = append(parts, fmt.Sprintf("the machine's CPUs were %.0f%% busy during the run (this process — %s — %.0f%% of them): the calibrated model runs the driver's, the pooler's and the backends' CPU per statement on the cores as measured before the run with %d clients through the target, and a process whose cost per statement changes with the run's clients (pgbench's grows with its idle connections) moves the cores' limit", 100*x.CPUBusy, who, 100*x.CPUSelf, tb.ThroughClients))
+			parts = append(parts, fmt.Sprintf("the machine's CPUs were %.0f%% busy during the run (this process — %s — %.0f%% of them): the calibrated model runs the driver's, the pooler's and the backends' CPU per statement on the cores as measured in the second before the run with its %d clients through the target, and a machine that runs slower or faster than in that second (other work, the host) moves the cores' limit", 100*x.CPUBusy, who, 100*x.CPUSelf, tb.ThroughClients))
 		}
 	}
 	if x.CPUSteal >= 0.02 {

@@ -29,7 +29,7 @@ import (
 // machine's cores, which PostgreSQL's backends, the pooler process and the
 // load driver share. Its calibration measures each one's CPU per statement
 // from /proc (not guessed), straight to PostgreSQL at a few concurrencies
-// and through the row's target at a few clients, and hands the calibrated
+// and through the row's target at the row's clients, and hands the calibrated
 // model a testbed: the driver's and the pooler's CPU on the server's cores
 // (system.Testbed), the work of other processes as background, and the
 // USL contention that makes the model's direct throughput match the
@@ -78,8 +78,8 @@ type Testbed struct {
 	// assignment) through the row's target: the proxy's event loop's or
 	// pgbouncer's.
 	Pooler time.Duration
-	// ThroughClients ran through the target to measure the CPU per
-	// statement of the driver, the pooler and the backends (0: a direct
+	// ThroughClients (the row's) ran through the target to measure the
+	// CPU per statement of the driver, the pooler and the backends (0: a direct
 	// row, whose CPU comes from the direct points), at ThroughTPS.
 	ThroughClients int
 	ThroughTPS     float64
@@ -486,21 +486,28 @@ func applyTestbed(c *system.Config, tb *Testbed, sigma, kappa float64) {
 	}
 }
 
-// throughClients is how many clients measure the processes' CPU per
-// statement through the target: enough that the pooler batches and the
-// pool's servers stay busy as in a run, few enough to be a short probe.
-const throughClients = 8
-
 // calibrateThrough measures each process's CPU per statement through the
-// row's target, the way a run uses them: a closed loop of a few clients
-// through the row's pool. The backends are the pool's servers (found in
+// row's target, the way a run uses them: a closed loop of the row's
+// clients through the row's pool, for a second. The backends are the pool's servers (found in
 // pg_stat_activity); the pooler is the proxy's event loop (its thread's
 // CPU, Proxy.MeasureCPU) or the pgbouncer process; the driver is this
 // process, less the proxy's loop. These are the model's CPU per statement:
 // a process's cost per statement depends on how often it sleeps and wakes,
-// which a direct loop does not reproduce.
+// which a direct loop does not reproduce, and on how many connections it
+// serves (measured through PgBouncer at pool 8: pgbench 8.6 µs per
+// transaction with 8 clients, 14.3 µs with 200; at pool 1 the backend's
+// 26 µs with 8 clients, 16.5 µs with 50, its core no longer idle between
+// statements).
 func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Config, st load.Statement, tb *Testbed) error {
-	n := max(1, min(throughClients, cfg.Workload.Clients))
+	// The row's clients: a process's CPU per statement is not the
+	// statement's constant but depends on how the run keeps it busy -
+	// pgbench polls every one of its sockets at each wake-up, so its
+	// cost grows with its idle connections, and a process woken on an
+	// idle core costs more than one relaying on a busy one.
+	n := max(1, cfg.Workload.Clients)
+	if m := cfg.Pooler.MaxClientConn; m > 0 {
+		n = min(n, m)
+	}
 	dur := time.Second
 	if l.o.Quick {
 		dur = 500 * time.Millisecond
@@ -598,8 +605,10 @@ func calibratedTestbed(cfg system.Config, cal Calibration) system.Metrics {
 		cc.Pooler.CPUPerMsg, cc.Pooler.CPUPerAssign = sim.FromDuration(per), sim.FromDuration(per)
 		cc.Pooler.ConnOverhead = 0
 		// The hop an empty query measured is the thread's wake-up and the
-		// loopback around its CPU: a thread that was asleep pays it, a
-		// busy one relays at once.
+		// loopback around its CPU: a thread that was asleep pays it when
+		// a core is idle (as in that measurement), a busy one relays at
+		// once, and one woken while the cores are all busy is switched
+		// to at once (the model's rule, system.Testbed.PoolerOnCores).
 		cc.Pooler.Hop = 0
 		cc.Pooler.Wakeup = sim.FromDuration(max(0, cal.Hop-per))
 		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.Connect))
@@ -716,8 +725,8 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		return
 	}
 	p("## Testbed\n\n")
-	p("The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores as processor sharing (the pooler's thread one job at a time: a third of its CPU per request, response and assignment), with the background taken off the cores; the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up. Through the target, 8 clients (or the row's, if fewer) measure each process's CPU per statement where it works as in a run, and these are the model's: the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
-	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU (clients) | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores as processor sharing (the pooler's thread one job at a time: a third of its CPU per request, response and assignment), with the background taken off the cores; the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up. Through the target, the row's clients in the row's pool (a closed loop of a second) measure each process's CPU per statement where it works as in the run, and these are the model's, because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
+	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU | through the target: clients → statements/s | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		tb := r.Cal.Testbed
 		if tb == nil {
@@ -732,8 +741,12 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 			sp := tb.Points[i]
 			spread = fmt.Sprintf("%d: %s / %s (%s / %s) → %.2f", sp.N, us(sp.P50), us(sp.P99), us(sp.ModelP50), us(sp.ModelP99), tb.Spread)
 		}
-		p("| %s | %s | %.4f / %.5f / %.0f/s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s | %s (%d) | %s | %s |\n", r.Title(), strings.Join(pts, ", "), tb.USL.Sigma, tb.USL.Kappa, tb.USL.Lambda, us(tb.Driver), us(tb.Server), us(tb.Latency),
-			tb.Background, tb.Contention, tb.Coherency, spread, us(tb.Pooler), tb.ThroughClients, us(r.Cal.Hop), speedCell(tb.Speed))
+		through := "—"
+		if tb.ThroughClients > 0 {
+			through = fmt.Sprintf("%d → %.0f", tb.ThroughClients, tb.ThroughTPS)
+		}
+		p("| %s | %s | %.4f / %.5f / %.0f/s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s | %s | %s | %s | %s |\n", r.Title(), strings.Join(pts, ", "), tb.USL.Sigma, tb.USL.Kappa, tb.USL.Lambda, us(tb.Driver), us(tb.Server), us(tb.Latency),
+			tb.Background, tb.Contention, tb.Coherency, spread, us(tb.Pooler), through, us(r.Cal.Hop), speedCell(tb.Speed))
 	}
 	p("\n")
 }
@@ -756,6 +769,7 @@ func combineTestbed(cs []Calibration) *Testbed {
 	t.Latency = medianDur(tbs, func(x *Testbed) time.Duration { return x.Latency })
 	t.Pooler = medianDur(tbs, func(x *Testbed) time.Duration { return x.Pooler })
 	t.Background = medianOf(tbs, func(x *Testbed) float64 { return x.Background })
+	t.ThroughTPS = medianOf(tbs, func(x *Testbed) float64 { return x.ThroughTPS })
 	t.Contention = medianOf(tbs, func(x *Testbed) float64 { return x.Contention })
 	t.Coherency = medianOf(tbs, func(x *Testbed) float64 { return x.Coherency })
 	t.Spread = medianOf(tbs, func(x *Testbed) float64 { return x.Spread })
