@@ -50,6 +50,12 @@ type CurveLine struct {
 	// PeakCal and PeakMeas are the peak pool sizes of the calibrated model
 	// and of the measurement; PeakModel the scenario model's.
 	PeakModel, PeakCal, PeakMeas float64
+	// PeakMeasLo and PeakMeasHi bound the measured peak by the runs' 95 %
+	// intervals: the smallest pool size whose interval reaches within
+	// PeakWithin of the highest median (it may be on the plateau), and
+	// the smallest whose whole interval does (it surely is; the last
+	// pool size if none). With one run they equal PeakMeas.
+	PeakMeasLo, PeakMeasHi float64
 }
 
 // Curves groups the report's rows into lines along CurveKey; nil when the
@@ -95,6 +101,7 @@ func (rep *Report) Curves() []CurveLine {
 		l.PeakModel = peak(l.Points, func(p CurvePoint) float64 { return p.Model })
 		l.PeakCal = peak(l.Points, func(p CurvePoint) float64 { return p.Cal })
 		l.PeakMeas = peak(l.Points, func(p CurvePoint) float64 { return p.Meas })
+		l.PeakMeasLo, l.PeakMeasHi = peakRange(l.Points)
 	}
 	return lines
 }
@@ -135,6 +142,47 @@ func peak(pts []CurvePoint, f func(CurvePoint) float64) float64 {
 	return 0
 }
 
+// peakRange is the measured peak's range by the runs' intervals (see
+// CurveLine.PeakMeasLo): the top is the highest median, as in peak.
+func peakRange(pts []CurvePoint) (lo, hi float64) {
+	var top float64
+	for _, p := range pts {
+		top = max(top, p.Meas)
+	}
+	bar := (1 - PeakWithin) * top
+	lo, hi = math.NaN(), math.NaN()
+	for _, p := range pts {
+		if math.IsNaN(lo) && max(p.MeasHi, p.Meas) >= bar {
+			lo = p.X
+		}
+		if math.IsNaN(hi) && min(p.MeasLo, p.Meas) >= bar {
+			hi = p.X
+		}
+	}
+	if len(pts) > 0 && math.IsNaN(hi) {
+		hi = pts[len(pts)-1].X
+	}
+	if math.IsNaN(lo) {
+		lo = hi
+	}
+	return lo, hi
+}
+
+// peakNote is the peak line's verdict: the same, the same within the
+// runs' intervals (the calibrated peak lies where the measured plateau
+// may start), or not.
+func (l CurveLine) peakNote() string {
+	switch {
+	case l.PeakCal == l.PeakMeas:
+		return "the same"
+	case l.PeakMeasLo <= l.PeakCal && l.PeakCal <= l.PeakMeasHi:
+		return fmt.Sprintf("NOT the same by the medians; within the runs' 95 %% intervals the measured plateau may start anywhere from %g to %g, and the calibrated %g lies there", l.PeakMeasLo, l.PeakMeasHi, l.PeakCal)
+	case l.PeakMeasLo != l.PeakMeasHi:
+		return fmt.Sprintf("NOT the same: within the runs' 95 %% intervals the measured plateau starts between %g and %g", l.PeakMeasLo, l.PeakMeasHi)
+	}
+	return "NOT the same"
+}
+
 // writeCurves is the report's curve section: a table per line and the
 // peak pool sizes.
 func (rep *Report) writeCurves(p func(string, ...any)) {
@@ -155,11 +203,7 @@ func (rep *Report) writeCurves(p func(string, ...any)) {
 			p("| %g | %.0f / %.0f / %.0f [%.0f, %.0f] | %+.1f | %.3f / %.3f | %+.1f | %.3f / %.3f | %+.1f | %s |\n",
 				pt.X, pt.Model, pt.Cal, pt.Meas, pt.MeasLo, pt.MeasHi, pt.TPSErr, pt.P50Cal, pt.P50Meas, pt.P50Err, pt.P99Cal, pt.P99Meas, pt.P99Err, v)
 		}
-		same := "the same"
-		if l.PeakCal != l.PeakMeas {
-			same = "NOT the same"
-		}
-		p("\nPeak pool size: calibrated model %g, measured %g (%s); the scenario's model %g.\n\n", l.PeakCal, l.PeakMeas, same, l.PeakModel)
+		p("\nPeak pool size: calibrated model %g, measured %g (%s); the scenario's model %g.\n\n", l.PeakCal, l.PeakMeas, l.peakNote(), l.PeakModel)
 	}
 }
 
