@@ -249,7 +249,7 @@ var fields = []field{
 	{"testbed.driver_cpu", "live validation on one machine: the load driver's CPU per statement, run on server.cores before each statement is sent, shared with the statements but not slowed by the USL; a duration or a distribution (default 0: a production what-if)", func(c *system.Config, n *yaml.Node) error {
 		return distInto(&c.Testbed.DriverCPU, n)
 	}},
-	{"testbed.pooler_on_cores", "live validation on one machine: each pooler process's thread runs its messages and assignments on server.cores (one at a time per process; pooler.wakeup stays a fixed delay) instead of a CPU of its own (default false)", func(c *system.Config, n *yaml.Node) error {
+	{"testbed.pooler_on_cores", "live validation on one machine: each pooler process's thread runs its messages and assignments on server.cores (one at a time per process; pooler.wakeup is paid only when a core is idle as the thread wakes) instead of a CPU of its own (default false)", func(c *system.Config, n *yaml.Node) error {
 		return boolInto(&c.Testbed.PoolerOnCores, n)
 	}},
 	{"testbed.background", "cores' worth of CPU busy with work outside the test: the test keeps server.cores minus this, a number from 0, below server.cores (default 0)", func(c *system.Config, n *yaml.Node) error {
@@ -292,7 +292,7 @@ var fields = []field{
 		}
 		return fmt.Errorf("want poolsim or pgbench, got %q", s)
 	}},
-	{"live.sql", "the statement poolsim validate runs with live.statement: sql (the model still uses workload.query)", func(c *system.Config, n *yaml.Node) error {
+	{"live.sql", "the statement poolsim validate runs with live.statement: sql (the model still uses workload.query; with server.cores the statement is CPU on the cores, calibrated as pgbench-select's is: its CPU measured and run by the calibrated model with the pooler and the load driver)", func(c *system.Config, n *yaml.Node) error {
 		s, err := scalar(n)
 		if err != nil {
 			return err

@@ -57,12 +57,14 @@ database pgbench -i initialises at live.scale in the throwaway cluster;
 with --dsn the pgbench tables must exist).
 
 A pgbench-select statement is CPU-bound and shares the machine's cores
-with the pooler and the load driver. Before each run the validator
-calibrates a testbed: statements per second straight to PostgreSQL at 1, 2,
-4 and 8 connections, each process's CPU per statement from /proc (the
-driver's, the backends', the pooler's through the target) and the other
-work on the machine; the calibrated model runs all of them on the cores,
-with the backends' USL contention searched to match the direct points. The
+with the pooler and the load driver, and so is an sql statement in a
+scenario with server.cores. Before each run the validator calibrates a
+testbed: statements per second straight to PostgreSQL at 1, 2, 4 and 8
+connections, each process's CPU per statement from /proc (the driver's,
+the backends', the pooler's) through the target with the row's clients,
+and the other work on the machine; the calibrated model runs all of them
+on the cores, with the backends' USL contention searched to match the
+direct points. The
 scenario's model stays the production what-if (no load driver). A sweep
 over pooler.default_pool_size is a curve: the report shows it with the
 peak pool size of model and measurement, and --plot draws it.

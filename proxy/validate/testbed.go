@@ -92,9 +92,11 @@ type Testbed struct {
 }
 
 // testbedKind says whether the scenario's live statement is calibrated as
-// CPU-bound work on the shared cores.
+// CPU-bound work on the shared cores: pgbench -S's statement, or the
+// user's own SQL (live.statement: sql) in a scenario whose server has
+// cores (server.cores: the model runs its statements' CPU on them).
 func testbedKind(c system.Config) bool {
-	return c.Live.Statement == load.KindPgbenchSelect
+	return c.Live.Statement == load.KindPgbenchSelect || (c.Live.Statement == load.KindSQL && c.Server.Cores > 0)
 }
 
 // schedCPU is a process's time on a CPU, all its threads' (pgbench -j

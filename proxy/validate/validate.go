@@ -10,8 +10,8 @@
 // max_connections and no superuser-reserved slots unless a DSN is given;
 // the load connects as a non-superuser role.
 //
-// A CPU-bound statement (live.statement: pgbench-select) is calibrated as
-// a testbed instead (testbed.go): what shares the machine's cores — the
+// A CPU-bound statement (live.statement: pgbench-select, or sql with
+// server.cores) is calibrated as a testbed instead (testbed.go): what shares the machine's cores — the
 // backends, the pooler process and this process's load driver — each
 // measured from /proc and run by the calibrated model on server.cores,
 // with the latencies' spread measured too (noise.go); a sweep along the
@@ -178,7 +178,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		if testbedKind(c) {
 			if c.Workload.StmtsPerTxn != 1 || c.Workload.RequestLevel() {
-				return nil, fmt.Errorf("%w: live.statement pgbench-select runs pgbench -S's one-statement transactions: workload.stmts_per_txn must be 1 and there are no requests", ErrUnsupported)
+				return nil, fmt.Errorf("%w: live.statement %s on server.cores is calibrated as CPU per statement, a one-statement transaction each (as pgbench -S's): workload.stmts_per_txn must be 1 and there are no requests", ErrUnsupported, c.Live.Statement)
 			}
 			if c.Live.Driver == "pgbench" && (c.Workload.Open() || c.Workload.Think.MeanValue() > 0) {
 				return nil, fmt.Errorf("%w: live.driver pgbench runs closed clients back to back (pgbench -c N -t workload.txns_per_session): the workload must be closed with no think time", ErrUnsupported)
@@ -186,7 +186,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			continue
 		}
 		if c.Workload.CPU.MeanValue() > 0 || c.Server.Cores > 0 {
-			return nil, fmt.Errorf("%w: workload.cpu and server.cores model CPU sharing; run it live with live.statement: cpu and workload.query instead", ErrUnsupported)
+			return nil, fmt.Errorf("%w: workload.cpu and server.cores model CPU sharing; run it live with live.statement: sql (your statement, its CPU measured on the cores) or pgbench-select, or with live.statement: cpu and workload.query and no server.cores", ErrUnsupported)
 		}
 	}
 	prepared := preparedScenario(points[0].Config)

@@ -347,6 +347,35 @@ func TestValidatePgbenchDriver(t *testing.T) {
 	}
 }
 
+// TestValidateSQLOnCores runs the user's own SQL (live.statement: sql)
+// in a scenario with server.cores: it is calibrated as CPU on the shared
+// cores, as pgbench -S's statement is - the direct points, each process's
+// CPU per statement through the proxy, the calibrated model on the cores.
+func TestValidateSQLOnCores(t *testing.T) {
+	src := strings.Replace(pgbenchSmall, "  statement: pgbench-select\n", "  statement: sql\n  sql: SELECT count(*) FROM generate_series(1, 2000)\n", 1)
+	src = strings.Replace(src, "  pooler.default_pool_size: [1, 2]", "  pooler.default_pool_size: [2]", 1)
+	rep := runLive(t, src, 1)
+	r := rep.Rows[0]
+	if c := cell(r, "ok_txns"); !c.Pass || c.Measured != 480 {
+		t.Errorf("ok_txns model %v, calibrated %v, measured %v", c.Model, c.Calibrated, c.Measured)
+	}
+	tb := r.Cal.Testbed
+	if tb == nil {
+		t.Fatal("live.statement sql with server.cores: no testbed calibration")
+	}
+	if tb.Server <= 0 || tb.Pooler <= 0 || tb.ThroughClients != 6 || len(tb.Points) != 4 || !(tb.ThroughTPS > 0) {
+		t.Errorf("testbed %+v: want the server's and the proxy's CPU measured with the row's 6 clients, 4 direct points", *tb)
+	}
+	// generate_series(1, 2000) costs tens of µs or more per statement:
+	// the backends', not a trivial query's few µs.
+	if tb.Server < 20*time.Microsecond {
+		t.Errorf("server CPU per statement %v: too little for the statement", tb.Server)
+	}
+	if c := cell(r, "tps"); !(c.Calibrated > 0) || !(c.Measured > 0) {
+		t.Errorf("tps cell %+v", c)
+	}
+}
+
 // TestValidatePgbenchSelect runs the CPU-bound statement through the proxy:
 // pgbench -i makes the tables, the testbed is measured from /proc, every
 // transaction completes and the curve along the pool size is drawn. Times
