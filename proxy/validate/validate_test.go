@@ -314,18 +314,27 @@ sweep:
   pooler.default_pool_size: [1, 2]
 `
 
+// pgbenchSmallRow runs pgbenchSmall's pool-2 row with live (the live
+// section's lines after "live:") in place of its statement line, and
+// checks that every transaction completed.
+func pgbenchSmallRow(t *testing.T, live string) *Report {
+	t.Helper()
+	src := strings.Replace(pgbenchSmall, "  statement: pgbench-select\n", live, 1)
+	src = strings.Replace(src, "  pooler.default_pool_size: [1, 2]", "  pooler.default_pool_size: [2]", 1)
+	rep := runLive(t, src, 1)
+	if c := cell(rep.Rows[0], "ok_txns"); !c.Pass || c.Measured != 480 {
+		t.Errorf("ok_txns model %v, calibrated %v, measured %v", c.Model, c.Calibrated, c.Measured)
+	}
+	return rep
+}
+
 // TestValidatePgbenchDriver runs pgbench itself as the load driver
 // (live.driver: pgbench) through the proxy: pgbench's logs give every
 // transaction, its threads' CPU is the testbed's driver, this process's
 // the pooler's.
 func TestValidatePgbenchDriver(t *testing.T) {
-	src := strings.Replace(pgbenchSmall, "  statement: pgbench-select\n", "  statement: pgbench-select\n  driver: pgbench\n", 1)
-	src = strings.Replace(src, "  pooler.default_pool_size: [1, 2]", "  pooler.default_pool_size: [2]", 1)
-	rep := runLive(t, src, 1)
+	rep := pgbenchSmallRow(t, "  statement: pgbench-select\n  driver: pgbench\n")
 	r := rep.Rows[0]
-	if c := cell(r, "ok_txns"); !c.Pass || c.Measured != 480 {
-		t.Errorf("ok_txns model %v, calibrated %v, measured %v", c.Model, c.Calibrated, c.Measured)
-	}
 	for _, m := range []string{"tps", "tps_steady", "p50_ms", "p99_ms"} {
 		if c := cell(r, m); !(c.Measured > 0) || !(c.Calibrated > 0) {
 			t.Errorf("%s cell %+v: want pgbench's measurement and the calibrated model's", m, c)
@@ -352,13 +361,7 @@ func TestValidatePgbenchDriver(t *testing.T) {
 // cores, as pgbench -S's statement is - the direct points, each process's
 // CPU per statement through the proxy, the calibrated model on the cores.
 func TestValidateSQLOnCores(t *testing.T) {
-	src := strings.Replace(pgbenchSmall, "  statement: pgbench-select\n", "  statement: sql\n  sql: SELECT count(*) FROM generate_series(1, 2000)\n", 1)
-	src = strings.Replace(src, "  pooler.default_pool_size: [1, 2]", "  pooler.default_pool_size: [2]", 1)
-	rep := runLive(t, src, 1)
-	r := rep.Rows[0]
-	if c := cell(r, "ok_txns"); !c.Pass || c.Measured != 480 {
-		t.Errorf("ok_txns model %v, calibrated %v, measured %v", c.Model, c.Calibrated, c.Measured)
-	}
+	r := pgbenchSmallRow(t, "  statement: sql\n  sql: SELECT count(*) FROM generate_series(1, 2000)\n").Rows[0]
 	tb := r.Cal.Testbed
 	if tb == nil {
 		t.Fatal("live.statement sql with server.cores: no testbed calibration")
