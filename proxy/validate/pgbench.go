@@ -234,14 +234,36 @@ const pgbenchWarm = 500 * time.Millisecond
 // the load role's backends', in each in that order. Straight to
 // PostgreSQL (direct) it waits for pgbench's backends to exit; through a
 // pooler they are the pool's, which stays.
+//
+// pgbench runs for a fixed time (-T) and the window is measured by this
+// process's clock: on a loaded machine pgbench can end (its connections
+// slow to open, the pool's servers slow to find) before the window has
+// closed, its backends gone before their CPU was read. Then the loop runs
+// again with a longer -T, up to twice.
 func (d *pgbenchDriver) loop(ctx context.Context, dsn string, n int, seed uint64, dur time.Duration, extra []int, direct bool) (loopCPU, error) {
-	var out loopCPU
-	ctx, cancel := context.WithTimeout(ctx, dur+time.Minute) // a guard, as closedLoop's
+	margin := 300 * time.Millisecond
+	for try := 0; ; try++ {
+		out, late, err := d.loopOnce(ctx, dsn, n, seed, dur, margin, extra, direct)
+		if !late || err != nil {
+			return out, err
+		}
+		if try == 2 {
+			return out, fmt.Errorf("calibrate testbed: pgbench with %d connections ended before its %v window closed, 3 times (the last run for %v more): the machine is too busy to measure on", n, dur, margin)
+		}
+		margin += 2 * time.Second
+	}
+}
+
+// loopOnce is one try of loop: pgbench runs for pgbenchWarm + dur +
+// margin, rounded up to whole seconds; late says it had ended before the
+// window closed.
+func (d *pgbenchDriver) loopOnce(ctx context.Context, dsn string, n int, seed uint64, dur, margin time.Duration, extra []int, direct bool) (out loopCPU, late bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, dur+margin+time.Minute) // a guard, as closedLoop's
 	defer cancel()
-	secs := int((pgbenchWarm + dur + 300*time.Millisecond + time.Second - 1) / time.Second)
+	secs := int((pgbenchWarm + dur + margin + time.Second - 1) / time.Second)
 	p, err := startPgbench(ctx, d.bin, dsn, n, seed, "-T", strconv.Itoa(secs))
 	if err != nil {
-		return out, fmt.Errorf("calibrate testbed: %w", err)
+		return out, false, fmt.Errorf("calibrate testbed: %w", err)
 	}
 	waited := false
 	defer func() {
@@ -251,28 +273,38 @@ func (d *pgbenchDriver) loop(ctx context.Context, dsn string, n int, seed uint64
 		}
 	}()
 	if err := probe.Sleep(ctx, pgbenchWarm); err != nil {
-		return out, fmt.Errorf("calibrate testbed: %w", err)
+		return out, false, fmt.Errorf("calibrate testbed: %w", err)
 	}
 	backends, err := d.servers(ctx)
 	if err != nil {
-		return out, err
+		return out, false, err
 	}
 	pids := append(append([]int{p.Pid()}, extra...), backends...)
 	m0 := sampleCPU()
 	e0, ok0 := eachCPU(pids)
 	if err := probe.Sleep(ctx, dur); err != nil {
-		return out, fmt.Errorf("calibrate testbed: %w", err)
+		return out, false, fmt.Errorf("calibrate testbed: %w", err)
 	}
 	m1 := sampleCPU()
 	e1, ok1 := eachCPU(pids)
+	if ended(p.Pid()) {
+		waited = true
+		_, _ = p.Wait()
+		if direct {
+			if err := d.gone(ctx); err != nil {
+				return out, false, err
+			}
+		}
+		return out, true, nil
+	}
 	waited = true
 	txns, err := p.Wait()
 	if err != nil {
-		return out, fmt.Errorf("calibrate testbed: %w", err)
+		return out, false, fmt.Errorf("calibrate testbed: %w", err)
 	}
 	if direct {
 		if err := d.gone(ctx); err != nil {
-			return out, err
+			return out, false, err
 		}
 	}
 	var ends, rt []time.Duration
@@ -293,7 +325,22 @@ func (d *pgbenchDriver) loop(ctx context.Context, dsn string, n int, seed uint64
 	out.busy = busyCores(m0, m1)
 	out.speed = speedFactors(ends, 0, out.wall, speedWindow)
 	out.p50, out.p99 = medianP99(rt)
-	return out, nil
+	return out, false, nil
+}
+
+// ended reports whether process pid has exited (gone, or a zombie not
+// yet waited for), from /proc/PID/stat's state.
+func ended(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return true
+	}
+	st := b[i+2]
+	return st == 'Z' || st == 'X'
 }
 
 // gone waits until pgbench's backends have exited, so that the next loop

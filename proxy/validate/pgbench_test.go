@@ -1,12 +1,18 @@
 package validate
 
 import (
+	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/poolsim/poolsim/proxy/pgcluster"
+	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
+	"github.com/poolsim/poolsim/proxy/probe"
 )
 
 func TestParsePgbenchLine(t *testing.T) {
@@ -108,4 +114,79 @@ func FuzzParsePgbenchLine(f *testing.F) {
 			t.Errorf("%q: parsed %+v", line, x)
 		}
 	})
+}
+
+// TestEnded: this process runs; a child that has exited is ended both as
+// a zombie and once waited for.
+func TestEnded(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no procfs")
+	}
+	if ended(os.Getpid()) {
+		t.Fatal("this process reads as ended")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !ended(cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("an exited child never read as ended (zombie)")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = cmd.Wait()
+	if !ended(cmd.Process.Pid) {
+		t.Error("a reaped child reads as running")
+	}
+}
+
+// TestPgbenchLoopRetriesWhenLate: when pgbench has ended before the
+// measured window closes (here the pool's servers are slow to find, as on
+// a loaded machine), the loop runs again with a longer -T instead of
+// failing with unreadable backends.
+func TestPgbenchLoopRetriesWhenLate(t *testing.T) {
+	needPostgres(t)
+	cl := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 20, SuperuserReservedConnections: pgcluster.ReserveNone})
+	srv, err := parseServer(cl.UserDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lab{cluster: cl, srv: srv, logf: t.Logf, watchDSN: cl.SuperuserDSN(srv.database),
+		backendGone: func(ctx context.Context, pid uint32) error { return cl.WaitBackendsExit(ctx, pid) }}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l.pgbenchNeeded = pgclustertest.InCI()
+	if _, err := l.pgbenchInit(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if l.pgbenchBin == "" {
+		t.Skip("no pgbench")
+	}
+	calls := 0
+	d := &pgbenchDriver{bin: l.pgbenchBin, servers: func(ctx context.Context) ([]int, error) {
+		calls++
+		if calls == 1 {
+			// pgbench -T 2 (500 ms warm-up, 400 ms window, 300 ms margin)
+			// has ended 2 s after it began: 2.5 s more here and its
+			// backends are gone before the window closes.
+			if err := probe.Sleep(ctx, 2500*time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+		return l.serverPids(ctx)
+	}}
+	out, err := d.loop(ctx, cl.UserDSN(), 2, 1, 400*time.Millisecond, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.watchedOK || out.stmts == 0 || out.self <= 0 || out.watched <= 0 {
+		t.Errorf("loop %+v: want pgbench's and its backends' CPU over a window of statements", out)
+	}
+	// The first try's servers() call (late), the second try's, and the
+	// direct loop's wait for the backends to exit after each.
+	if calls < 3 {
+		t.Errorf("servers looked up %d times: want the loop run again", calls)
+	}
 }
