@@ -143,27 +143,26 @@ func peak(pts []CurvePoint, f func(CurvePoint) float64) float64 {
 }
 
 // peakRange is the measured peak's range by the runs' intervals (see
-// CurveLine.PeakMeasLo): the top is the highest median, as in peak.
+// CurveLine.PeakMeasLo): the top is the highest median, as in peak. The
+// top's own point meets the lower bound's test, and a point that meets
+// the upper's meets the lower's, so lo <= hi.
 func peakRange(pts []CurvePoint) (lo, hi float64) {
+	if len(pts) == 0 {
+		return 0, 0
+	}
 	var top float64
 	for _, p := range pts {
 		top = max(top, p.Meas)
 	}
 	bar := (1 - PeakWithin) * top
-	lo, hi = math.NaN(), math.NaN()
-	for _, p := range pts {
-		if math.IsNaN(lo) && max(p.MeasHi, p.Meas) >= bar {
+	lo, hi = math.Inf(1), pts[len(pts)-1].X
+	for _, p := range slices.Backward(pts) { // sorted by X: the smallest wins
+		if max(p.MeasHi, p.Meas) >= bar {
 			lo = p.X
 		}
-		if math.IsNaN(hi) && min(p.MeasLo, p.Meas) >= bar {
+		if min(p.MeasLo, p.Meas) >= bar {
 			hi = p.X
 		}
-	}
-	if len(pts) > 0 && math.IsNaN(hi) {
-		hi = pts[len(pts)-1].X
-	}
-	if math.IsNaN(lo) {
-		lo = hi
 	}
 	return lo, hi
 }

@@ -287,25 +287,19 @@ func (d *pgbenchDriver) loopOnce(ctx context.Context, dsn string, n int, seed ui
 	}
 	m1 := sampleCPU()
 	e1, ok1 := eachCPU(pids)
-	if ended(p.Pid()) {
-		waited = true
-		_, _ = p.Wait()
-		if direct {
-			if err := d.gone(ctx); err != nil {
-				return out, false, err
-			}
-		}
-		return out, true, nil
-	}
+	late = ended(p.Pid())
 	waited = true
 	txns, err := p.Wait()
-	if err != nil {
+	if err != nil && !late {
 		return out, false, fmt.Errorf("calibrate testbed: %w", err)
 	}
 	if direct {
 		if err := d.gone(ctx); err != nil {
 			return out, false, err
 		}
+	}
+	if late {
+		return out, true, nil
 	}
 	var ends, rt []time.Duration
 	for _, t := range txns {

@@ -491,8 +491,9 @@ func applyTestbed(c *system.Config, tb *Testbed, sigma, kappa float64) {
 // calibrateThrough measures each process's CPU per statement through the
 // row's target, the way a run uses them: a closed loop of the row's
 // clients through the row's pool, for three seconds. The backends are
-// the pool's servers (found in pg_stat_activity); the pooler is the proxy's event loop (its thread's
-// CPU, Proxy.MeasureCPU) or the pgbouncer process; the driver is this
+// the pool's servers (found in pg_stat_activity); the pooler is the
+// proxy's event loop (its thread's CPU, Proxy.MeasureCPU) or the
+// pgbouncer process; the driver is this
 // process, less the proxy's loop. These are the model's CPU per statement:
 // a process's cost per statement depends on how often it sleeps and wakes,
 // which a direct loop does not reproduce, and on how many connections it
@@ -501,11 +502,7 @@ func applyTestbed(c *system.Config, tb *Testbed, sigma, kappa float64) {
 // 26 µs with 8 clients, 16.5 µs with 50, its core no longer idle between
 // statements).
 func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Config, st load.Statement, tb *Testbed) error {
-	// The row's clients: a process's CPU per statement is not the
-	// statement's constant but depends on how the run keeps it busy -
-	// pgbench polls every one of its sockets at each wake-up, so its
-	// cost grows with its idle connections, and a process woken on an
-	// idle core costs more than one relaying on a busy one.
+	// The row's clients (see above), as many as max_client_conn admits.
 	n := max(1, cfg.Workload.Clients)
 	if m := cfg.Pooler.MaxClientConn; m > 0 {
 		n = min(n, m)

@@ -11,9 +11,10 @@
 // the load connects as a non-superuser role.
 //
 // A CPU-bound statement (live.statement: pgbench-select, or sql with
-// server.cores) is calibrated as a testbed instead (testbed.go): what shares the machine's cores — the
-// backends, the pooler process and this process's load driver — each
-// measured from /proc and run by the calibrated model on server.cores,
+// server.cores) is calibrated as a testbed instead (testbed.go): what
+// shares the machine's cores — the backends, the pooler process and this
+// process's load driver — each measured from /proc and run by the
+// calibrated model on server.cores,
 // with the latencies' spread measured too (noise.go); a sweep along the
 // pool size is reported as a curve (curve.go). With live.driver: pgbench
 // pgbench itself, a process of its own, drives such a row and its
