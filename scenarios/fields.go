@@ -261,6 +261,26 @@ var fields = []field{
 	{"testbed.speed_period", "how long each of testbed.speed's windows lasts, a duration of at least 100us (default 20ms)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Testbed.SpeedPeriod, n)
 	}},
+	{"testbed.scheduler", "live validation on one machine: how the jobs share server.cores - shared (processor sharing: the cores one pool, no core idle while a job waits) or per_core (a run queue per core, as Linux has: a job is placed on a core as it starts and waits there, a core out of work idles while the other's queue waits, and a thread with more work keeps its core) (default shared)", func(c *system.Config, n *yaml.Node) error {
+		s, err := scalar(n)
+		if err != nil {
+			return err
+		}
+		switch s {
+		case "shared":
+			c.Testbed.Scheduler = system.Shared
+		case "per_core":
+			c.Testbed.Scheduler = system.PerCore
+		default:
+			return fmt.Errorf("want shared or per_core, got %q", s)
+		}
+		return nil
+	}},
+	{"testbed.driver_threads", "live validation on one machine: the load driver's threads; client u's statements are prepared by thread u mod driver_threads, one at a time, the others queued, as pgbench -j runs them (0..4096; default 0: every client its own)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 0, 4096)
+		c.Testbed.DriverThreads = int(v)
+		return err
+	}},
 	{"live.statement", "how poolsim validate spends workload.query at the real server: sleep (pg_sleep, whole milliseconds), cpu (a CPU-bound statement calibrated on the spot), sql (live.sql) or pgbench-select (pgbench -S's statement against a database pgbench -i initialises; its CPU is measured and the calibrated model runs it on server.cores with the pooler and the load driver)", func(c *system.Config, n *yaml.Node) error {
 		s, err := scalar(n)
 		if err != nil {

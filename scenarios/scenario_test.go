@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/sim"
 )
 
@@ -135,6 +136,8 @@ func TestParseErrors(t *testing.T) {
 		{"testbed without cores", "name: x\nworkload: {clients: 1}\ntestbed:\n  driver_cpu: 1ms\n", "set server.cores above 0"},
 		{"testbed background", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  background: 2.5\n", "testbed.background: 2.5 is not below server.cores 2"},
 		{"testbed bool", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  pooler_on_cores: sometimes\n", "want true or false"},
+		{"testbed scheduler", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: fair\n", `want shared or per_core, got "fair"`},
+		{"testbed driver threads", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  driver_threads: 2\n", "testbed.driver_threads is set without testbed.driver_cpu"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.yaml), "x.yaml")
@@ -277,13 +280,19 @@ func TestTestbedKeys(t *testing.T) {
 	if err := s.Set("testbed.speed_period", "20ms"); err != nil || s.Base.Testbed.SpeedPeriod != 20*sim.Millisecond {
 		t.Errorf("--set testbed.speed_period=20ms: %v, got %v", err, s.Base.Testbed.SpeedPeriod)
 	}
+	if err := s.Set("testbed.scheduler", "per_core"); err != nil || s.Base.Testbed.Scheduler != system.PerCore {
+		t.Errorf("--set testbed.scheduler=per_core: %v, got %v", err, s.Base.Testbed.Scheduler)
+	}
+	if err := s.Set("testbed.driver_threads", "2"); err != nil || s.Base.Testbed.DriverThreads != 2 {
+		t.Errorf("--set testbed.driver_threads=2: %v, got %v", err, s.Base.Testbed.DriverThreads)
+	}
 	for _, bad := range []struct{ v, want string }{{"[1, 0]", "entry 2"}, {"[]", "non-empty list"}, {"1.5", "non-empty list"}, {"[1, fast]", "entry 2"}} {
 		if err := s.Set("testbed.speed", bad.v); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("--set testbed.speed=%s: error %v, want one saying %q", bad.v, err, bad.want)
 		}
 	}
 	help := strings.Join(Fields(), "\n")
-	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "pooler.cpu_per_assign"} {
+	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "testbed.scheduler", "testbed.driver_threads", "pooler.cpu_per_assign"} {
 		if !strings.Contains(help, k+" ") {
 			t.Errorf("%s is not in the key list", k)
 		}

@@ -25,11 +25,16 @@
 // cores in a live validation, where PostgreSQL, the pooler and the load
 // driver run on one machine; it is zero for a production what-if. The
 // driver's CPU per statement (a job per client, before the statement is
-// sent) and, with PoolerOnCores, each pooler thread's work (one job at a
-// time per process) run on Server.Cores beside the backends' statements
-// and start-ups: processor sharing gives each of the n jobs running
-// min(1, (Cores − Background)/n) of a core, and only the backends' jobs
-// are slowed further by the USL factor of the backend jobs running. The
+// sent; with DriverThreads, one job at a time per thread) and, with
+// PoolerOnCores, each pooler thread's work (one job at a time per
+// process) run on Server.Cores beside the backends' statements and
+// start-ups: processor sharing (Scheduler Shared) gives each of the n
+// jobs running min(1, (Cores − Background)/n) of a core; per-core run
+// queues (PerCore, runqueue.go) place each job on one core, where it runs
+// alone (at min(1, (Cores − Background)/busy cores) of it), and let a core idle beside
+// the other's queue of threads that ran within the last 0.5 ms, as
+// Linux does. Only the backends' jobs are slowed further by the USL
+// factor of the backend jobs running (per core: in their CPU phase). The
 // jobs level and cpu_jobs_L count the backends' jobs alone; with a
 // testbed cpu_util is the cores' utilisation by all the test's jobs and
 // the background together. Testbed.Speed makes the cores' speed vary

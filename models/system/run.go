@@ -40,6 +40,7 @@ type model struct {
 
 	driver   sim.Streams // testbed.driver_cpu
 	driverOn bool        // the load driver's CPU is modelled (testbed)
+	drv      []drvThread // testbed.driver_threads: the driver's threads
 	thread   bool        // the pooler's threads are modelled (pooler.cpu_per_msg, wakeup or cpu_per_assign)
 
 	classes  []classRun
@@ -190,6 +191,7 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 		m.setExactLimit(o.exactLimit)
 	}
 	m.srv.init(cfg.Server, cfg.Testbed)
+	m.drv = make([]drvThread, cfg.Testbed.DriverThreads)
 	m.srv.initSpeed(cfg.Testbed, cfg.Seed)
 	var s sim.Sim
 	m.window.init(m, &s, o.pilot)

@@ -39,6 +39,16 @@ type server struct {
 	spdPeriod sim.Time
 	spdEnd    sim.Time
 	spdRand   *sim.Rand
+
+	// Per-core run queues (testbed.scheduler: per_core, runqueue.go).
+	cpus       []pcore
+	ctx        int                 // the core whose finished job the model is handling; -1 otherwise
+	ctxEnt     entity              // that job's entity
+	prev       map[entity]int      // each entity's last core
+	ran        map[entity]sim.Time // when each entity last left a core
+	fin        []int               // cpuDoneCores' buffer
+	nq         int                 // jobs in their CPU phase, running or queued
+	drvThreads int                 // testbed.driver_threads
 }
 
 // jobKind says whose CPU work a job is. Statements and start-ups are the
@@ -67,6 +77,10 @@ func (v *server) init(cfg Server, tb Testbed) {
 	v.open, v.busy, v.jobs, v.cores = sim.NewLevel(0), sim.NewLevel(0), sim.NewLevel(0), sim.NewLevel(0)
 	v.others, v.used = sim.NewLevel(0), sim.NewLevel(0)
 	v.tb, v.avail = tb.On(), float64(cfg.Cores)-tb.Background
+	v.drvThreads = tb.DriverThreads
+	if tb.Scheduler == PerCore && cfg.Cores > 0 {
+		v.initCores(cfg.Cores)
+	}
 }
 
 func (v *server) openBackend(now sim.Time) {
@@ -94,6 +108,10 @@ func (v *server) rate(n int) float64 {
 // advance brings the running statements' work left up to now. Rounding
 // is monotonic, so the least work left is the least less the same work.
 func (v *server) advance(now sim.Time) {
+	if v.cpus != nil {
+		v.advanceCores(now)
+		return
+	}
 	if v.tb {
 		v.advanceMixed(now)
 		return
@@ -110,6 +128,10 @@ func (v *server) advance(now sim.Time) {
 
 // run adds a job to the running ones.
 func (v *server) run(j cpuJob) {
+	if v.cpus != nil {
+		v.runCores(j)
+		return
+	}
 	if v.tb {
 		v.runMixed(j)
 		return
@@ -123,6 +145,10 @@ func (v *server) run(j cpuJob) {
 }
 
 func (v *server) count(now sim.Time) {
+	if v.cpus != nil {
+		v.countCores(now)
+		return
+	}
 	if v.tb {
 		v.countMixed(now)
 		return
@@ -136,6 +162,12 @@ func (v *server) count(now sim.Time) {
 // first at the current rate; earlier plans are void (generation).
 func (v *server) reschedule(s *sim.Sim) {
 	v.gen++
+	if v.cpus != nil {
+		if dt, ok := v.nextCores(); ok {
+			s.After(dt, evCPUDone, 0, v.gen)
+		}
+		return
+	}
 	n := len(v.running)
 	if n == 0 {
 		return
@@ -214,6 +246,12 @@ func (m *model) cpuDone(s *sim.Sim, gen int64) {
 	now := s.Now()
 	m.end = now
 	v.advance(now)
+	if v.cpus != nil {
+		v.cpuDoneCores(func(j cpuJob) { m.finish(s, j) })
+		v.count(now)
+		v.reschedule(s)
+		return
+	}
 	finished := v.done[:0]
 	kept := v.running[:0]
 	least := math.Inf(1)
@@ -235,26 +273,33 @@ func (m *model) cpuDone(s *sim.Sim, gen int64) {
 	v.count(now)
 	v.reschedule(s)
 	for _, j := range finished {
-		c := j.conn
-		switch j.kind {
-		case jobStartup:
-			m.startupDone(s, c)
-			continue
-		case jobDriver:
-			m.driverDone(s, c)
-			continue
-		case jobPooler:
-			m.threadDone(s, int(c))
-			continue
-		}
-		cn := &m.conns[c]
-		p := &m.users[cn.user].part
-		p.cpuQueue += now - cn.cpuStart - cn.cpuDemand
-		p.service += cn.cpuDemand + cn.fixed
-		if cn.fixed > 0 {
-			s.After(cn.fixed, evFixedDone, c, 0)
-		} else {
-			m.statementDone(s, c)
-		}
+		m.finish(s, j)
+	}
+}
+
+// finish moves a job whose CPU work is done on: a start-up, the driver's
+// or the pooler's work, or a statement to its fixed part.
+func (m *model) finish(s *sim.Sim, j cpuJob) {
+	c := j.conn
+	switch j.kind {
+	case jobStartup:
+		m.startupDone(s, c)
+		return
+	case jobDriver:
+		m.driverDone(s, c)
+		return
+	case jobPooler:
+		m.threadDone(s, int(c))
+		return
+	}
+	now := s.Now()
+	cn := &m.conns[c]
+	p := &m.users[cn.user].part
+	p.cpuQueue += now - cn.cpuStart - cn.cpuDemand
+	p.service += cn.cpuDemand + cn.fixed
+	if cn.fixed > 0 {
+		s.After(cn.fixed, evFixedDone, c, 0)
+	} else {
+		m.statementDone(s, c)
 	}
 }

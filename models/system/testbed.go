@@ -56,11 +56,40 @@ type Testbed struct {
 	// DefaultSpeedPeriod.
 	Speed       []float64
 	SpeedPeriod sim.Time
+	// Scheduler is how the jobs share the cores: Shared (processor
+	// sharing, the default) or PerCore (every core its own run queue, as
+	// Linux has; runqueue.go).
+	Scheduler Scheduler
+	// DriverThreads is the load driver's threads: client u's statements
+	// are prepared by thread u mod DriverThreads, one at a time, the
+	// others queued (pgbench -j). 0: every client its own.
+	DriverThreads int
+}
+
+// Scheduler is how the testbed's jobs share the cores.
+type Scheduler uint8
+
+const (
+	// Shared is processor sharing: the cores are one pool, and every
+	// running job gets an equal share of them.
+	Shared Scheduler = iota
+	// PerCore is a run queue per core: a job is placed on one core as
+	// it starts and waits there, and a core out of work idles while the
+	// other's queue waits (runqueue.go).
+	PerCore
+)
+
+// String is the scheduler's name in a scenario.
+func (s Scheduler) String() string {
+	if s == PerCore {
+		return "per_core"
+	}
+	return "shared"
 }
 
 // On reports whether anything shares the server's cores.
 func (t Testbed) On() bool {
-	return t.DriverCPU.MeanValue() > 0 || t.PoolerOnCores || t.Background > 0 || len(t.Speed) > 0
+	return t.DriverCPU.MeanValue() > 0 || t.PoolerOnCores || t.Background > 0 || len(t.Speed) > 0 || t.Scheduler != Shared
 }
 
 // validate checks a testbed against the server's cores.
@@ -83,6 +112,12 @@ func (t Testbed) validate(cores int, bad func(string, ...any)) {
 	}
 	if len(t.Speed) == 0 && t.SpeedPeriod != 0 {
 		bad("testbed.speed_period is set without testbed.speed: want the list of speed factors it changes between")
+	}
+	if t.DriverThreads < 0 {
+		bad("testbed.driver_threads must be 0 (every client its own) or more, got %d", t.DriverThreads)
+	}
+	if t.DriverThreads > 0 && t.DriverCPU.MeanValue() <= 0 {
+		bad("testbed.driver_threads is set without testbed.driver_cpu: the threads run the driver's CPU per statement")
 	}
 	if !t.On() {
 		return
@@ -114,6 +149,9 @@ const minSpeedPeriod = 100 * sim.Microsecond
 // thread woken then shares the busy cores at once; with a core idle it
 // waits for that core to wake (pooler.wakeup).
 func (v *server) coresFull() bool {
+	if v.cpus != nil {
+		return v.coresFullCores()
+	}
 	return float64(len(v.running)+1) >= v.avail
 }
 
@@ -236,14 +274,42 @@ func (m *model) driverStart(s *sim.Sim, u int32) bool {
 	}
 	us := &m.users[u]
 	us.drvDemand, us.drvStart = d, s.Now()
+	if len(m.drv) > 0 {
+		t := &m.drv[int(u)%len(m.drv)]
+		if t.busy {
+			t.q = append(t.q, u)
+			return true
+		}
+		t.busy = true
+	}
 	m.runJob(s, cpuJob{conn: u, kind: jobDriver, left: float64(d)})
 	return true
+}
+
+// drvThread is one of the load driver's threads (testbed.driver_threads):
+// it prepares its clients' statements one at a time, the others queued.
+type drvThread struct {
+	busy bool
+	q    []int32 // clients waiting for it, in order
 }
 
 // driverDone is the driver done with client u's statement: its own time
 // counts as the client's, the rest as time lost to sharing the cores;
 // the statement goes.
 func (m *model) driverDone(s *sim.Sim, u int32) {
+	if len(m.drv) > 0 {
+		// The thread goes on to its next client's statement first: it
+		// keeps its core (per-core run queues) while the statement it
+		// sent wakes the pooler.
+		t := &m.drv[int(u)%len(m.drv)]
+		if len(t.q) > 0 {
+			next := t.q[0]
+			t.q = t.q[1:]
+			m.runJob(s, cpuJob{conn: next, kind: jobDriver, left: float64(m.users[next].drvDemand)})
+		} else {
+			t.busy = false
+		}
+	}
 	us := &m.users[u]
 	us.part.think += us.drvDemand
 	us.part.cpuQueue += s.Now() - us.drvStart - us.drvDemand
@@ -267,6 +333,12 @@ func (t Testbed) describe(c Config) string {
 		out += parts + fmt.Sprintf(" run on the server's %d cores, shared with the statements but not slowed by their contention", c.Server.Cores)
 	} else {
 		out += fmt.Sprintf("the statements run on the server's %d cores", c.Server.Cores)
+	}
+	if t.DriverThreads > 0 {
+		out += fmt.Sprintf(", the driver's statements prepared by %d threads one at a time each", t.DriverThreads)
+	}
+	if t.Scheduler == PerCore {
+		out += ", a run queue per core (a job waits on the core it was placed on; a core out of work takes only a thread idle 0.5 ms or more)"
 	}
 	if t.Background > 0 {
 		out += fmt.Sprintf(", %.3g cores busy with other work", t.Background)

@@ -205,6 +205,9 @@ func TestTestbedValidation(t *testing.T) {
 		{Testbed{DriverCPU: sim.ConstDist(sim.Millisecond)}, 0, "set server.cores above 0"},
 		{Testbed{PoolerOnCores: true}, 0, "set server.cores above 0"},
 		{Testbed{Background: 0.5}, 0, "set server.cores above 0"},
+		{Testbed{Scheduler: PerCore}, 0, "set server.cores above 0"},
+		{Testbed{DriverCPU: sim.ConstDist(sim.Millisecond), DriverThreads: -1}, 2, "testbed.driver_threads must be 0"},
+		{Testbed{DriverThreads: 2}, 2, "testbed.driver_threads is set without testbed.driver_cpu"},
 	} {
 		c := Default()
 		c.Server.Cores = tc.cores

@@ -1,0 +1,88 @@
+package system
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/sim"
+)
+
+// Tests of the per-core run queues (testbed.scheduler: per_core).
+
+func TestPerCoreColdIsMachineRepairman(t *testing.T) {
+	// Threads that sleep a second between jobs are never cache hot: a
+	// core out of work takes the other's queued job at once, no core
+	// idles beside a queue, and exponential CPU on 4 cores is the
+	// machine-repairman M/M/4//20 of TestFiniteSource - X = 15.82305173/s,
+	// W = 263.9786776 ms - whichever way the cores are shared.
+	for _, sch := range []Scheduler{Shared, PerCore} {
+		cfg := Default()
+		cfg.Workload = Workload{Clients: 20, TxnsPerSession: 20_000, StmtsPerTxn: 1,
+			Query: sim.ConstDist(0), CPU: sim.ExpDist(200 * sim.Millisecond), Think: sim.ExpDist(sim.Second)}
+		cfg.Pooler.PoolMode = poolmode.Direct
+		cfg.Server.Cores = 4
+		cfg.Server.MaxConnections = 30
+		cfg.Testbed.Scheduler = sch
+		m := Run(cfg).Metrics
+		within(t, sch.String()+": throughput (1/s)", m.TPS, 15.82305173, 0.02)
+		within(t, sch.String()+": response time (ms)", m.MeanMs, 263.9786776, 0.02)
+		checkConservation(t, m)
+	}
+}
+
+// hub is pgbench -S through a transaction pooler on 2 shared cores, with
+// this project's measured costs per statement: the pooler's thread (on
+// the cores), the driver's two threads, the backends.
+func hub(clients, pool int, sch Scheduler) Config {
+	c := closed(poolmode.Transaction, clients, 600, 1, 0, 0)
+	c.Workload.CPU = sim.ConstDist(22500)
+	c.Workload.Think = sim.ConstDist(20 * sim.Microsecond)
+	c.Pooler.DefaultPoolSize = pool
+	c.Pooler.CPUPerMsg, c.Pooler.CPUPerAssign = 5400, 5400
+	c.Pooler.Wakeup = 15 * sim.Microsecond
+	c.Server.Cores = 2
+	c.Server.MaxConnections = 48
+	c.Testbed = Testbed{DriverCPU: sim.ConstDist(14300), PoolerOnCores: true, Background: 0.01,
+		Scheduler: sch, DriverThreads: 2}
+	return c
+}
+
+func TestPerCoreIdlesBesideHotQueues(t *testing.T) {
+	// A pool of 8: every thread runs every few tens of microseconds, so
+	// none may move to a core that runs out of work; the cores idle
+	// while the other's queue waits - processor sharing never does.
+	shared := Run(hub(200, 8, Shared)).Metrics
+	per := Run(hub(200, 8, PerCore)).Metrics
+	within(t, "shared: cpu_util", shared.CPUUtil, 1, 0.01)
+	if per.CPUUtil > 0.97 || per.TPSSteady > 0.97*shared.TPSSteady {
+		t.Errorf("per-core queues, pool 8: cpu_util %.3f, tps_steady %.0f vs shared %.0f: want the cores idle beside hot queues (util ≤ 0.97, tps 3 %% lower)",
+			per.CPUUtil, per.TPSSteady, shared.TPSSteady)
+	}
+	// A pool of 32: each backend runs every ~0.8 ms, longer than the
+	// migration cost, and a core out of work takes one: less idle.
+	big := Run(hub(200, 32, PerCore)).Metrics
+	if big.CPUUtil <= per.CPUUtil+0.02 {
+		t.Errorf("per-core queues: cpu_util %.3f at pool 32, %.3f at pool 8: want the large pool's cold backends to fill idle cores", big.CPUUtil, per.CPUUtil)
+	}
+	checkConservation(t, per)
+	checkConservation(t, big)
+}
+
+func TestPerCoreDeterministic(t *testing.T) {
+	a, b := Run(hub(50, 4, PerCore)).Metrics, Run(hub(50, 4, PerCore)).Metrics
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("two runs of one seed differ:\n%+v\n%+v", a, b)
+	}
+}
+
+func TestDriverThreadsQueue(t *testing.T) {
+	// One driver thread of 100 µs per statement and a server of 10 µs
+	// on 4 cores: the thread is the bottleneck, 10,000 statements/s
+	// whatever the clients; with every client its own, the 4 cores are.
+	c := cpuBound(poolmode.Direct, 20, 500, 100*sim.Microsecond, 10*sim.Microsecond, 4)
+	c.Testbed.DriverThreads = 1
+	within(t, "1 driver thread: tps_steady", Run(c).Metrics.TPSSteady, 10_000, 0.01)
+	c.Testbed.DriverThreads = 0
+	within(t, "a driver per client: tps_steady", Run(c).Metrics.TPSSteady, 4/(110e-6), 0.01)
+}
