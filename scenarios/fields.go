@@ -261,7 +261,7 @@ var fields = []field{
 	{"testbed.speed_period", "how long each of testbed.speed's windows lasts, a duration of at least 100us (default 20ms)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Testbed.SpeedPeriod, n)
 	}},
-	{"testbed.scheduler", "live validation on one machine: how the jobs share server.cores - shared (processor sharing: the cores one pool, no core idle while a job waits) or per_core (a run queue per core, as Linux has: a job is placed on a core as it starts and waits there, a core out of work idles while the other's queue waits, and a thread with more work keeps its core) (default shared)", func(c *system.Config, n *yaml.Node) error {
+	{"testbed.scheduler", "live validation on one machine: how the jobs share server.cores - shared (processor sharing: the cores one pool, no core idle while a job waits) or per_core (a run queue per core, as Linux has: a job is placed on a core as it starts and waits there, a core out of work idles while the other's queue waits unless a thread there has not run for 0.5 ms, and a thread with more work keeps its core) (default shared)", func(c *system.Config, n *yaml.Node) error {
 		s, err := scalar(n)
 		if err != nil {
 			return err

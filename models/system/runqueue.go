@@ -35,9 +35,11 @@ import (
 
 // pcore is one core: the job it runs and the jobs queued on it.
 type pcore struct {
-	on  bool
-	job cpuJob
-	q   []cpuJob
+	on    bool
+	job   cpuJob
+	slice float64 // the job's work left in its time slice
+	cont  bool    // q[0] is the thread that ran last going on: its slice goes on too
+	q     []cpuJob
 }
 
 // entity is who runs a job, the thread that keeps a core or sleeps: a
@@ -84,7 +86,7 @@ func (v *server) place(j cpuJob) {
 		c := &v.cpus[w]
 		c.q = append(c.q, cpuJob{})
 		copy(c.q[1:], c.q)
-		c.q[0] = j
+		c.q[0], c.cont = j, true
 		return
 	}
 	p, seen := v.prev[e]
@@ -116,7 +118,11 @@ func (v *server) place(j cpuJob) {
 			}
 		}
 	}
-	v.cpus[k].q = append(v.cpus[k].q, j)
+	c := &v.cpus[k]
+	c.q = append(c.q, j)
+	if c.on && math.IsInf(c.slice, 1) {
+		c.slice = float64(timeSlice)
+	}
 }
 
 // runCores adds a job: placed on a core's queue, started at once unless
@@ -132,6 +138,12 @@ func (v *server) runCores(j cpuJob) {
 		v.dispatch()
 	}
 }
+
+// timeSlice is how long a job runs before the next on its core's queue
+// gets the core (it goes to the back): Linux's base slice, 0.75 ms. The
+// statements' and the threads' jobs are microseconds and never reach it;
+// a backend's start-up (milliseconds) does.
+var timeSlice = 750 * sim.Microsecond
 
 // migrationCost is how long after it last ran a thread is "cache hot"
 // and stays on its core's queue when another core runs out of work
@@ -153,7 +165,10 @@ func (v *server) dispatch() {
 		if len(c.q) == 0 && !v.steal(k, now) {
 			continue
 		}
-		c.on, c.job = true, c.q[0]
+		if !c.cont {
+			c.slice = float64(timeSlice)
+		}
+		c.on, c.job, c.cont = true, c.q[0], false
 		c.q = c.q[1:]
 		v.prev[v.entity(c.job)] = k
 	}
@@ -213,11 +228,12 @@ func (v *server) advanceCores(now sim.Time) {
 			if !c.on {
 				continue
 			}
+			r := ro
 			if c.job.kind.backend() {
-				c.job.left -= dt * rb
-			} else {
-				c.job.left -= dt * ro
+				r = rb
 			}
+			c.job.left -= dt * r
+			c.slice -= dt * r
 		}
 		v.last = end
 		if v.speeds != nil && end == v.spdEnd {
@@ -239,7 +255,7 @@ func (v *server) nextCores() (sim.Time, bool) {
 		if c.job.kind.backend() {
 			r = rb
 		}
-		first = min(first, max(c.job.left, 0)/r)
+		first = min(first, max(min(c.job.left, c.slice), 0)/r)
 	}
 	if math.IsInf(first, 1) {
 		return 0, false
@@ -288,6 +304,19 @@ func (v *server) cpuDoneCores(handle func(cpuJob)) {
 	fin := v.fin[:0]
 	for k := range v.cpus {
 		c := &v.cpus[k]
+		if c.on && c.job.left > 0.5 && c.slice <= 0.5 {
+			// Its slice is over: the next in the queue runs, it waits
+			// behind; alone, it goes on until a job queues behind it
+			// (place gives it a slice then).
+			c.slice = math.Inf(1)
+			if len(c.q) > 0 {
+				c.slice = float64(timeSlice)
+				c.q = append(c.q, c.job)
+				c.on = false
+				v.ran[v.entity(c.job)] = v.last
+			}
+			continue
+		}
 		if c.on && c.job.left <= 0.5 { // within half a nanosecond: done
 			c.on = false
 			fin = append(fin, k)

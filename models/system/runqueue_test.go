@@ -86,3 +86,40 @@ func TestDriverThreadsQueue(t *testing.T) {
 	c.Testbed.DriverThreads = 0
 	within(t, "a driver per client: tps_steady", Run(c).Metrics.TPSSteady, 4/(110e-6), 0.01)
 }
+
+func TestPerCoreSlicesLongJobs(t *testing.T) {
+	// One core; 0.5 % of the statements take 20 ms of CPU, the rest 20 µs.
+	// Run to their ends, the long ones would hold the core while the
+	// short ones queue behind them for up to 20 ms; sliced at
+	// timeSlice, a short one waits a slice at most for each long one
+	// ahead of it.
+	c := closed(poolmode.Direct, 4, 2000, 1, 0, 0)
+	samples := make([]sim.Time, 200)
+	for i := range samples {
+		samples[i] = 20 * sim.Microsecond
+	}
+	samples[0] = 20 * sim.Millisecond
+	tab, err := sim.NewEmpiricalSamples(samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Workload.CPU = sim.EmpiricalDist(tab)
+	c.Workload.Think = sim.ConstDist(sim.Millisecond)
+	c.Server.Cores = 1
+	c.Server.MaxConnections = 10
+	c.Testbed.Scheduler = PerCore
+	sliced := Run(c).Metrics
+	old := timeSlice
+	timeSlice = 3600 * sim.Second
+	whole := Run(c).Metrics
+	timeSlice = old
+	t.Logf("p50: sliced %.3f ms, run to their ends %.3f ms; mean %.3f, %.3f; p99 %.3f, %.3f", sliced.P50Ms, whole.P50Ms, sliced.MeanMs, whole.MeanMs, sliced.P99Ms, whole.P99Ms)
+	// The p99 is a short statement's (the long ones are 0.5 %).
+	if lim := 2 * timeSlice.Seconds() * 1e3; sliced.P99Ms > lim {
+		t.Errorf("sliced: p99 %.3f ms: want a short statement to wait no more than two slices (%.2f ms)", sliced.P99Ms, lim)
+	}
+	if whole.P99Ms < 3*sliced.P99Ms {
+		t.Errorf("run to their ends: p99 %.3f ms, sliced %.3f ms: want the long jobs to hold the core without slices", whole.P99Ms, sliced.P99Ms)
+	}
+	checkConservation(t, sliced)
+}
