@@ -200,19 +200,7 @@ var fields = []field{
 		return err
 	}},
 	{"pooler.budget", "how a fleet's max_client_conn, default_pool_size and max_db_connections apply: per_process (each gets all) or divided (each gets its share)", func(c *system.Config, n *yaml.Node) error {
-		s, err := scalar(n)
-		if err != nil {
-			return err
-		}
-		switch s {
-		case "per_process":
-			c.Pooler.Budget = system.PerProcess
-		case "divided":
-			c.Pooler.Budget = system.Divided
-		default:
-			return fmt.Errorf("want per_process or divided, got %q", s)
-		}
-		return nil
+		return choiceInto(&c.Pooler.Budget, n, []string{"per_process", "divided"}, []system.Budget{system.PerProcess, system.Divided})
 	}},
 	{"pooler.peering", "processes forward cancel requests that land on the wrong one (PgBouncer 1.19+ peering; default false)", func(c *system.Config, n *yaml.Node) error {
 		return boolInto(&c.Pooler.Peering, n)
@@ -262,19 +250,7 @@ var fields = []field{
 		return durationInto(&c.Testbed.SpeedPeriod, n)
 	}},
 	{"testbed.scheduler", "live validation on one machine: how the jobs share server.cores - shared (processor sharing: the cores one pool, no core idle while a job waits) or per_core (a run queue per core, as Linux has: a job is placed on a core as it starts and waits there, a core out of work idles while the other's queue waits unless a thread there has not run for 0.5 ms, and a thread with more work keeps its core) (default shared)", func(c *system.Config, n *yaml.Node) error {
-		s, err := scalar(n)
-		if err != nil {
-			return err
-		}
-		switch s {
-		case "shared":
-			c.Testbed.Scheduler = system.Shared
-		case "per_core":
-			c.Testbed.Scheduler = system.PerCore
-		default:
-			return fmt.Errorf("want shared or per_core, got %q", s)
-		}
-		return nil
+		return choiceInto(&c.Testbed.Scheduler, n, []string{"shared", "per_core"}, []system.Scheduler{system.Shared, system.PerCore})
 	}},
 	{"testbed.driver_threads", "live validation on one machine: the load driver's threads; client u's statements are prepared by thread u mod driver_threads, one at a time, the others queued, as pgbench -j runs them (0..4096; default 0: every client its own)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 0, 4096)
@@ -282,16 +258,8 @@ var fields = []field{
 		return err
 	}},
 	{"live.statement", "how poolsim validate spends workload.query at the real server: sleep (pg_sleep, whole milliseconds), cpu (a CPU-bound statement calibrated on the spot), sql (live.sql) or pgbench-select (pgbench -S's statement against a database pgbench -i initialises; its CPU is measured and the calibrated model runs it on server.cores with the pooler and the load driver)", func(c *system.Config, n *yaml.Node) error {
-		s, err := scalar(n)
-		if err != nil {
-			return err
-		}
-		switch s {
-		case "sleep", "cpu", "sql", "pgbench-select":
-			c.Live.Statement = s
-			return nil
-		}
-		return fmt.Errorf("want sleep, cpu, sql or pgbench-select, got %q", s)
+		names := []string{"sleep", "cpu", "sql", "pgbench-select"}
+		return choiceInto(&c.Live.Statement, n, names, names)
 	}},
 	{"live.scale", "pgbench's scale factor for live.statement: pgbench-select (100,000 accounts each; 1..1000; default 1)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 1, 1000)
@@ -301,16 +269,8 @@ var fields = []field{
 		return err
 	}},
 	{"live.driver", "poolsim validate's load driver: poolsim (its own, in this process; default) or pgbench (pgbench -S itself, a process of its own: live.statement pgbench-select, closed clients with no think; its CPU is the testbed's driver)", func(c *system.Config, n *yaml.Node) error {
-		s, err := scalar(n)
-		if err != nil {
-			return err
-		}
-		switch s {
-		case "poolsim", "pgbench":
-			c.Live.Driver = s
-			return nil
-		}
-		return fmt.Errorf("want poolsim or pgbench, got %q", s)
+		names := []string{"poolsim", "pgbench"}
+		return choiceInto(&c.Live.Driver, n, names, names)
 	}},
 	{"live.sql", "the statement poolsim validate runs with live.statement: sql (the model still uses workload.query; with server.cores the statement is CPU on the cores, calibrated as pgbench-select's is: its CPU measured and run by the calibrated model with the pooler and the load driver)", func(c *system.Config, n *yaml.Node) error {
 		s, err := scalar(n)
@@ -492,6 +452,26 @@ func rateValue(n *yaml.Node) (float64, error) {
 
 func fractionInto(dst *float64, n *yaml.Node) error {
 	return floatInto(dst, n, 0, 1, "a number from 0 to 1")
+}
+
+// choiceInto sets *dst to values[i] for the scalar names[i]; any other
+// value is an error that lists the names.
+func choiceInto[T any](dst *T, n *yaml.Node, names []string, values []T) error {
+	s, err := scalar(n)
+	if err != nil {
+		return err
+	}
+	for i, name := range names {
+		if s == name {
+			*dst = values[i]
+			return nil
+		}
+	}
+	want := names[len(names)-1]
+	if len(names) > 1 {
+		want = strings.Join(names[:len(names)-1], ", ") + " or " + want
+	}
+	return fmt.Errorf("want %s, got %q", want, s)
 }
 
 // floatInto reads a number from lo to hi; want says what is expected.
