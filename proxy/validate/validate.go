@@ -37,17 +37,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/poolsim/poolsim/models/poolconf"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/poolsim/poolsim/models/compat"
+	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/proxy/load"
@@ -707,7 +708,13 @@ func bouncerVersion(ctx context.Context) string {
 	return v
 }
 
+// gitCommit is the commit poolsim was built from, for reports: the
+// binary's own VCS stamp (go build in a checkout records it), else the
+// checkout in the working directory (go run and go test stamp none).
 func gitCommit(ctx context.Context) string {
+	if c, ok := stampedCommit(); ok {
+		return c
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "git", "rev-parse", "--short=12", "HEAD").Output()
@@ -719,6 +726,33 @@ func gitCommit(ctx context.Context) string {
 		c += " (with uncommitted changes)"
 	}
 	return c
+}
+
+// stampedCommit is the binary's vcs.revision (12 digits) and whether its
+// tree had changes (vcs.modified).
+func stampedCommit() (string, bool) {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "", false
+	}
+	var rev string
+	var modified bool
+	for _, kv := range bi.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.modified":
+			modified = kv.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "", false
+	}
+	rev = rev[:min(12, len(rev))]
+	if modified {
+		rev += " (with uncommitted changes)"
+	}
+	return rev, true
 }
 
 // notes explain how the live run differs from the model by construction.
