@@ -27,11 +27,11 @@ import (
 // in run queues (schedstat's run delay) - idle cores beside queued
 // threads. Straight to PostgreSQL (8 connections) 97-99 %.
 //
-// Each core runs the job at the head of its queue alone, to its end (the
-// jobs are microseconds; a scheduler's slice is milliseconds), at the
-// cores' speed - less the background's share when more cores are busy
-// than it leaves - a backend's slowed by the USL factor of the backends'
-// jobs in their CPU phase.
+// Each core runs the job at the head of its queue alone, until it ends or
+// has had a time slice while another waits behind it, at the cores'
+// speed - less the background's share when more cores are busy than it
+// leaves - a backend's slowed by the USL factor of the backends' jobs in
+// their CPU phase.
 
 // pcore is one core: the job it runs and the jobs queued on it.
 type pcore struct {
@@ -74,10 +74,10 @@ func (v *server) idle(k int) bool { return !v.cpus[k].on && len(v.cpus[k].q) == 
 // its core after a job (the core whose job has just finished, v.ctx, the
 // same entity: it had more work queued) goes first in that core's queue;
 // a backend's next statement always comes after a sleep (its result went
-// to the client first), a wake-up like any other. Otherwise, as Linux's wake-up:
-// the waker's core if it is free (the waker sleeps), its own last core
-// if idle, another idle core; with none idle, the waker's core if
-// nothing queues there, else the shortest queue (its last core first
+// to the client first), a wake-up like any other. Otherwise, as Linux's
+// wake-up: the waker's core if it is free (the waker sleeps), its own
+// last core if idle, another idle core; with none idle, the waker's core
+// if nothing queues there, else the shortest queue (its last core first
 // among equals).
 func (v *server) place(j cpuJob) {
 	e := v.entity(j)
@@ -199,18 +199,23 @@ func (v *server) steal(k int, now sim.Time) bool {
 // more cores are busy than it leaves to the test (as processor sharing
 // takes it), a backend's slowed by the USL factor of the backends' jobs.
 func (v *server) coreRates() (backend, other float64) {
-	on := 0
-	for k := range v.cpus {
-		if v.cpus[k].on {
-			on++
-		}
-	}
 	share := v.spd
-	if f := float64(on); f > v.avail {
+	if f := float64(v.onCores()); f > v.avail {
 		share *= v.avail / f
 	}
 	k := float64(max(v.nb, 1))
 	return share / (1 + v.cfg.Contention*(k-1) + v.cfg.Coherency*k*(k-1)), share
+}
+
+// onCores is how many cores are running a job.
+func (v *server) onCores() int {
+	n := 0
+	for k := range v.cpus {
+		if v.cpus[k].on {
+			n++
+		}
+	}
+	return n
 }
 
 // advanceCores brings the running jobs' work left up to now, window by
@@ -228,10 +233,7 @@ func (v *server) advanceCores(now sim.Time) {
 			if !c.on {
 				continue
 			}
-			r := ro
-			if c.job.kind.backend() {
-				r = rb
-			}
+			r := c.job.rate(rb, ro)
 			c.job.left -= dt * r
 			c.slice -= dt * r
 		}
@@ -251,11 +253,7 @@ func (v *server) nextCores() (sim.Time, bool) {
 		if !c.on {
 			continue
 		}
-		r := ro
-		if c.job.kind.backend() {
-			r = rb
-		}
-		first = min(first, max(min(c.job.left, c.slice), 0)/r)
+		first = min(first, max(min(c.job.left, c.slice), 0)/c.job.rate(rb, ro))
 	}
 	if math.IsInf(first, 1) {
 		return 0, false
@@ -271,15 +269,9 @@ func (v *server) nextCores() (sim.Time, bool) {
 // CPU phase, running or queued; used the cores busy with them, at most
 // those the background leaves.
 func (v *server) countCores(now sim.Time) {
-	on := 0
-	for _, c := range v.cpus {
-		if c.on {
-			on++
-		}
-	}
 	v.jobs.Set(now, int64(v.nb))
 	v.others.Set(now, int64(v.nq-v.nb))
-	v.used.Set(now, int64(math.Round(1e6*min(float64(on), v.avail))))
+	v.used.Set(now, int64(math.Round(1e6*min(float64(v.onCores()), v.avail))))
 }
 
 // coresFullCores is coresFull with run queues: no core is idle, the
@@ -305,16 +297,16 @@ func (v *server) cpuDoneCores(handle func(cpuJob)) {
 	for k := range v.cpus {
 		c := &v.cpus[k]
 		if c.on && c.job.left > 0.5 && c.slice <= 0.5 {
-			// Its slice is over: the next in the queue runs, it waits
-			// behind; alone, it goes on until a job queues behind it
-			// (place gives it a slice then).
-			c.slice = math.Inf(1)
-			if len(c.q) > 0 {
-				c.slice = float64(timeSlice)
-				c.q = append(c.q, c.job)
-				c.on = false
-				v.ran[v.entity(c.job)] = v.last
+			// Its slice is over: the next in the queue runs (dispatch
+			// gives it a slice), it waits behind; alone, it goes on
+			// until a job queues behind it (place gives it a slice then).
+			if len(c.q) == 0 {
+				c.slice = math.Inf(1)
+				continue
 			}
+			c.q = append(c.q, c.job)
+			c.on = false
+			v.ran[v.entity(c.job)] = v.last
 			continue
 		}
 		if c.on && c.job.left <= 0.5 { // within half a nanosecond: done

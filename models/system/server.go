@@ -71,6 +71,15 @@ type cpuJob struct {
 	left float64
 }
 
+// rate is the job's rate of the two a scheduler gives: a backend's
+// (slowed by the USL) or another's.
+func (j cpuJob) rate(backend, other float64) float64 {
+	if j.kind.backend() {
+		return backend
+	}
+	return other
+}
+
 func (v *server) init(cfg Server, tb Testbed) {
 	v.cfg = cfg
 	v.startup = sim.NewResource(0, cfg.ConnectConcurrency)

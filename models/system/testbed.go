@@ -207,11 +207,7 @@ func (v *server) advanceMixed(now sim.Time) {
 			rb, ro := v.rates()
 			db, do := dt*rb, dt*ro
 			for i := range v.running {
-				if v.running[i].kind.backend() {
-					v.running[i].left -= db
-				} else {
-					v.running[i].left -= do
-				}
+				v.running[i].left -= v.running[i].rate(db, do)
 			}
 		}
 		v.last = end
@@ -244,11 +240,7 @@ func (v *server) nextMixed() sim.Time {
 	rb, ro := v.rates()
 	first := math.Inf(1)
 	for _, j := range v.running {
-		r := ro
-		if j.kind.backend() {
-			r = rb
-		}
-		first = min(first, max(j.left, 0)/r)
+		first = min(first, max(j.left, 0)/j.rate(rb, ro))
 	}
 	next := sim.Time(math.Ceil(first))
 	if v.speeds != nil {
