@@ -23,9 +23,9 @@ import (
 //
 // Measured through PgBouncer on this project's 2-vCPU machine (pgbench -S
 // at 50 and 200 clients, pools of 4 to 32): the processes' CPU time added
-// up to 82-98 % of the two cores, while they spent as long again waiting
+// up to 88-98 % of the two cores, while they spent as long again waiting
 // in run queues (schedstat's run delay) - idle cores beside queued
-// threads. Straight to PostgreSQL (8 connections) 97-99 %.
+// threads. Straight to PostgreSQL (4-16 connections) 97-99 %.
 //
 // Each core runs the job at the head of its queue alone, until it ends or
 // has had a time slice while another waits behind it, at the cores'
