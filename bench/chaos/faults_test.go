@@ -57,9 +57,7 @@ func TestBackendKills(t *testing.T) {
 		if kills == 0 || acked == 0 {
 			t.Errorf("%d kills, %d commits: the scenario did not run", kills, acked)
 		}
-		if !tg.alive() {
-			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
-		}
+		tg.mustLive(t, "backend kills under load")
 	})
 }
 
@@ -113,9 +111,7 @@ func TestPostgresCrashRestart(t *testing.T) {
 		if missing > 0 {
 			t.Errorf("%d of %d acknowledged commits are missing", missing, acked)
 		}
-		if !tg.alive() {
-			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
-		}
+		tg.mustLive(t, "PostgreSQL crash-restart under load")
 	})
 }
 
@@ -211,9 +207,7 @@ func TestUpstreamDownHung(t *testing.T) {
 			}
 			figs.add("upstream down at start, then up, then hung", phase+": client sees (after)", tg.name, "%s (%v)", msg, took.Round(100*time.Millisecond))
 		}
-		if !tg.alive() {
-			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
-		}
+		tg.mustLive(t, "upstream down at start, then up, then hung")
 	})
 }
 
@@ -332,9 +326,7 @@ func TestSlowloris(t *testing.T) {
 		if cut != int64(n) {
 			t.Errorf("%d of %d slow connections were closed by the pooler, want all (within client_login_timeout + 30 s)", cut, n)
 		}
-		if !tg.alive() {
-			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
-		}
+		tg.mustLive(t, "slowloris logins")
 	})
 }
 
