@@ -334,3 +334,26 @@ func TestWhyBusyCoresWithATestbed(t *testing.T) {
 		}
 	}
 }
+
+// TestReportHasNoBadVerbs renders a report with a CPU-bound row and its
+// testbed: no text may carry a fmt error ("%!o(MISSING)" came out of a
+// "98 % of" in a format string once).
+func TestReportHasNoBadVerbs(t *testing.T) {
+	m := system.Metrics{OKTxns: 100, TPS: 1000, P50Ms: 1, P99Ms: 2}
+	x := Measured{OKTxns: 100, TPS: 990, P50Ms: 1, P99Ms: 2, CPUBusy: 0.95, CPUSelf: 0.2}
+	r := Row{Params: []scenarios.Param{{Key: "pooler.mode", Value: "transaction"}}, Mode: poolmode.Transaction,
+		Clients: 40, Model: m, Calibrated: m, Measured: x,
+		Cal: Calibration{Testbed: &Testbed{Cores: 2, ThroughClients: 40, Pgbench: true, Server: 25 * time.Microsecond}}}
+	judge(&r)
+	rep := &Report{Scenario: "t", Target: "pgbouncer", Rows: []Row{r}}
+	var b strings.Builder
+	if err := rep.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "## Testbed") {
+		t.Fatalf("no testbed section in:\n%s", b.String())
+	}
+	if i := strings.Index(b.String(), "%!"); i >= 0 {
+		t.Errorf("fmt error in the report: %q", b.String()[max(0, i-60):min(len(b.String()), i+40)])
+	}
+}
