@@ -41,6 +41,23 @@ type CurvePoint struct {
 	P50Model, P99Model     float64
 	Pass                   bool
 	TPSErr, P50Err, P99Err float64 // the calibrated model's relative errors, %
+	// Runs are the point's live runs: TPS and, through PgBouncer, where
+	// its thread and the pool's servers ran.
+	Runs []Measured
+}
+
+// runsText is a point's runs for the curve table: each run's TPS and the
+// share of the pool's servers on the pooler's core.
+func (pt CurvePoint) runsText() string {
+	var xs []string
+	for _, x := range pt.Runs {
+		s := fmt.Sprintf("%.0f", x.TPS)
+		if x.Placement != nil {
+			s += fmt.Sprintf(" (%.0f %%)", 100*x.Placement.Shared)
+		}
+		xs = append(xs, s)
+	}
+	return strings.Join(xs, ", ")
 }
 
 // CurveLine is the points that share every swept value but the curve's.
@@ -79,7 +96,7 @@ func (rep *Report) Curves() []CurveLine {
 		}
 		pt := CurvePoint{X: x, Model: r.Model.TPS, Cal: r.Calibrated.TPS, Meas: r.Measured.TPS, MeasLo: r.Measured.TPS, MeasHi: r.Measured.TPS,
 			P50Cal: r.Calibrated.P50Ms, P50Meas: r.Measured.P50Ms, P99Cal: r.Calibrated.P99Ms, P99Meas: r.Measured.P99Ms,
-			P50Model: r.Model.P50Ms, P99Model: r.Model.P99Ms, Pass: r.Pass()}
+			P50Model: r.Model.P50Ms, P99Model: r.Model.P99Ms, Pass: r.Pass(), Runs: r.Repeats}
 		for _, c := range r.Cells {
 			switch c.Metric {
 			case "tps":
@@ -191,16 +208,39 @@ func (rep *Report) writeCurves(p func(string, ...any)) {
 	}
 	p("## The curve\n\n")
 	p("Throughput and latency against %s, one table per line. Peak pool size = the smallest pool size whose throughput is within %.0f %% of the line's highest (the first point of its plateau). Measured TPS: median of the runs [95 %% interval of their mean].\n\n", CurveKey, PeakWithin*100)
+	placed := false
+	for _, l := range lines {
+		for _, pt := range l.Points {
+			for _, x := range pt.Runs {
+				placed = placed || x.Placement != nil
+			}
+		}
+	}
+	if placed {
+		p("Runs: each live run's TPS and, in parentheses, the share of the pool's servers that ran on PgBouncer's core (sampled every %v from /proc/PID/stat). With one server the kernel keeps PgBouncer and the backend either on one core, where they take turns, or on two, where each wake-up crosses to the other, idle core; an arrangement tends to last the run, so runs of the same point can differ by it (compare a run at 100 %% with one at 0 %%), which the model, one number per point, does not predict.\n\n", placeEvery)
+	}
 	for _, l := range lines {
 		p("### %s\n\n", l.Label)
-		p("| pool size | TPS model / calibrated / measured [95%% CI] | error %% | p50 ms calibrated / measured | error %% | p99 ms calibrated / measured | error %% | verdict |\n|---|---|---|---|---|---|---|---|\n")
+		p("| pool size | TPS model / calibrated / measured [95%% CI] | error %% | p50 ms calibrated / measured | error %% | p99 ms calibrated / measured | error %% | verdict |")
+		if placed {
+			p(" runs |")
+		}
+		p("\n|---|---|---|---|---|---|---|---|")
+		if placed {
+			p("---|")
+		}
+		p("\n")
 		for _, pt := range l.Points {
 			v := "PASS"
 			if !pt.Pass {
 				v = "FAIL"
 			}
-			p("| %g | %.0f / %.0f / %.0f [%.0f, %.0f] | %+.1f | %.3f / %.3f | %+.1f | %.3f / %.3f | %+.1f | %s |\n",
+			p("| %g | %.0f / %.0f / %.0f [%.0f, %.0f] | %+.1f | %.3f / %.3f | %+.1f | %.3f / %.3f | %+.1f | %s |",
 				pt.X, pt.Model, pt.Cal, pt.Meas, pt.MeasLo, pt.MeasHi, pt.TPSErr, pt.P50Cal, pt.P50Meas, pt.P50Err, pt.P99Cal, pt.P99Meas, pt.P99Err, v)
+			if placed {
+				p(" %s |", pt.runsText())
+			}
+			p("\n")
 		}
 		p("\nPeak pool size: calibrated model %g, measured %g (%s); the scenario's model %g.\n\n", l.PeakCal, l.PeakMeas, l.peakNote(), l.PeakModel)
 	}

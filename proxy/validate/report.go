@@ -137,7 +137,10 @@ type Measured struct {
 	// CPUSteal is the fraction of all CPUs taken by the hypervisor for
 	// other guests during the run (steal time, counted in CPUBusy).
 	CPUSteal float64
-	Errors   []string
+	// Placement is where PgBouncer's thread and the pool's servers ran
+	// (CPU-bound rows through PgBouncer; nil otherwise).
+	Placement *Placement
+	Errors    []string
 	// Prepared is a prepared-statement row's measurement.
 	Prepared PreparedMeasured
 }
@@ -588,7 +591,11 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 						p(" #%d tps %.1f / %.1f, hit rate %.3f / %.3f, server parses/s %.1f / %.1f, failed txns %d / %d;", i+1, y.TPS, k.TPS, y.Prepared.HitRate, k.PreparedHitRate, y.Prepared.ServerParsesPerS, k.ServerParsesPerS, y.Prepared.Counts.FailedTxns, k.PreparedErrorTxns)
 						continue
 					}
-					p(" #%d tps %.1f / %.1f, p50 %.2f / %.2f ms, p99 %.2f / %.2f ms;", i+1, y.TPS, k.TPS, y.P50Ms, k.P50Ms, y.P99Ms, k.P99Ms)
+					p(" #%d tps %.1f / %.1f, p50 %.2f / %.2f ms, p99 %.2f / %.2f ms", i+1, y.TPS, k.TPS, y.P50Ms, k.P50Ms, y.P99Ms, k.P99Ms)
+					if y.Placement != nil {
+						p(", %.0f %% of the servers on PgBouncer's core (%d samples)", 100*y.Placement.Shared, y.Placement.Samples)
+					}
+					p(";")
 				}
 			}
 			p("\n")

@@ -583,15 +583,9 @@ func (l *lab) serverPids(ctx context.Context) ([]int, error) {
 		return nil, fmt.Errorf("calibrate testbed: find the pool's servers: %w", err)
 	}
 	defer closeConn(conn)
-	rs, err := conn.Exec(cctx, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND usename = '"+strings.ReplaceAll(l.srv.user, "'", "''")+"'").ReadAll()
+	pids, err := serverPidsOn(cctx, conn, l.srv.user)
 	if err != nil {
 		return nil, fmt.Errorf("calibrate testbed: find the pool's servers: %w", err)
-	}
-	var pids []int
-	for _, row := range rs[0].Rows {
-		if p, err := strconv.Atoi(string(row[0])); err == nil {
-			pids = append(pids, p)
-		}
 	}
 	return pids, nil
 }

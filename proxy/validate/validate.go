@@ -484,6 +484,10 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 			return a, err
 		}
 	}
+	var placed func() *Placement
+	if testbed && t.bouncer != nil {
+		placed = watchPlacement(ctx, t.bouncer.Pid(), l.watchDSN, l.srv.user)
+	}
 	cpu0 := sampleCPU()
 	var res *load.Result
 	if pg := l.pgbench(c); pg != nil {
@@ -501,11 +505,16 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 			Started:   func() { t.waits() },
 		})
 	}
+	cpu1 := sampleCPU()
+	var place *Placement
+	if placed != nil {
+		place = placed()
+	}
 	if err != nil {
 		return a, err
 	}
 	x := measured(res)
-	cpu1 := sampleCPU()
+	x.Placement = place
 	x.CPUBusy, x.CPUSelf = cpuUse(cpu0, cpu1, runtime.NumCPU())
 	x.CPUSteal = stealUse(cpu0, cpu1)
 	if prepared {
