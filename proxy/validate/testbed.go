@@ -354,47 +354,68 @@ func calibrateTestbed(ctx context.Context, dsn string, cfg system.Config, st loa
 // cores decide the plateau), the fixed latency from the one-connection
 // point, then σ and κ by a search that makes the model's direct throughput
 // match the measured points.
+//
+// The direct points are matched with the direct loops' own CPU per
+// statement (the driver's at the most concurrent point, a backend's at
+// one connection), also for a row that measured its costs through the
+// target: those are larger (a pooler's backend and driver are woken more
+// often, on idler cores) and would make the direct model too slow to
+// reach the measured points at any σ and κ, which then fit as 0. The
+// row's own model runs the through costs with the σ, κ, spread and
+// latency fitted here.
 func fitTestbed(tb *Testbed, cfg system.Config) {
 	last := tb.Points[len(tb.Points)-1]
 	first := tb.Points[0]
+	// d is the testbed of the direct loops: tb itself for a direct row.
+	d := tb
 	if tb.ThroughClients == 0 {
 		// No target (a direct row): the backend's CPU of one connection
 		// (it grows with more: the USL's contention, fitted below) and
 		// the driver's of the most concurrent point (it shrinks as its
 		// clients' work batches).
 		tb.Driver, tb.Server = last.Driver, first.Server
+	} else {
+		dd := *tb
+		dd.Driver, dd.Server = last.Driver, first.Server
+		d = &dd
 	}
+	defer func() {
+		if d != tb {
+			tb.Latency, tb.Contention, tb.Coherency, tb.Spread = d.Latency, d.Contention, d.Coherency, d.Spread
+			tb.USL, tb.Background = d.USL, d.Background
+		}
+	}()
 	var bg float64
-	for _, p := range tb.Points {
+	for _, p := range d.Points {
 		bg += p.Background
 	}
-	tb.Background = min(bg/float64(len(tb.Points)), float64(tb.Cores)*0.9)
+	d.Background = min(bg/float64(len(d.Points)), float64(d.Cores)*0.9)
 	// What one connection's round trip spends beyond that CPU is
 	// latency on the driver's side (its goroutine's wake-up through Go's
 	// netpoller, the loopback): the model's think, off the server.
 	cycle := time.Duration(float64(time.Second) / first.TPS)
-	tb.Latency = max(0, cycle-tb.Driver-tb.Server)
+	d.Latency = max(0, cycle-d.Driver-d.Server)
 	var pts []usl.Point
-	for _, p := range tb.Points {
+	for _, p := range d.Points {
 		pts = append(pts, usl.Point{N: float64(p.N), X: p.TPS})
 	}
 	if m, _, err := usl.Fit(pts); err == nil {
-		tb.USL = m
+		d.USL = m
 	}
-	if len(tb.Points) < 2 {
+	if len(d.Points) < 2 {
 		return
 	}
 	// σ and κ from the points of 4 connections and more: with one or two
 	// the processes hand the cores to each other in turn (one runs while
 	// the other waits), which no run of many clients does.
-	fit := tb.Points[1:]
+	fit := d.Points[1:]
 	for len(fit) > 1 && fit[0].N < 4 {
 		fit = fit[1:]
 	}
 	loss := func(sigma, kappa float64) float64 {
 		var e float64
 		for _, p := range fit {
-			x := directTPS(tb, cfg, p.N, sigma, kappa)
+			x := directTPS(d, cfg, p.N, sigma, kappa)
 			e += math.Pow(math.Log(x/p.TPS), 2)
 		}
 		return e
@@ -403,26 +424,26 @@ func fitTestbed(tb *Testbed, cfg system.Config) {
 	// [0, 0.05], twice.
 	fitUSL := func(rounds int) {
 		for range rounds {
-			tb.Contention = golden(func(s float64) float64 { return loss(s, tb.Coherency) }, 0, 0.5)
-			tb.Coherency = golden(func(k float64) float64 { return loss(tb.Contention, k) }, 0, 0.05)
+			d.Contention = golden(func(s float64) float64 { return loss(s, d.Coherency) }, 0, 0.5)
+			d.Coherency = golden(func(k float64) float64 { return loss(d.Contention, k) }, 0, 0.05)
 		}
 	}
 	fitUSL(2)
 	// The spread of the CPU per statement, then σ and κ again with it.
-	if i := spreadPoint(tb); i >= 0 {
-		p := &tb.Points[i]
+	if i := spreadPoint(d); i >= 0 {
+		p := &d.Points[i]
 		want := p.P99.Seconds() * 1e3
-		tb.Spread = golden(func(s float64) float64 {
-			tb.Spread = s
-			m := direct(tb, cfg, p.N, tb.Contention, tb.Coherency)
+		d.Spread = golden(func(s float64) float64 {
+			d.Spread = s
+			m := direct(d, cfg, p.N, d.Contention, d.Coherency)
 			return math.Pow(math.Log(m.P99Ms/want), 2)
 		}, 0, 1.5)
 		fitUSL(1)
-		m := direct(tb, cfg, p.N, tb.Contention, tb.Coherency)
+		m := direct(d, cfg, p.N, d.Contention, d.Coherency)
 		p.ModelP50, p.ModelP99 = msDur(m.P50Ms), msDur(m.P99Ms)
 	}
-	for i := range tb.Points {
-		tb.Points[i].Model = directTPS(tb, cfg, tb.Points[i].N, tb.Contention, tb.Coherency)
+	for i := range d.Points {
+		d.Points[i].Model = directTPS(d, cfg, d.Points[i].N, d.Contention, d.Coherency)
 	}
 }
 

@@ -42,6 +42,37 @@ func TestFitTestbedRecoversContention(t *testing.T) {
 	}
 }
 
+// TestFitTestbedThroughRow: a row that measured its CPU per statement
+// through the target (larger than the direct loops') still fits σ and the
+// latency to the direct points with the direct loops' own costs, and
+// keeps the through costs for its run.
+func TestFitTestbedThroughRow(t *testing.T) {
+	cfg := system.Default()
+	cfg.Server.MaxConnections = 20
+	truth := &Testbed{Cores: 2, Driver: 20 * time.Microsecond, Server: 30 * time.Microsecond, Latency: 25 * time.Microsecond}
+	const sigma = 0.1
+	tb := &Testbed{Cores: 2, ThroughClients: 50, Driver: 35 * time.Microsecond, Server: 45 * time.Microsecond, Pooler: 20 * time.Microsecond}
+	for _, n := range []int{1, 2, 4, 8} {
+		x := directTPS(truth, cfg, n, sigma, 0)
+		tb.Points = append(tb.Points, TestbedPoint{N: n, TPS: x, Driver: truth.Driver, Server: truth.Server})
+	}
+	fitTestbed(tb, cfg)
+	if math.Abs(tb.Contention-sigma) > 0.015 {
+		t.Errorf("σ: fitted %.4f, want %.2f", tb.Contention, sigma)
+	}
+	if d := tb.Latency - truth.Latency; d < -time.Microsecond || d > time.Microsecond {
+		t.Errorf("latency %v, want %v", tb.Latency, truth.Latency)
+	}
+	if tb.Driver != 35*time.Microsecond || tb.Server != 45*time.Microsecond {
+		t.Errorf("the run's costs: driver %v, server %v; want the through costs 35µs, 45µs", tb.Driver, tb.Server)
+	}
+	for _, p := range tb.Points {
+		if math.Abs(p.Model-p.TPS)/p.TPS > 0.02 {
+			t.Errorf("%d connections: model %.0f/s, points %.0f/s", p.N, p.Model, p.TPS)
+		}
+	}
+}
+
 // TestFitTestbedRecoversSpread plays the spread's fit against its own
 // model: round trips made by the model with a known spread of the CPU per
 // statement must give that spread back.
