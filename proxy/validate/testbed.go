@@ -83,6 +83,10 @@ type Testbed struct {
 	// row, whose CPU comes from the direct points), at ThroughTPS.
 	ThroughClients int
 	ThroughTPS     float64
+	// ThroughPlacement is where PgBouncer's thread and the pool's servers
+	// ran during the through loop (nil through the proxy): with one
+	// server, one core or two, which sets the costs it measured.
+	ThroughPlacement *Placement
 	// Pgbench says pgbench drove the loops (live.driver pgbench).
 	Pgbench bool
 	// Speed is the machine's speed window by window (speedWindow), as
@@ -556,6 +560,10 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 		defer t.px.MeasureCPU(false)
 		loop0 = t.px.LoopCPU()
 	}
+	var placed func() *Placement
+	if t.bouncer != nil {
+		placed = watchPlacement(ctx, t.bouncer.Pid(), l.watchDSN, l.srv.user)
+	}
 	var lc loopCPU
 	var err error
 	pg := l.pgbench(cfg)
@@ -564,6 +572,9 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 		nb = len(lc.each) - len(bouncer)
 	} else {
 		lc, err = closedLoop(ctx, t.dsn, st, cfg.Seed, n, dur, false, watch, nil)
+	}
+	if placed != nil {
+		tb.ThroughPlacement = placed()
 	}
 	if err != nil {
 		return err
@@ -747,7 +758,7 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		return
 	}
 	p("## Testbed\n\n")
-	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on an idle core, else in the shortest queue, and waits there; a thread with more work keeps its core; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up. Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run, and these are the model's, because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
+	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on an idle core, else in the shortest queue, and waits there; a thread with more work keeps its core; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs). Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ), and these are the model's, because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
 	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU | through the target: clients → statements/s | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		tb := r.Cal.Testbed
@@ -766,6 +777,9 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		through := "—"
 		if tb.ThroughClients > 0 {
 			through = fmt.Sprintf("%d → %.0f", tb.ThroughClients, tb.ThroughTPS)
+			if tb.ThroughPlacement != nil {
+				through += fmt.Sprintf(" (%.0f %%)", 100*tb.ThroughPlacement.Shared)
+			}
 		}
 		p("| %s | %s | %.4f / %.5f / %.0f/s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s | %s | %s | %s | %s |\n", r.Title(), strings.Join(pts, ", "), tb.USL.Sigma, tb.USL.Kappa, tb.USL.Lambda, us(tb.Driver), us(tb.Server), us(tb.Latency),
 			tb.Background, tb.Contention, tb.Coherency, spread, us(tb.Pooler), through, us(r.Cal.Hop), speedCell(tb.Speed))
@@ -795,6 +809,17 @@ func combineTestbed(cs []Calibration) *Testbed {
 	t.Contention = medianOf(tbs, func(x *Testbed) float64 { return x.Contention })
 	t.Coherency = medianOf(tbs, func(x *Testbed) float64 { return x.Coherency })
 	t.Spread = medianOf(tbs, func(x *Testbed) float64 { return x.Spread })
+	var placed []*Testbed
+	for _, x := range tbs {
+		if x.ThroughPlacement != nil {
+			placed = append(placed, x)
+		}
+	}
+	t.ThroughPlacement = nil
+	if len(placed) > 0 {
+		t.ThroughPlacement = &Placement{Samples: placed[0].ThroughPlacement.Samples,
+			Shared: medianOf(placed, func(x *Testbed) float64 { return x.ThroughPlacement.Shared })}
+	}
 	t.Speed = nil
 	for _, x := range tbs {
 		t.Speed = append(t.Speed, x.Speed...)
