@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Pool 1 through PgBouncer, three ways: is its throughput set by where the
+# kernel puts PgBouncer and its one server?
+#
+# Usage: bench/pool1-arrangements.sh
+#
+# Starts a throwaway PostgreSQL (pgbench -i -s 1) and a real PgBouncer
+# (transaction mode, default_pool_size 1), then runs `pgbench -S -n -c
+# $CLIENTS -j 2 -T $DURATION` through it in rounds of three runs:
+#   free     - no affinity, as the kernel places them; every 20 ms the
+#              script reads the core PgBouncer and the server last ran on
+#              (/proc/PID/stat field 39) and prints the share of samples
+#              on one core;
+#   together - PgBouncer and the server pinned to core 0 (taskset);
+#   apart    - PgBouncer on core 0, the server on core 1.
+# pgbench is never pinned. It prints every run, then the median TPS of each
+# arrangement. Needs 2 or more cores, the PostgreSQL server binaries,
+# pgbench, pgbouncer and taskset; as root, the servers run as postgres.
+# Everything it starts is stopped and removed on exit.
+#
+# Environment: CLIENTS (50), DURATION (seconds per run, 5), ROUNDS (3).
+set -euo pipefail
+CLIENTS=${CLIENTS:-50} DURATION=${DURATION:-5} ROUNDS=${ROUNDS:-3}
+die() { echo "$0: $*" >&2; exit 1; }
+[ "$(nproc)" -ge 2 ] || die "needs 2 or more cores, this machine has $(nproc)"
+command -v taskset >/dev/null || die "taskset not found (util-linux)"
+
+bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+[ -n "$bindir" ] && [ -x "$bindir/initdb" ] || die "no PostgreSQL server binaries in /usr/lib/postgresql/*/bin; install them: apt-get install postgresql"
+pgbench=$bindir/pgbench psql=$bindir/psql
+bouncer=$(command -v pgbouncer 2>/dev/null || echo /usr/sbin/pgbouncer)
+[ -x "$bouncer" ] || die "pgbouncer not found; install it: apt-get install pgbouncer"
+if [ "$(id -u)" = 0 ]; then
+  as_pg() { runuser -u postgres -- "$@"; }
+else
+  as_pg() { "$@"; }
+fi
+
+tmp=$(mktemp -d /tmp/poolsim-pool1.XXXXXX)
+pg_started=
+cleanup() {
+  set +e
+  [ -f "$tmp/pgbouncer.pid" ] && kill "$(cat "$tmp/pgbouncer.pid")" 2>/dev/null
+  [ -n "$pg_started" ] && as_pg "$bindir/pg_ctl" -D "$tmp/data" -m immediate -w -t 10 stop >/dev/null 2>&1
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+[ "$(id -u)" = 0 ] && chown postgres: "$tmp"
+
+eph_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+free_port() {
+  local p
+  for _ in $(seq 1 100); do
+    p=$((10000 + RANDOM % (eph_low - 10000)))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+  die "no free port found"
+}
+
+pgport=$(free_port)
+as_pg "$bindir/initdb" -D "$tmp/data" -U postgres -A trust --no-sync >"$tmp/initdb.log" 2>&1 || { cat "$tmp/initdb.log" >&2; die "initdb failed"; }
+as_pg "$bindir/pg_ctl" -D "$tmp/data" -l "$tmp/postgres.log" -w -t 60 \
+  -o "-p $pgport -c listen_addresses=127.0.0.1 -c unix_socket_directories=$tmp -c fsync=off" start >/dev/null \
+  || { tail -n 20 "$tmp/postgres.log" >&2; die "PostgreSQL did not start"; }
+pg_started=1
+"$pgbench" -i -q -s 1 -h 127.0.0.1 -p "$pgport" -U postgres postgres >"$tmp/init.log" 2>&1 || { cat "$tmp/init.log" >&2; die "pgbench -i failed"; }
+
+bport=$(free_port)
+cat >"$tmp/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=$pgport
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $bport
+unix_socket_dir =
+auth_type = trust
+auth_file = $tmp/users.txt
+pool_mode = transaction
+default_pool_size = 1
+max_client_conn = 1000
+logfile = $tmp/pgbouncer.log
+pidfile = $tmp/pgbouncer.pid
+INI
+echo '"postgres" ""' >"$tmp/users.txt"
+[ "$(id -u)" = 0 ] && chown postgres: "$tmp/pgbouncer.ini" "$tmp/users.txt"
+as_pg "$bouncer" -d "$tmp/pgbouncer.ini" || die "pgbouncer did not start"
+for _ in $(seq 1 200); do [ -s "$tmp/pgbouncer.pid" ] && break; sleep 0.05; done
+bpid=$(cat "$tmp/pgbouncer.pid")
+
+run() { "$pgbench" -S -n -c "$CLIENTS" -j 2 -T "$DURATION" -h 127.0.0.1 -p "$bport" -U postgres postgres 2>&1 | awk '/^tps/ {printf "%.0f", $3}'; }
+core() { awk '{sub(/.*\) /, ""); print $37}' "/proc/$1/stat" 2>/dev/null; }
+
+# A first run opens PgBouncer's one server connection, which then stays.
+run >/dev/null
+spid=$("$psql" -XAt -h 127.0.0.1 -p "$pgport" -U postgres postgres -c \
+  "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+[ "$(echo "$spid" | wc -l)" = 1 ] && [ -n "$spid" ] || die "want PgBouncer's one server connection, found: $spid"
+echo "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), $("$bouncer" --version | head -n 1), pgbench -S -c $CLIENTS -j 2 -T $DURATION, pool 1; PgBouncer pid $bpid, its server pid $spid"
+
+declare -A all
+for r in $(seq 1 "$ROUNDS"); do
+  for a in free together apart; do
+    case $a in
+      free) taskset -pc 0-$(($(nproc) - 1)) "$bpid" >/dev/null; taskset -pc 0-$(($(nproc) - 1)) "$spid" >/dev/null ;;
+      together) taskset -pc 0 "$bpid" >/dev/null; taskset -pc 0 "$spid" >/dev/null ;;
+      apart) taskset -pc 0 "$bpid" >/dev/null; taskset -pc 1 "$spid" >/dev/null ;;
+    esac
+    extra=
+    if [ $a = free ]; then
+      run >"$tmp/tps" &
+      job=$!
+      same=0 n=0
+      while kill -0 "$job" 2>/dev/null; do
+        b=$(core "$bpid") s=$(core "$spid")
+        if [ -n "$b" ] && [ -n "$s" ]; then
+          n=$((n + 1))
+          [ "$b" = "$s" ] && same=$((same + 1))
+        fi
+        sleep 0.02
+      done
+      wait "$job"
+      tps=$(cat "$tmp/tps")
+      extra=" (on one core in $same of $n samples)"
+    else
+      tps=$(run)
+    fi
+    all[$a]+="$tps "
+    echo "round $r $a: $tps TPS$extra"
+  done
+done
+taskset -pc 0-$(($(nproc) - 1)) "$bpid" >/dev/null
+median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+for a in free together apart; do
+  echo "median $a: $(echo "${all[$a]}" | median) TPS (runs: ${all[$a]% })"
+done
