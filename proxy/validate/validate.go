@@ -1,36 +1,3 @@
-// Package validate runs a scenario live and puts the model next to the
-// measurement: poolsim validate.
-//
-// For every point of the scenario's sweep it starts the target — poolsim's
-// own proxy in this process, a real pgbouncer with a generated
-// configuration, or nothing for direct rows, whose clients connect straight
-// to PostgreSQL — runs the workload with the load driver (package
-// proxy/load), collects the metrics and stops the target. PostgreSQL is a
-// throwaway cluster (package proxy/pgcluster) with the scenario's
-// max_connections and no superuser-reserved slots unless a DSN is given;
-// the load connects as a non-superuser role.
-//
-// A CPU-bound statement (live.statement: pgbench-select, or sql with
-// server.cores) is calibrated as a testbed instead (testbed.go): what
-// shares the machine's cores — the backends, the pooler process and this
-// process's load driver — each measured from /proc and run by the
-// calibrated model on server.cores,
-// with the latencies' spread measured too (noise.go); a sweep along the
-// pool size is reported as a curve (curve.go). With live.driver: pgbench
-// pgbench itself, a process of its own, drives such a row and its
-// calibration (pgbench.go), and its logs are the measurement.
-//
-// Before the rows it calibrates: the cost of opening one PostgreSQL
-// connection, the real duration of the scenario's statement and of the
-// driver's think time; per row, the hop through the target. The model runs
-// twice per row, with the scenario's values and with the measured ones, and
-// the report judges the calibrated model against the measurement with fixed
-// tolerances (counts exactly; TPS and p50 within 10%, p99 within 25%). The
-// live feature probes (package proxy/probe) run once per pool mode with a
-// pool of two servers and are compared with models/compat.
-//
-// Everything Run starts it stops before returning, on error and when ctx is
-// cancelled too: targets, the cluster, and every goroutine.
 package validate
 
 import (
