@@ -30,62 +30,13 @@ bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || tr
 pgbench=$bindir/pgbench psql=$bindir/psql
 bouncer=$(command -v pgbouncer 2>/dev/null || echo /usr/sbin/pgbouncer)
 [ -x "$bouncer" ] || die "pgbouncer not found; install it: apt-get install pgbouncer"
-if [ "$(id -u)" = 0 ]; then
-  as_pg() { runuser -u postgres -- "$@"; }
-else
-  as_pg() { "$@"; }
-fi
+. "$(dirname "$0")/throwaway.sh" # free_port, as_pg, make_tmp, start_postgres, start_pgbouncer
 
-tmp=$(mktemp -d /tmp/poolsim-pool1.XXXXXX)
-pg_started=
-cleanup() {
-  set +e
-  [ -f "$tmp/pgbouncer.pid" ] && kill "$(cat "$tmp/pgbouncer.pid")" 2>/dev/null
-  [ -n "$pg_started" ] && as_pg "$bindir/pg_ctl" -D "$tmp/data" -m immediate -w -t 10 stop >/dev/null 2>&1
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-[ "$(id -u)" = 0 ] && chown postgres: "$tmp"
-
-eph_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-free_port() {
-  local p
-  for _ in $(seq 1 100); do
-    p=$((10000 + RANDOM % (eph_low - 10000)))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-  die "no free port found"
-}
-
-pgport=$(free_port)
-as_pg "$bindir/initdb" -D "$tmp/data" -U postgres -A trust --no-sync >"$tmp/initdb.log" 2>&1 || { cat "$tmp/initdb.log" >&2; die "initdb failed"; }
-as_pg "$bindir/pg_ctl" -D "$tmp/data" -l "$tmp/postgres.log" -w -t 60 \
-  -o "-p $pgport -c listen_addresses=127.0.0.1 -c unix_socket_directories=$tmp -c fsync=off" start >/dev/null \
-  || { tail -n 20 "$tmp/postgres.log" >&2; die "PostgreSQL did not start"; }
-pg_started=1
+make_tmp poolsim-pool1
+start_postgres
 "$pgbench" -i -q -s 1 -h 127.0.0.1 -p "$pgport" -U postgres postgres >"$tmp/init.log" 2>&1 || { cat "$tmp/init.log" >&2; die "pgbench -i failed"; }
 
-bport=$(free_port)
-cat >"$tmp/pgbouncer.ini" <<INI
-[databases]
-* = host=127.0.0.1 port=$pgport
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $bport
-unix_socket_dir =
-auth_type = trust
-auth_file = $tmp/users.txt
-pool_mode = transaction
-default_pool_size = 1
-max_client_conn = 1000
-logfile = $tmp/pgbouncer.log
-pidfile = $tmp/pgbouncer.pid
-INI
-echo '"postgres" ""' >"$tmp/users.txt"
-[ "$(id -u)" = 0 ] && chown postgres: "$tmp/pgbouncer.ini" "$tmp/users.txt"
-as_pg "$bouncer" -d "$tmp/pgbouncer.ini" || die "pgbouncer did not start"
-for _ in $(seq 1 200); do [ -s "$tmp/pgbouncer.pid" ] && break; sleep 0.05; done
+start_pgbouncer 1 1000
 bpid=$(cat "$tmp/pgbouncer.pid")
 
 run() { "$pgbench" -S -n -c "$CLIENTS" -j 2 -T "$DURATION" -h 127.0.0.1 -p "$bport" -U postgres postgres 2>&1 | awk '/^tps/ {printf "%.0f", $3}'; }

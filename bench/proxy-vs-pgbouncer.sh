@@ -69,46 +69,12 @@ if want pgbouncer; then
   [ -n "$bouncer" ] || { [ -x /usr/sbin/pgbouncer ] && bouncer=/usr/sbin/pgbouncer; } || die "pgbouncer not found; install it: apt-get install pgbouncer"
 fi
 
-if [ "$(id -u)" = 0 ]; then
-  id postgres >/dev/null 2>&1 || die "running as root, but initdb and pgbouncer refuse root and there is no postgres account"
-  as_pg() { runuser -u postgres -- "$@"; }
-else
-  as_pg() { "$@"; }
-fi
+. "$root/bench/throwaway.sh" # free_port, as_pg, make_tmp, wait_port, start_postgres, start_pgbouncer
 
 # --- temporary folder and cleanup ---------------------------------------------
-tmp=$(mktemp -d /tmp/poolsim-bench.XXXXXX)
-pg_started= proxy_pid=
-cleanup() {
-  set +e
-  [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null && wait "$proxy_pid" 2>/dev/null
-  [ -f "$tmp/pgbouncer.pid" ] && kill "$(cat "$tmp/pgbouncer.pid")" 2>/dev/null
-  [ -n "$pg_started" ] && as_pg "$bindir/pg_ctl" -D "$tmp/data" -m immediate -w -t 10 stop >/dev/null 2>&1
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-[ "$(id -u)" = 0 ] && chown postgres: "$tmp"
-
-# Ports below the kernel's ephemeral range, so that no outgoing connection
-# (pgbench's, PgBouncer's) holds the one picked.
-eph_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-free_port() {
-  local p
-  for _ in $(seq 1 100); do
-    p=$((10000 + RANDOM % (eph_low - 10000)))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-  die "no free port found"
-}
-wait_port() { # wait_port PORT NAME LOG
-  for _ in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return
-    sleep 0.05
-  done
-  tail -n 20 "$3" >&2 || true
-  die "$2 did not accept connections on port $1 within 10s"
-}
+make_tmp poolsim-bench
+proxy_pid=
+before_cleanup() { [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null && wait "$proxy_pid" 2>/dev/null; }
 
 # --- poolsim ------------------------------------------------------------------
 if want proxy; then
@@ -120,42 +86,15 @@ if want proxy; then
 fi
 
 # --- PostgreSQL ---------------------------------------------------------------
-pgport=$(free_port)
-echo "initdb + PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$pgport ..."
-as_pg "$bindir/initdb" -D "$tmp/data" -U postgres -A trust -E UTF8 --locale=C --no-sync >"$tmp/initdb.log" 2>&1 \
-  || { cat "$tmp/initdb.log" >&2; die "initdb failed"; }
-as_pg "$bindir/pg_ctl" -D "$tmp/data" -l "$tmp/postgres.log" -w -t 60 \
-  -o "-p $pgport -c listen_addresses=127.0.0.1 -c unix_socket_directories=$tmp -c max_connections=100 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
-  start >/dev/null || { tail -n 20 "$tmp/postgres.log" >&2; die "PostgreSQL did not start"; }
-pg_started=1
+start_postgres -c max_connections=100 -c synchronous_commit=off -c full_page_writes=off
+echo "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$pgport"
 echo "pgbench -i -s $SCALE ..."
 "$pgbench" -i -q -s "$SCALE" -h 127.0.0.1 -p "$pgport" -U postgres postgres >"$tmp/pgbench-init.log" 2>&1 \
   || { tail -n 20 "$tmp/pgbench-init.log" >&2; die "pgbench -i failed"; }
 
 # --- PgBouncer ----------------------------------------------------------------
 if want pgbouncer; then
-  bport=$(free_port)
-  cat >"$tmp/pgbouncer.ini" <<INI
-[databases]
-* = host=127.0.0.1 port=$pgport
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $bport
-unix_socket_dir = $tmp
-auth_type = trust
-auth_file = $tmp/users.txt
-admin_users = postgres
-pool_mode = transaction
-default_pool_size = 20
-max_client_conn = 200
-logfile = $tmp/pgbouncer.log
-pidfile = $tmp/pgbouncer.pid
-INI
-  echo '"postgres" ""' >"$tmp/users.txt"
-  [ "$(id -u)" = 0 ] && chown postgres: "$tmp/pgbouncer.ini" "$tmp/users.txt"
-  as_pg "$bouncer" -d "$tmp/pgbouncer.ini" || { cat "$tmp/pgbouncer.log" >&2 || true; die "pgbouncer did not start"; }
-  wait_port "$bport" pgbouncer "$tmp/pgbouncer.log"
+  start_pgbouncer 20 200
   echo "$("$bouncer" --version | head -n 1) on 127.0.0.1:$bport"
 fi
 
