@@ -13,8 +13,9 @@
 #              on one core;
 #   together - PgBouncer and the server pinned to core 0 (taskset);
 #   apart    - PgBouncer on core 0, the server on core 1.
-# pgbench is never pinned. It prints every run, then the median TPS of each
-# arrangement. Needs 2 or more cores, the PostgreSQL server binaries,
+# pgbench is never pinned. It prints every run with each process's CPU
+# per transaction (PgBouncer's and the server's from /proc/PID/schedstat,
+# pgbench's from bash's times), then the median TPS of each arrangement. Needs 2 or more cores, the PostgreSQL server binaries,
 # pgbench, pgbouncer and taskset; as root, the servers run as postgres.
 # Everything it starts is stopped and removed on exit.
 #
@@ -39,7 +40,16 @@ start_postgres
 start_pgbouncer 1 1000
 bpid=$(cat "$tmp/pgbouncer.pid")
 
-run() { "$pgbench" -S -n -c "$CLIENTS" -j 2 -T "$DURATION" -h 127.0.0.1 -p "$bport" -U postgres postgres 2>&1 | awk '/^tps/ {printf "%.0f", $3}'; }
+# run: one pgbench run; its output in $tmp/out, and in $tmp/times the CPU
+# time pgbench used (bash's times: the subshell's children, user and system).
+run() {
+  ( "$pgbench" -S -n -c "$CLIENTS" -j 2 -T "$DURATION" -h 127.0.0.1 -p "$bport" -U postgres postgres >"$tmp/out" 2>&1; times >"$tmp/times" )
+}
+tps() { awk '/^tps/ {printf "%.0f", $3}' "$tmp/out"; }
+txns() { awk '/number of transactions actually processed/ {print $NF}' "$tmp/out" | cut -d/ -f1; }
+# seconds of CPU in a `times` line such as "0m1.234s 0m0.567s"
+pgbench_cpu() { tail -n 1 "$tmp/times" | awk '{t = 0; for (i = 1; i <= 2; i++) {split($i, a, /[ms]/); t += a[1] * 60 + a[2]}; print t}'; }
+oncpu() { awk '{print $1}' "/proc/$1/schedstat"; } # ns on a CPU, all of the process's time (one thread)
 core() { awk '{sub(/.*\) /, ""); print $37}' "/proc/$1/stat" 2>/dev/null; }
 
 # A first run opens PgBouncer's one server connection, which then stays.
@@ -58,8 +68,9 @@ for r in $(seq 1 "$ROUNDS"); do
       apart) taskset -pc 0 "$bpid" >/dev/null; taskset -pc 1 "$spid" >/dev/null ;;
     esac
     extra=
+    b0=$(oncpu "$bpid") s0=$(oncpu "$spid")
     if [ $a = free ]; then
-      run >"$tmp/tps" &
+      run &
       job=$!
       same=0 n=0
       while kill -0 "$job" 2>/dev/null; do
@@ -71,13 +82,16 @@ for r in $(seq 1 "$ROUNDS"); do
         sleep 0.02
       done
       wait "$job"
-      tps=$(cat "$tmp/tps")
-      extra=" (on one core in $same of $n samples)"
+      extra="; on one core in $same of $n samples"
     else
-      tps=$(run)
+      run
     fi
+    b1=$(oncpu "$bpid") s1=$(oncpu "$spid")
+    tps=$(tps) n=$(txns)
+    cpu=$(awk -v b=$((b1 - b0)) -v s=$((s1 - s0)) -v p="$(pgbench_cpu)" -v n="$n" \
+      'BEGIN {printf "CPU per transaction: PgBouncer %.1f us, server %.1f us, pgbench %.1f us", b / n / 1e3, s / n / 1e3, p / n * 1e6}')
     all[$a]+="$tps "
-    echo "round $r $a: $tps TPS$extra"
+    echo "round $r $a: $tps TPS ($cpu$extra)"
   done
 done
 taskset -pc 0-$(($(nproc) - 1)) "$bpid" >/dev/null
