@@ -138,6 +138,8 @@ func TestParseErrors(t *testing.T) {
 		{"testbed bool", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  pooler_on_cores: sometimes\n", "want true or false"},
 		{"testbed scheduler", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: fair\n", `want shared or per_core, got "fair"`},
 		{"testbed driver threads", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  driver_threads: 2\n", "testbed.driver_threads is set without testbed.driver_cpu"},
+		{"testbed affinity", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  affinity: pinned\n", `want free, together or apart, got "pinned"`},
+		{"testbed affinity without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  affinity: apart\n  pooler_on_cores: true\n", "testbed.affinity apart pins the pooler's thread and the backends to cores: it needs testbed.scheduler per_core"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.yaml), "x.yaml")
@@ -286,13 +288,16 @@ func TestTestbedKeys(t *testing.T) {
 	if err := s.Set("testbed.driver_threads", "2"); err != nil || s.Base.Testbed.DriverThreads != 2 {
 		t.Errorf("--set testbed.driver_threads=2: %v, got %v", err, s.Base.Testbed.DriverThreads)
 	}
+	if err := s.Set("testbed.affinity", "together"); err != nil || s.Base.Testbed.Affinity != system.Together {
+		t.Errorf("--set testbed.affinity=together: %v, got %v", err, s.Base.Testbed.Affinity)
+	}
 	for _, bad := range []struct{ v, want string }{{"[1, 0]", "entry 2"}, {"[]", "non-empty list"}, {"1.5", "non-empty list"}, {"[1, fast]", "entry 2"}} {
 		if err := s.Set("testbed.speed", bad.v); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("--set testbed.speed=%s: error %v, want one saying %q", bad.v, err, bad.want)
 		}
 	}
 	help := strings.Join(Fields(), "\n")
-	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "testbed.scheduler", "testbed.driver_threads", "pooler.cpu_per_assign"} {
+	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "testbed.scheduler", "testbed.driver_threads", "testbed.affinity", "pooler.cpu_per_assign"} {
 		if !strings.Contains(help, k+" ") {
 			t.Errorf("%s is not in the key list", k)
 		}

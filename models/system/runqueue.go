@@ -70,6 +70,20 @@ func (v *server) initCores(n int) {
 // idle reports whether core k has neither a job nor a queue.
 func (v *server) idle(k int) bool { return !v.cpus[k].on && len(v.cpus[k].q) == 0 }
 
+// allowed reports whether job j may run on core k (testbed.affinity):
+// the driver's threads anywhere; the pooler's thread and the backends on
+// core 0 (together), or the pooler on core 0 and the backends elsewhere
+// (apart).
+func (v *server) allowed(j cpuJob, k int) bool {
+	if v.affinity == Free || j.kind == jobDriver {
+		return true
+	}
+	if j.kind == jobPooler || v.affinity == Together {
+		return k == 0
+	}
+	return k != 0
+}
+
 // place chooses job j's core. A pooler's or driver's thread that keeps
 // its core after a job (the core whose job has just finished, v.ctx, the
 // same entity: it had more work queued) goes first in that core's queue;
@@ -93,26 +107,27 @@ func (v *server) place(j cpuJob) {
 	if !seen {
 		p = -1
 	}
+	ok := func(k int) bool { return k >= 0 && v.allowed(j, k) }
 	k := -1
 	switch {
-	case w >= 0 && v.idle(w):
+	case ok(w) && v.idle(w):
 		k = w
-	case p >= 0 && v.idle(p):
+	case ok(p) && v.idle(p):
 		k = p
 	default:
 		for i := range v.cpus {
-			if v.idle(i) {
+			if ok(i) && v.idle(i) {
 				k = i
 				break
 			}
 		}
 	}
 	if k < 0 {
-		if w >= 0 && len(v.cpus[w].q) == 0 {
+		if ok(w) && len(v.cpus[w].q) == 0 {
 			k = w
 		} else {
 			for i := range v.cpus {
-				if k < 0 || len(v.cpus[i].q) < len(v.cpus[k].q) || (len(v.cpus[i].q) == len(v.cpus[k].q) && i == p) {
+				if ok(i) && (k < 0 || len(v.cpus[i].q) < len(v.cpus[k].q) || (len(v.cpus[i].q) == len(v.cpus[k].q) && i == p)) {
 					k = i
 				}
 			}
@@ -183,6 +198,9 @@ func (v *server) steal(k int, now sim.Time) bool {
 			continue
 		}
 		for i, j := range q {
+			if !v.allowed(j, k) {
+				continue
+			}
 			if t, ok := v.ran[v.entity(j)]; ok && now-t < migrationCost {
 				continue
 			}

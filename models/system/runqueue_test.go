@@ -2,6 +2,7 @@ package system
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/poolsim/poolsim/models/poolmode"
@@ -122,4 +123,48 @@ func TestPerCoreSlicesLongJobs(t *testing.T) {
 		t.Errorf("run to their ends: p99 %.3f ms, sliced %.3f ms: want the long jobs to hold the core without slices", whole.P99Ms, sliced.P99Ms)
 	}
 	checkConservation(t, sliced)
+}
+
+// TestPerCoreAffinity: pinned as taskset pins them, the pooler's thread
+// and the backends run only on their cores. Together on one core their
+// CPU per transaction bounds the throughput, which free placement
+// exceeds; apart, a pool's backends share the other core alone.
+func TestPerCoreAffinity(t *testing.T) {
+	run := func(c Config, a Affinity) Metrics {
+		c.Testbed.Affinity = a
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return Run(c).Metrics
+	}
+	// Pool 1: the pooler's thread (3 × 5.4 µs per transaction) and the
+	// backend (22.5 µs) on core 0 make at most 1/38.7 µs.
+	c := hub(50, 1, PerCore)
+	bound := 1 / 38.7e-6
+	free, together := run(c, Free), run(c, Together)
+	if together.TPSSteady > 1.01*bound {
+		t.Errorf("together: %.0f/s, above the one core's %.0f/s", together.TPSSteady, bound)
+	}
+	if free.TPSSteady < 1.05*bound {
+		t.Errorf("free: %.0f/s, want above one core's %.0f/s (the test shows nothing otherwise)", free.TPSSteady, bound)
+	}
+	// Pool 2 of backends at 100 µs a statement: apart they share core 1
+	// (at most 10,000/s), free they spread over both.
+	c = hub(50, 2, PerCore)
+	c.Workload.CPU = sim.ConstDist(100 * sim.Microsecond)
+	free, apart := run(c, Free), run(c, Apart)
+	if apart.TPSSteady > 1.01*10_000 {
+		t.Errorf("apart, pool 2: %.0f/s, above core 1's 10,000/s", apart.TPSSteady)
+	}
+	if free.TPSSteady < 1.3*10_000 {
+		t.Errorf("free, pool 2: %.0f/s, want the two backends on both cores (above 13,000/s)", free.TPSSteady)
+	}
+	// Deterministic, and the assumptions say it.
+	if !reflect.DeepEqual(run(c, Apart), apart) {
+		t.Error("apart: two runs differ")
+	}
+	c.Testbed.Affinity = Apart
+	if a := c.Testbed.describe(c); !strings.Contains(a, "the pooler's thread pinned to core 0 and the backends to the others") {
+		t.Errorf("assumptions %q do not say the pinning", a)
+	}
 }

@@ -49,6 +49,7 @@ type server struct {
 	fin        []int               // cpuDoneCores' buffer
 	nq         int                 // jobs in their CPU phase, running or queued
 	drvThreads int                 // testbed.driver_threads
+	affinity   Affinity            // testbed.affinity
 }
 
 // jobKind says whose CPU work a job is. Statements and start-ups are the
@@ -87,6 +88,7 @@ func (v *server) init(cfg Server, tb Testbed) {
 	v.others, v.used = sim.NewLevel(0), sim.NewLevel(0)
 	v.tb, v.avail = tb.On(), float64(cfg.Cores)-tb.Background
 	v.drvThreads = tb.DriverThreads
+	v.affinity = tb.Affinity
 	if tb.Scheduler == PerCore && cfg.Cores > 0 {
 		v.initCores(cfg.Cores)
 	}

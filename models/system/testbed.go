@@ -64,6 +64,39 @@ type Testbed struct {
 	// are prepared by thread u mod DriverThreads, one at a time, the
 	// others queued (pgbench -j). 0: every client its own.
 	DriverThreads int
+	// Affinity pins the pooler's thread and the backends to cores, as
+	// taskset does (PerCore only): Free (the default) lets the
+	// scheduler place them, Together pins both to core 0, Apart the
+	// pooler to core 0 and the backends to the others. The driver's
+	// threads stay free. With one server the kernel settles in one of
+	// the two arrangements and keeps it for a run, and each has costs of
+	// its own (bench/pool1-arrangements.sh): the model of each is run
+	// with its own.
+	Affinity Affinity
+}
+
+// Affinity is where the pooler's thread and the backends may run
+// (testbed.affinity).
+type Affinity uint8
+
+const (
+	// Free: wherever the scheduler places them.
+	Free Affinity = iota
+	// Together: the pooler's thread and every backend on core 0.
+	Together
+	// Apart: the pooler's thread on core 0, the backends on the others.
+	Apart
+)
+
+// String is the affinity's name in a scenario.
+func (a Affinity) String() string {
+	switch a {
+	case Together:
+		return "together"
+	case Apart:
+		return "apart"
+	}
+	return "free"
 }
 
 // Scheduler is how the testbed's jobs share the cores.
@@ -118,6 +151,12 @@ func (t Testbed) validate(cores int, bad func(string, ...any)) {
 	}
 	if t.DriverThreads > 0 && t.DriverCPU.MeanValue() <= 0 {
 		bad("testbed.driver_threads is set without testbed.driver_cpu: the threads run the driver's CPU per statement")
+	}
+	if t.Affinity != Free && (t.Scheduler != PerCore || !t.PoolerOnCores) {
+		bad("testbed.affinity %s pins the pooler's thread and the backends to cores: it needs testbed.scheduler per_core and testbed.pooler_on_cores true", t.Affinity)
+	}
+	if t.Affinity == Apart && cores < 2 {
+		bad("testbed.affinity apart puts the backends on other cores than the pooler's: it needs server.cores 2 or more, got %d", cores)
 	}
 	if !t.On() {
 		return
@@ -331,6 +370,12 @@ func (t Testbed) describe(c Config) string {
 	}
 	if t.Scheduler == PerCore {
 		out += ", a run queue per core (a job waits on the core it was placed on; a core out of work takes only a thread idle 0.5 ms or more)"
+	}
+	switch t.Affinity {
+	case Together:
+		out += ", the pooler's thread and the backends pinned to core 0"
+	case Apart:
+		out += ", the pooler's thread pinned to core 0 and the backends to the others"
 	}
 	if t.Background > 0 {
 		out += fmt.Sprintf(", %.3g cores busy with other work", t.Background)

@@ -208,6 +208,9 @@ func TestTestbedValidation(t *testing.T) {
 		{Testbed{Scheduler: PerCore}, 0, "set server.cores above 0"},
 		{Testbed{DriverCPU: sim.ConstDist(sim.Millisecond), DriverThreads: -1}, 2, "testbed.driver_threads must be 0"},
 		{Testbed{DriverThreads: 2}, 2, "testbed.driver_threads is set without testbed.driver_cpu"},
+		{Testbed{Affinity: Together, PoolerOnCores: true}, 2, "testbed.affinity together pins the pooler's thread and the backends to cores: it needs testbed.scheduler per_core"},
+		{Testbed{Affinity: Apart, Scheduler: PerCore}, 2, "it needs testbed.scheduler per_core and testbed.pooler_on_cores true"},
+		{Testbed{Affinity: Apart, Scheduler: PerCore, PoolerOnCores: true}, 1, "testbed.affinity apart puts the backends on other cores than the pooler's: it needs server.cores 2 or more, got 1"},
 	} {
 		c := Default()
 		c.Server.Cores = tc.cores
