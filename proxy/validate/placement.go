@@ -113,6 +113,16 @@ func watchPlacement(ctx context.Context, pooler int, watchDSN, user string) (sto
 	}
 }
 
+// watchPooler samples the placement of t's PgBouncer and the pool's
+// servers until the returned stop; through the in-process proxy (no one
+// thread of its own to sample) stop returns nil at once.
+func (l *lab) watchPooler(ctx context.Context, t *running) (stop func() *Placement) {
+	if t.bouncer == nil {
+		return func() *Placement { return nil }
+	}
+	return watchPlacement(ctx, t.bouncer.Pid(), l.watchDSN, l.srv.user)
+}
+
 // lastCore is the core process pid last ran on.
 func lastCore(pid int) (int, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

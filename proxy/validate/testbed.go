@@ -368,27 +368,27 @@ func calibrateTestbed(ctx context.Context, dsn string, cfg system.Config, st loa
 // row's own model runs the through costs with the σ, κ, spread and
 // latency fitted here.
 func fitTestbed(tb *Testbed, cfg system.Config) {
-	last := tb.Points[len(tb.Points)-1]
-	first := tb.Points[0]
-	// d is the testbed of the direct loops: tb itself for a direct row.
-	d := tb
+	last, first := tb.Points[len(tb.Points)-1], tb.Points[0]
 	if tb.ThroughClients == 0 {
 		// No target (a direct row): the backend's CPU of one connection
 		// (it grows with more: the USL's contention, fitted below) and
 		// the driver's of the most concurrent point (it shrinks as its
 		// clients' work batches).
 		tb.Driver, tb.Server = last.Driver, first.Server
-	} else {
-		dd := *tb
-		dd.Driver, dd.Server = last.Driver, first.Server
-		d = &dd
+		fitDirect(tb, cfg)
+		return
 	}
-	defer func() {
-		if d != tb {
-			tb.Latency, tb.Contention, tb.Coherency, tb.Spread = d.Latency, d.Contention, d.Coherency, d.Spread
-			tb.USL, tb.Background = d.USL, d.Background
-		}
-	}()
+	d := *tb
+	d.Driver, d.Server = last.Driver, first.Server
+	fitDirect(&d, cfg)
+	tb.Latency, tb.Contention, tb.Coherency, tb.Spread = d.Latency, d.Contention, d.Coherency, d.Spread
+	tb.USL, tb.Background = d.USL, d.Background
+}
+
+// fitDirect fits the testbed d's background, latency, σ, κ and spread to
+// its direct points with d's own CPU per statement.
+func fitDirect(d *Testbed, cfg system.Config) {
+	first := d.Points[0]
 	var bg float64
 	for _, p := range d.Points {
 		bg += p.Background
@@ -560,10 +560,7 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 		defer t.px.MeasureCPU(false)
 		loop0 = t.px.LoopCPU()
 	}
-	var placed func() *Placement
-	if t.bouncer != nil {
-		placed = watchPlacement(ctx, t.bouncer.Pid(), l.watchDSN, l.srv.user)
-	}
+	placed := l.watchPooler(ctx, t)
 	var lc loopCPU
 	var err error
 	pg := l.pgbench(cfg)
@@ -573,9 +570,7 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 	} else {
 		lc, err = closedLoop(ctx, t.dsn, st, cfg.Seed, n, dur, false, watch, nil)
 	}
-	if placed != nil {
-		tb.ThroughPlacement = placed()
-	}
+	tb.ThroughPlacement = placed()
 	if err != nil {
 		return err
 	}
@@ -817,8 +812,10 @@ func combineTestbed(cs []Calibration) *Testbed {
 	}
 	t.ThroughPlacement = nil
 	if len(placed) > 0 {
-		t.ThroughPlacement = &Placement{Samples: placed[0].ThroughPlacement.Samples,
-			Shared: medianOf(placed, func(x *Testbed) float64 { return x.ThroughPlacement.Shared })}
+		t.ThroughPlacement = &Placement{Shared: medianOf(placed, func(x *Testbed) float64 { return x.ThroughPlacement.Shared })}
+		for _, x := range placed {
+			t.ThroughPlacement.Samples += x.ThroughPlacement.Samples
+		}
 	}
 	t.Speed = nil
 	for _, x := range tbs {

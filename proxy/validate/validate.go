@@ -451,9 +451,9 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 			return a, err
 		}
 	}
-	var placed func() *Placement
-	if testbed && t.bouncer != nil {
-		placed = watchPlacement(ctx, t.bouncer.Pid(), l.watchDSN, l.srv.user)
+	placed := func() *Placement { return nil }
+	if testbed {
+		placed = l.watchPooler(ctx, t)
 	}
 	cpu0 := sampleCPU()
 	var res *load.Result
@@ -473,10 +473,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 		})
 	}
 	cpu1 := sampleCPU()
-	var place *Placement
-	if placed != nil {
-		place = placed()
-	}
+	place := placed()
 	if err != nil {
 		return a, err
 	}
