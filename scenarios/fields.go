@@ -260,6 +260,9 @@ var fields = []field{
 	{"testbed.affinity", "live validation on one machine: pin the pooler's thread and the backends to cores as taskset does (testbed.scheduler per_core, testbed.pooler_on_cores): free (the scheduler places them), together (both on core 0) or apart (the pooler on core 0, the backends on the others) - with one server the kernel keeps one of the two arrangements for a run, each at costs of its own (default free)", func(c *system.Config, n *yaml.Node) error {
 		return choiceInto(&c.Testbed.Affinity, n, []string{"free", "together", "apart"}, []system.Affinity{system.Free, system.Together, system.Apart})
 	}},
+	{"testbed.wakeup", "live validation on one machine: how long an idle core takes to wake for a backend woken from another core (testbed.scheduler per_core): the backend waits that long before its statement runs; on its waker's core or a busy one it starts at once, a duration (default 0)", func(c *system.Config, n *yaml.Node) error {
+		return durationInto(&c.Testbed.Wakeup, n)
+	}},
 	{"live.statement", "how poolsim validate spends workload.query at the real server: sleep (pg_sleep, whole milliseconds), cpu (a CPU-bound statement calibrated on the spot), sql (live.sql) or pgbench-select (pgbench -S's statement against a database pgbench -i initialises; its CPU is measured and the calibrated model runs it on server.cores with the pooler and the load driver)", func(c *system.Config, n *yaml.Node) error {
 		names := []string{"sleep", "cpu", "sql", "pgbench-select"}
 		return choiceInto(&c.Live.Statement, n, names, names)

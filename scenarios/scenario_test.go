@@ -139,6 +139,7 @@ func TestParseErrors(t *testing.T) {
 		{"testbed scheduler", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: fair\n", `want shared or per_core, got "fair"`},
 		{"testbed driver threads", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  driver_threads: 2\n", "testbed.driver_threads is set without testbed.driver_cpu"},
 		{"testbed affinity", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  affinity: pinned\n", `want free, together or apart, got "pinned"`},
+		{"testbed wakeup without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wakeup: 20us\n", "testbed.wakeup is an idle core's wake-up for a backend placed on it: it needs testbed.scheduler per_core"},
 		{"testbed affinity without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  affinity: apart\n  pooler_on_cores: true\n", "testbed.affinity apart pins the pooler's thread and the backends to cores: it needs testbed.scheduler per_core"},
 	}
 	for _, tt := range tests {
@@ -297,7 +298,7 @@ func TestTestbedKeys(t *testing.T) {
 		}
 	}
 	help := strings.Join(Fields(), "\n")
-	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "testbed.scheduler", "testbed.driver_threads", "testbed.affinity", "pooler.cpu_per_assign"} {
+	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "testbed.scheduler", "testbed.driver_threads", "testbed.affinity", "testbed.wakeup", "pooler.cpu_per_assign"} {
 		if !strings.Contains(help, k+" ") {
 			t.Errorf("%s is not in the key list", k)
 		}

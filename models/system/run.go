@@ -131,19 +131,37 @@ func Run(cfg Config) Result {
 // RunContext is Run that stops within a few thousand events of ctx being
 // done, and then returns ctx's error and no result.
 func RunContext(ctx context.Context, cfg Config) (Result, error) {
+	r, _, err := runModel(ctx, cfg)
+	return r, err
+}
+
+// RunLatencies is Run that also returns every completed transaction's
+// latency, for a caller that combines the distributions of several runs
+// (Percentile reads them).
+func RunLatencies(cfg Config) (Result, *sim.Samples) {
+	r, m, err := runModel(context.Background(), cfg)
+	if err != nil {
+		return r, &sim.Samples{}
+	}
+	return r, &m.results.lat
+}
+
+// runModel resolves cfg's warm-up, runs it and returns the result and the
+// model it ran.
+func runModel(ctx context.Context, cfg Config) (Result, *model, error) {
 	cfg, atLimit, err := Resolved(ctx, cfg)
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, err
 	}
 	m, s := simulateWith(cfg, options{done: ctx.Done()})
 	if m.canceled {
-		return Result{}, ctx.Err()
+		return Result{}, nil, ctx.Err()
 	}
 	r := m.result(s)
 	if atLimit {
 		r.Metrics.WarmupAtLimit = 1
 	}
-	return r, nil
+	return r, m, nil
 }
 
 // simulate runs cfg to the end and returns the model and engine.

@@ -134,6 +134,11 @@ func (v *server) place(j cpuJob) {
 		}
 	}
 	c := &v.cpus[k]
+	if j.kind.backend() && w >= 0 && k != w && v.idle(k) {
+		// A backend woken from another core onto an idle one waits for
+		// that core to wake (testbed.wakeup).
+		j.wake = v.wakeup
+	}
 	c.q = append(c.q, j)
 	if c.on && math.IsInf(c.slice, 1) {
 		c.slice = float64(timeSlice)
@@ -251,9 +256,15 @@ func (v *server) advanceCores(now sim.Time) {
 			if !c.on {
 				continue
 			}
+			d := dt
+			if c.job.wake > 0 { // the core wakes first: time, not work
+				w := min(d, c.job.wake)
+				c.job.wake -= w
+				d -= w
+			}
 			r := c.job.rate(rb, ro)
-			c.job.left -= dt * r
-			c.slice -= dt * r
+			c.job.left -= d * r
+			c.slice -= d * r
 		}
 		v.last = end
 		if v.speeds != nil && end == v.spdEnd {
@@ -271,7 +282,7 @@ func (v *server) nextCores() (sim.Time, bool) {
 		if !c.on {
 			continue
 		}
-		first = min(first, max(min(c.job.left, c.slice), 0)/c.job.rate(rb, ro))
+		first = min(first, c.job.wake+max(min(c.job.left, c.slice), 0)/c.job.rate(rb, ro))
 	}
 	if math.IsInf(first, 1) {
 		return 0, false

@@ -168,3 +168,31 @@ func TestPerCoreAffinity(t *testing.T) {
 		t.Errorf("assumptions %q do not say the pinning", a)
 	}
 }
+
+func TestPerCoreBackendWakeup(t *testing.T) {
+	run := func(a Affinity, w sim.Time) Metrics {
+		c := hub(50, 1, PerCore)
+		c.Testbed.Affinity, c.Testbed.Wakeup = a, w
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return Run(c).Metrics
+	}
+	const w = 20 * sim.Microsecond
+	// Together the backend wakes on its waker's core: no core to wake.
+	if a, b := run(Together, 0), run(Together, w); a.TPSSteady != b.TPSSteady {
+		t.Errorf("together: %.0f/s without the wake-up, %.0f/s with: want the same (the backend wakes on the pooler's core)", a.TPSSteady, b.TPSSteady)
+	}
+	// Apart every statement's backend wakes on core 1, idle unless a
+	// driver's thread runs there: the cycle grows by about the wake-up.
+	a, b := run(Apart, 0), run(Apart, w)
+	grew := 1e9/b.TPSSteady - 1e9/a.TPSSteady // ns per transaction
+	if grew < 0.5*float64(w) || grew > 2.5*float64(w) {
+		t.Errorf("apart: %.0f/s without the wake-up, %.0f/s with: the cycle grew %.1f µs, want about the wake-up's %v", a.TPSSteady, b.TPSSteady, grew/1e3, w.Duration())
+	}
+	c := hub(50, 1, Shared)
+	c.Testbed.Wakeup = w
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "testbed.wakeup") {
+		t.Errorf("testbed.wakeup with processor sharing: %v, want an error naming testbed.wakeup", err)
+	}
+}

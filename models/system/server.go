@@ -50,6 +50,7 @@ type server struct {
 	nq         int                 // jobs in their CPU phase, running or queued
 	drvThreads int                 // testbed.driver_threads
 	affinity   Affinity            // testbed.affinity
+	wakeup     float64             // testbed.wakeup, ns
 }
 
 // jobKind says whose CPU work a job is. Statements and start-ups are the
@@ -70,6 +71,10 @@ type cpuJob struct {
 	conn int32 // the connection, a pool's login id (negative), the client (driver) or the pooler process
 	kind jobKind
 	left float64
+	// wake is how long the job waits, on its core, for that core to wake
+	// before its work starts (testbed.wakeup, per-core queues only), in
+	// nanoseconds of time, not work.
+	wake float64
 }
 
 // rate is the job's rate of the two a scheduler gives: a backend's
@@ -89,6 +94,7 @@ func (v *server) init(cfg Server, tb Testbed) {
 	v.tb, v.avail = tb.On(), float64(cfg.Cores)-tb.Background
 	v.drvThreads = tb.DriverThreads
 	v.affinity = tb.Affinity
+	v.wakeup = float64(tb.Wakeup)
 	if tb.Scheduler == PerCore && cfg.Cores > 0 {
 		v.initCores(cfg.Cores)
 	}
