@@ -20,7 +20,11 @@
 // run and the calibration's loop through it also sample the core
 // PgBouncer's thread and the pool's servers last ran on (placement.go): at
 // pool 1 whether they share one is worth tens of per cent of throughput,
-// and the reports show it per run. With live.driver: pgbench
+// and the reports show it per run. So at pool 1 through PgBouncer the
+// calibration also pins the two processes to one core and to two
+// (sched_setaffinity, undone before the run) and measures each
+// arrangement, and a run's calibrated model is the two arrangements'
+// models mixed by the run's own sampled placement (arrangement.go). With live.driver: pgbench
 // pgbench itself, a process of its own, drives such a row and its
 // calibration (pgbench.go), and its logs are the measurement.
 //

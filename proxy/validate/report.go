@@ -474,6 +474,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	rep.writeProbeSummary(&b)
 	rep.writeCurves(p)
 	rep.writeTestbed(p)
+	rep.writeArrangements(p)
 
 	p("## Calibration\n\n")
 	p("Measured right before each live run and put into that run's calibrated model; the table shows the medians over a row's runs: ")

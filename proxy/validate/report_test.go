@@ -343,14 +343,17 @@ func TestReportHasNoBadVerbs(t *testing.T) {
 	x := Measured{OKTxns: 100, TPS: 990, P50Ms: 1, P99Ms: 2, CPUBusy: 0.95, CPUSelf: 0.2}
 	r := Row{Params: []scenarios.Param{{Key: "pooler.mode", Value: "transaction"}}, Mode: poolmode.Transaction,
 		Clients: 40, Model: m, Calibrated: m, Measured: x,
-		Cal: Calibration{Testbed: &Testbed{Cores: 2, ThroughClients: 40, Pgbench: true, Server: 25 * time.Microsecond}}}
+		Cal: Calibration{Testbed: &Testbed{Cores: 2, ThroughClients: 40, Pgbench: true, Server: 25 * time.Microsecond,
+			Together: &Arrangement{TPS: 22000, Placement: &Placement{Samples: 150, Shared: 1}, Model: system.Metrics{TPS: 21500}},
+			Apart:    &Arrangement{Apart: true, TPS: 13000, Model: system.Metrics{TPS: 12500}}}},
+		Repeats: []Measured{{TPS: 21000, Placement: &Placement{Samples: 100, Shared: 0.9}}}, RepeatModels: []system.Metrics{{TPS: 20600}}}
 	judge(&r)
 	rep := &Report{Scenario: "t", Target: "pgbouncer", Rows: []Row{r}}
 	var b strings.Builder
 	if err := rep.WriteMarkdown(&b); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "## Testbed") {
+	if !strings.Contains(b.String(), "## Testbed") || !strings.Contains(b.String(), "| 22000 (21500) |") || !strings.Contains(b.String(), "21000 (90 %) → 20600") {
 		t.Fatalf("no testbed section in:\n%s", b.String())
 	}
 	if i := strings.Index(b.String(), "%!"); i >= 0 {

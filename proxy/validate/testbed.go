@@ -87,6 +87,10 @@ type Testbed struct {
 	// ran during the through loop (nil through the proxy): with one
 	// server, one core or two, which sets the costs it measured.
 	ThroughPlacement *Placement
+	// Together and Apart are the through loop again with PgBouncer and its
+	// one server pinned to one core and to two (arrangement.go): set at a
+	// pool of one server through PgBouncer, nil otherwise.
+	Together, Apart *Arrangement
 	// Pgbench says pgbench drove the loops (live.driver pgbench).
 	Pgbench bool
 	// Speed is the machine's speed window by window (speedWindow), as
@@ -530,17 +534,45 @@ func applyTestbed(c *system.Config, tb *Testbed, sigma, kappa float64) {
 // 26 µs with 8 clients, 16.5 µs with 50, its core no longer idle between
 // statements).
 func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Config, st load.Statement, tb *Testbed) error {
-	// The row's clients (see above), as many as max_client_conn admits.
-	n := max(1, cfg.Workload.Clients)
-	if m := cfg.Pooler.MaxClientConn; m > 0 {
-		n = min(n, m)
-	}
 	// Three seconds: the machine's slow stretches last hundreds of
 	// milliseconds (through PgBouncer at 200 clients the statements per
 	// window varied by 13 % over 20 ms windows and still 12 % over
 	// 100 ms), and a run's p99 is its slowest stretches' - a one-second
 	// loop often saw none (the speed column, the model's tail).
-	dur := 3 * time.Second
+	r, err := l.throughLoop(ctx, t, cfg, st, 3*time.Second)
+	tb.ThroughPlacement = r.placement
+	if err != nil {
+		return err
+	}
+	tb.ThroughClients, tb.ThroughTPS = r.clients, r.tps
+	if r.speed != nil {
+		tb.Speed = r.speed
+	}
+	tb.Driver, tb.Pooler, tb.Server = r.driver, r.pooler, r.server
+	return nil
+}
+
+// throughCPU is what one closed loop through the target measured: its
+// clients and statements per second, each process's CPU per statement,
+// the machine's speed window by window and, through PgBouncer, where it
+// and the pool's servers ran.
+type throughCPU struct {
+	clients                int
+	tps                    float64
+	driver, pooler, server time.Duration
+	speed                  []float64
+	placement              *Placement
+}
+
+// throughLoop runs the row's clients (as many as max_client_conn admits)
+// through the target, back to back, for dur (--quick: 500 ms), and
+// measures each process's CPU per statement (calibrateThrough).
+func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st load.Statement, dur time.Duration) (throughCPU, error) {
+	var r throughCPU
+	n := max(1, cfg.Workload.Clients)
+	if m := cfg.Pooler.MaxClientConn; m > 0 {
+		n = min(n, m)
+	}
 	if l.o.Quick {
 		dur = 500 * time.Millisecond
 	}
@@ -570,34 +602,31 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 	} else {
 		lc, err = closedLoop(ctx, t.dsn, st, cfg.Seed, n, dur, false, watch, nil)
 	}
-	tb.ThroughPlacement = placed()
+	r.placement = placed()
 	if err != nil {
-		return err
+		return r, err
 	}
 	if lc.stmts == 0 || !lc.watchedOK || nb <= 0 {
-		return fmt.Errorf("calibrate testbed through the target: %d clients ran %d statements; %d servers found, CPU times readable: %v", n, lc.stmts, nb, lc.watchedOK)
+		return r, fmt.Errorf("calibrate testbed through the target: %d clients ran %d statements; %d servers found, CPU times readable: %v", n, lc.stmts, nb, lc.watchedOK)
 	}
 	per := func(d time.Duration) time.Duration { return d / time.Duration(lc.stmts) }
-	tb.ThroughClients, tb.ThroughTPS = n, float64(lc.stmts)/lc.wall.Seconds()
-	if lc.speed != nil {
-		tb.Speed = lc.speed
-	}
+	r.clients, r.tps, r.speed = n, float64(lc.stmts)/lc.wall.Seconds(), lc.speed
 	switch {
 	case pg != nil && t.px != nil:
 		// pgbench is a process of its own: this process is the proxy.
-		tb.Pooler, tb.Driver, tb.Server = per(lc.proc), per(lc.self), per(lc.watched)
+		r.pooler, r.driver, r.server = per(lc.proc), per(lc.self), per(lc.watched)
 	case t.px != nil:
 		loop := t.px.LoopCPU() - loop0
-		tb.Pooler, tb.Driver = per(loop), per(lc.self-loop)
-		tb.Server = per(lc.watched)
+		r.pooler, r.driver = per(loop), per(lc.self-loop)
+		r.server = per(lc.watched)
 	default:
-		tb.Driver = per(lc.self)
-		tb.Pooler, tb.Server = per(lc.each[0]), per(lc.watched-lc.each[0])
+		r.driver = per(lc.self)
+		r.pooler, r.server = per(lc.each[0]), per(lc.watched-lc.each[0])
 	}
 	// Clocks read at slightly different moments can leave a small part
 	// below zero on a busy machine: a process's CPU is never negative.
-	tb.Driver, tb.Pooler, tb.Server = max(0, tb.Driver), max(0, tb.Pooler), max(0, tb.Server)
-	return nil
+	r.driver, r.pooler, r.server = max(0, r.driver), max(0, r.pooler), max(0, r.server)
+	return r, nil
 }
 
 // serverPids are the PostgreSQL backends of the load's role other than
@@ -620,8 +649,13 @@ func (l *lab) serverPids(ctx context.Context) ([]int, error) {
 // calibratedTestbed is the calibrated model of a CPU-bound row: the
 // scenario with the testbed's parts and the pooler's thread on the cores.
 func calibratedTestbed(cfg system.Config, cal Calibration) system.Metrics {
+	return system.Run(testbedConfig(cfg, cal, cal.Testbed)).Metrics
+}
+
+// testbedConfig is the calibrated model's config of a CPU-bound row with
+// testbed tb's parts.
+func testbedConfig(cfg system.Config, cal Calibration, tb *Testbed) system.Config {
 	cc := cfg
-	tb := cal.Testbed
 	applyTestbed(&cc, tb, tb.Contention, tb.Coherency)
 	cc.Server.Connect = sim.ConstDist(0) // direct clients connect before time zero
 	if cfg.Pooler.PoolMode.Pooled() {
@@ -641,7 +675,7 @@ func calibratedTestbed(cfg system.Config, cal Calibration) system.Metrics {
 		cc.Pooler.Wakeup = sim.FromDuration(max(0, cal.Hop-per))
 		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.Connect))
 	}
-	return system.Run(cc).Metrics
+	return cc
 }
 
 // findPgbench is the pgbench to run: the one next to the throwaway
@@ -821,6 +855,11 @@ func combineTestbed(cs []Calibration) *Testbed {
 	for _, x := range tbs {
 		t.Speed = append(t.Speed, x.Speed...)
 	}
+	var tog, apart []*Arrangement
+	for _, x := range tbs {
+		tog, apart = append(tog, x.Together), append(apart, x.Apart)
+	}
+	t.Together, t.Apart = combineArrangement(tog), combineArrangement(apart)
 	for i := range t.Points {
 		t.Points[i].TPS = medianOf(tbs, func(x *Testbed) float64 { return x.Points[min(i, len(x.Points)-1)].TPS })
 		t.Points[i].Model = medianOf(tbs, func(x *Testbed) float64 { return x.Points[min(i, len(x.Points)-1)].Model })

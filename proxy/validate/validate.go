@@ -359,7 +359,7 @@ func (l *lab) row(ctx context.Context, p scenarios.Point, model system.Metrics, 
 	var models []system.Metrics
 	for _, a := range runs {
 		xs, cals = append(xs, a.x), append(cals, a.cal)
-		models = append(models, calibrated(c, a.cal))
+		models = append(models, calibratedRun(c, a))
 	}
 	row.Repeats, row.RepeatModels = xs, models
 	row.Measured = combineMeasured(xs, model)
@@ -431,10 +431,14 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 				return a, err
 			}
 			l.logf("validate: calibrated through the target: %d clients, %.0f/s; CPU per statement: driver %v, pooler %v, server %v; hop %v", tb.ThroughClients, tb.ThroughTPS, tb.Driver, tb.Pooler, tb.Server, a.cal.Hop)
+			if err := l.calibrateArrangements(ctx, t, c, stmt, tb); err != nil {
+				return a, err
+			}
 		}
 	}
 	if testbed {
 		fitTestbed(a.cal.Testbed, c)
+		modelArrangements(c, a.cal)
 		tb := a.cal.Testbed
 		l.logf("validate: testbed fit: latency %v, σ %.4f, κ %.5f; direct model %s", tb.Latency, tb.Contention, tb.Coherency, tb.pointsText())
 	}

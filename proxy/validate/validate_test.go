@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,12 @@ sweep:
 // checks it has rows rows.
 func runLive(t *testing.T, src string, rows int) *Report {
 	t.Helper()
+	return runLiveThrough(t, src, rows, TargetProxy)
+}
+
+// runLiveThrough is runLive through target.
+func runLiveThrough(t *testing.T, src string, rows int, target string) *Report {
+	t.Helper()
 	needPostgres(t)
 	sc, err := scenarios.Parse([]byte(src), "test.yaml")
 	if err != nil {
@@ -71,7 +78,7 @@ func runLive(t *testing.T, src string, rows int) *Report {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a guard: Run starts its own cluster
 	defer cancel()
-	rep, err := Run(ctx, Options{Scenario: sc, Target: TargetProxy, Quick: true, Command: "test"})
+	rep, err := Run(ctx, Options{Scenario: sc, Target: target, Quick: true, Command: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,5 +428,59 @@ func TestValidatePgbenchSelect(t *testing.T) {
 	}
 	if err := rep.WritePlot(filepath.Join(t.TempDir(), "curve.png")); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestValidatePool1Arrangements runs pgbench -S through PgBouncer at pool
+// 1: the calibration pins PgBouncer and its one server to one core and
+// to two, and the pinning holds (every placement sample together, then
+// none); each arrangement has its own measured costs and model, and the
+// run's calibrated model is their mix by the run's own placement.
+func TestValidatePool1Arrangements(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("the arrangements need 2 cores")
+	}
+	if v := bouncerVersion(context.Background()); v == "not installed" {
+		if pgclustertest.InCI() {
+			t.Fatal("CI=true and pgbouncer is required")
+		}
+		t.Skip("pgbouncer not installed")
+	}
+	src := strings.Replace(pgbenchSmall, "  pooler.default_pool_size: [1, 2]", "  pooler.default_pool_size: [1]", 1)
+	src = strings.Replace(src, "  statement: pgbench-select\n", "  statement: pgbench-select\n  driver: pgbench\n", 1)
+	rep := runLiveThrough(t, src, 1, TargetPgBouncer)
+	r := rep.Rows[0]
+	tb := r.Cal.Testbed
+	if tb == nil || tb.Together == nil || tb.Apart == nil {
+		t.Fatalf("testbed %+v: want both arrangements pinned and measured", tb)
+	}
+	for _, a := range []*Arrangement{tb.Together, tb.Apart} {
+		want := 1.0
+		if a.Apart {
+			want = 0
+		}
+		// The sampler finds the server on a connection of its own: on a
+		// loaded machine a half-second loop may end before it samples.
+		if a.Placement == nil {
+			t.Logf("%s: no placement sample in the loop", a.name())
+		} else if a.Placement.Shared != want {
+			t.Errorf("%s: placement %+v, want the server on PgBouncer's core in a share %v of the samples (the pinning held)", a.name(), a.Placement, want)
+		}
+		if !(a.TPS > 0) || a.Pooler <= 0 || a.Server <= 0 || !(a.Model.TPS > 0) {
+			t.Errorf("%s: %+v: want its rate, PgBouncer's and the server's CPU measured, and its model run", a.name(), *a)
+		}
+	}
+	if x := r.Repeats[0]; x.Placement != nil {
+		lo, hi := min(tb.Together.Model.TPS, tb.Apart.Model.TPS), max(tb.Together.Model.TPS, tb.Apart.Model.TPS)
+		if m := r.RepeatModels[0].TPS; m < lo-1e-6 || m > hi+1e-6 {
+			t.Errorf("the run's calibrated model %.0f/s is not a mix of the arrangements' %.0f and %.0f", m, tb.Together.Model.TPS, tb.Apart.Model.TPS)
+		}
+	}
+	var md strings.Builder
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "## Pool 1 through PgBouncer: the two arrangements") {
+		t.Error("report.md has no arrangements section")
 	}
 }
