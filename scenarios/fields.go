@@ -263,6 +263,9 @@ var fields = []field{
 	{"testbed.wakeup", "live validation on one machine: how long an idle core takes to wake for a backend woken from another core (testbed.scheduler per_core): the backend waits that long before its statement runs; on its waker's core or a busy one it starts at once, a duration (default 0)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Testbed.Wakeup, n)
 	}},
+	{"testbed.wake_curve", "live validation on one machine: an idle core's wake-up by how long it idled, instead of testbed.wakeup and pooler.wakeup (testbed.scheduler per_core): a list of [idle, wake-up] duration pairs, idle rising; a backend or the pooler's thread woken onto an idle core from another waits the curve's wake-up at that core's idle time, linear between the points and flat beyond them (bench/wake-pingpong.sh measures one) (default none)", func(c *system.Config, n *yaml.Node) error {
+		return wakeCurveInto(&c.Testbed.WakeCurve, n)
+	}},
 	{"live.statement", "how poolsim validate spends workload.query at the real server: sleep (pg_sleep, whole milliseconds), cpu (a CPU-bound statement calibrated on the spot), sql (live.sql) or pgbench-select (pgbench -S's statement against a database pgbench -i initialises; its CPU is measured and the calibrated model runs it on server.cores with the pooler and the load driver)", func(c *system.Config, n *yaml.Node) error {
 		names := []string{"sleep", "cpu", "sql", "pgbench-select"}
 		return choiceInto(&c.Live.Statement, n, names, names)
@@ -507,6 +510,31 @@ func speedInto(dst *[]float64, n *yaml.Node) error {
 			return fmt.Errorf("entry %d: %w", i+1, err)
 		}
 		out = append(out, v)
+	}
+	*dst = out
+	return nil
+}
+
+// wakeCurveInto reads testbed.wake_curve: a list of [idle, wake-up]
+// duration pairs.
+func wakeCurveInto(dst *[]system.WakePoint, n *yaml.Node) error {
+	items, err := listValue(n, "testbed.wake_curve")
+	if err != nil {
+		return err
+	}
+	out := make([]system.WakePoint, 0, len(items))
+	for i, it := range items {
+		if it.Kind != yaml.SequenceNode || len(it.Content) != 2 {
+			return fmt.Errorf("entry %d: want a pair [idle, wake-up] of durations such as [40us, 15us]", i+1)
+		}
+		var p system.WakePoint
+		if err := durationInto(&p.Idle, it.Content[0]); err != nil {
+			return fmt.Errorf("entry %d: idle: %w", i+1, err)
+		}
+		if err := durationInto(&p.Wake, it.Content[1]); err != nil {
+			return fmt.Errorf("entry %d: wake-up: %w", i+1, err)
+		}
+		out = append(out, p)
 	}
 	*dst = out
 	return nil

@@ -139,6 +139,10 @@ func TestParseErrors(t *testing.T) {
 		{"testbed scheduler", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: fair\n", `want shared or per_core, got "fair"`},
 		{"testbed driver threads", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  driver_threads: 2\n", "testbed.driver_threads is set without testbed.driver_cpu"},
 		{"testbed affinity", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  affinity: pinned\n", `want free, together or apart, got "pinned"`},
+		{"testbed wake curve without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wake_curve: [[40us, 15us]]\n", "testbed.wake_curve is an idle core's wake-up by how long it idled: it needs testbed.scheduler per_core"},
+		{"testbed wake curve not a pair", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wake_curve: [40us, 15us]\n", "entry 1: want a pair [idle, wake-up] of durations such as [40us, 15us]"},
+		{"testbed wake curve falling", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  wake_curve: [[40us, 15us], [30us, 20us]]\n", "testbed.wake_curve[1]: the idle times must rise point by point, got 30µs after 40µs"},
+		{"testbed wake curve and wakeup", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  wakeup: 10us\n  wake_curve: [[40us, 15us]]\n", "testbed.wake_curve and testbed.wakeup both set the idle core's wake-up: set one"},
 		{"testbed wakeup without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wakeup: 20us\n", "testbed.wakeup is an idle core's wake-up for a backend placed on it: it needs testbed.scheduler per_core"},
 		{"testbed affinity without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  affinity: apart\n  pooler_on_cores: true\n", "testbed.affinity apart pins the pooler's thread and the backends to cores: it needs testbed.scheduler per_core"},
 	}
@@ -298,7 +302,7 @@ func TestTestbedKeys(t *testing.T) {
 		}
 	}
 	help := strings.Join(Fields(), "\n")
-	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "testbed.scheduler", "testbed.driver_threads", "testbed.affinity", "testbed.wakeup", "pooler.cpu_per_assign"} {
+	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "testbed.scheduler", "testbed.driver_threads", "testbed.affinity", "testbed.wakeup", "testbed.wake_curve", "pooler.cpu_per_assign"} {
 		if !strings.Contains(help, k+" ") {
 			t.Errorf("%s is not in the key list", k)
 		}

@@ -35,7 +35,8 @@
 // the other's queue of threads that ran within the last 0.5 ms, as
 // Linux does; Testbed.Affinity pins the pooler's thread and the backends
 // to cores as taskset does, and Testbed.Wakeup makes a backend woken onto
-// an idle core from another wait for that core first. Only the backends' jobs are slowed further by the USL
+// an idle core from another wait for that core first (Testbed.WakeCurve:
+// a backend or the pooler's thread, the longer the longer it idled). Only the backends' jobs are slowed further by the USL
 // factor of the backend jobs running (per core: in their CPU phase). The
 // jobs level and cpu_jobs_L count the backends' jobs alone; with a
 // testbed cpu_util is the cores' utilisation by all the test's jobs and

@@ -109,7 +109,10 @@ func (m *model) startWork(s *sim.Sim, pi int, w work, wake bool) {
 	}
 	p.busy, p.cur, p.cost = true, w, d
 	var delay sim.Time
-	if wake && !(m.cfg.Testbed.PoolerOnCores && m.srv.coresFull()) {
+	// With testbed.wake_curve the core it lands on sets its wake-up
+	// (place).
+	curve := m.cfg.Testbed.PoolerOnCores && m.srv.wakeCurve != nil
+	if wake && !curve && !(m.cfg.Testbed.PoolerOnCores && m.srv.coresFull()) {
 		delay = cfg.Wakeup
 	}
 	switch {

@@ -63,6 +63,7 @@ func (v *server) entity(j cpuJob) entity {
 // initCores sets up per-core run queues.
 func (v *server) initCores(n int) {
 	v.cpus = make([]pcore, n)
+	v.idleAt = make([]sim.Time, n)
 	v.ctx = -1
 	v.prev, v.ran = map[entity]int{}, map[entity]sim.Time{}
 }
@@ -134,7 +135,13 @@ func (v *server) place(j cpuJob) {
 		}
 	}
 	c := &v.cpus[k]
-	if j.kind.backend() && w >= 0 && k != w && v.idle(k) {
+	switch {
+	case v.wakeCurve != nil && (j.kind.backend() || j.kind == jobPooler) && k != w && v.idle(k):
+		// Woken onto an idle core (not the waker's): it waits for the
+		// core to wake, the longer the longer it idled
+		// (testbed.wake_curve).
+		j.wake = float64(wakeAt(v.wakeCurve, v.last-v.idleAt[k]))
+	case j.kind.backend() && w >= 0 && k != w && v.idle(k):
 		// A backend woken from another core onto an idle one waits for
 		// that core to wake (testbed.wakeup).
 		j.wake = v.wakeup
@@ -340,6 +347,7 @@ func (v *server) cpuDoneCores(handle func(cpuJob)) {
 		}
 		if c.on && c.job.left <= 0.5 { // within half a nanosecond: done
 			c.on = false
+			v.idleAt[k] = v.last
 			fin = append(fin, k)
 			v.ran[v.entity(c.job)] = v.last
 			if c.job.kind.backend() {

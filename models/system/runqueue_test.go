@@ -196,3 +196,45 @@ func TestPerCoreBackendWakeup(t *testing.T) {
 		t.Errorf("testbed.wakeup with processor sharing: %v, want an error naming testbed.wakeup", err)
 	}
 }
+
+func TestWakeAt(t *testing.T) {
+	c := []WakePoint{{40 * sim.Microsecond, 15 * sim.Microsecond}, {100 * sim.Microsecond, 45 * sim.Microsecond}}
+	for _, x := range []struct{ idle, want sim.Time }{
+		{0, 15 * sim.Microsecond}, {40 * sim.Microsecond, 15 * sim.Microsecond}, {70 * sim.Microsecond, 30 * sim.Microsecond},
+		{100 * sim.Microsecond, 45 * sim.Microsecond}, {sim.Second, 45 * sim.Microsecond},
+	} {
+		if got := wakeAt(c, x.idle); got != x.want {
+			t.Errorf("wakeAt(%v) = %v, want %v", x.idle, got, x.want)
+		}
+	}
+}
+
+func TestPerCoreWakeCurve(t *testing.T) {
+	run := func(c Config) float64 {
+		c.Testbed.Affinity = Apart
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return Run(c).Metrics.TPSSteady
+	}
+	base := hub(50, 1, PerCore)
+	// A curve of zeros replaces pooler.wakeup: the same as no wake-ups.
+	none := base
+	none.Pooler.Wakeup = 0
+	zero := base
+	zero.Testbed.WakeCurve = []WakePoint{{0, 0}}
+	if a, b := run(none), run(zero); a != b {
+		t.Errorf("a zero curve: %.0f/s, no wake-ups: %.0f/s: want the same (the curve replaces pooler.wakeup)", b, a)
+	}
+	// Apart at pool 1 each core idles tens of µs between hand-offs: a
+	// curve cheap after short idles costs little, one flat at its far
+	// end a lot.
+	short := base
+	short.Testbed.WakeCurve = []WakePoint{{10 * sim.Microsecond, 5 * sim.Microsecond}, {sim.Millisecond, 60 * sim.Microsecond}}
+	flat := base
+	flat.Testbed.WakeCurve = []WakePoint{{0, 60 * sim.Microsecond}}
+	n, s, f := run(none), run(short), run(flat)
+	if !(n > s && s > 1.2*f) {
+		t.Errorf("apart: %.0f/s without wake-ups, %.0f/s with a wake-up rising from 5 µs, %.0f/s at 60 µs flat: want each slower, the flat one by far", n, s, f)
+	}
+}

@@ -51,6 +51,8 @@ type server struct {
 	drvThreads int                 // testbed.driver_threads
 	affinity   Affinity            // testbed.affinity
 	wakeup     float64             // testbed.wakeup, ns
+	wakeCurve  []WakePoint         // testbed.wake_curve
+	idleAt     []sim.Time          // when each core last finished a job (per-core)
 }
 
 // jobKind says whose CPU work a job is. Statements and start-ups are the
@@ -95,6 +97,7 @@ func (v *server) init(cfg Server, tb Testbed) {
 	v.drvThreads = tb.DriverThreads
 	v.affinity = tb.Affinity
 	v.wakeup = float64(tb.Wakeup)
+	v.wakeCurve = tb.WakeCurve
 	if tb.Scheduler == PerCore && cfg.Cores > 0 {
 		v.initCores(cfg.Cores)
 	}

@@ -83,6 +83,36 @@ type Testbed struct {
 	// (bench/pool1-arrangements.sh): every statement's backend wakes on
 	// an idle core, and without it the model was 26 % fast.
 	Wakeup sim.Time
+	// WakeCurve, instead of the two constant wake-ups (Wakeup and
+	// pooler.wakeup), makes an idle core's wake-up grow with how long it
+	// has idled (PerCore only): a backend's or the pooler's thread woken
+	// onto an idle core other than its waker's waits WakeCurve at the
+	// core's idle time, linear between the points and flat beyond them.
+	// A virtual machine's guest polls for a while before it halts its
+	// vCPU, and a halted vCPU waits for the host: measured on this
+	// project's 2-vCPU machine (bench/wake-pingpong.sh) 14-16 µs after
+	// 33-43 µs of idle, 53-56 µs after 200-300 µs.
+	WakeCurve []WakePoint
+}
+
+// WakePoint is a point of Testbed.WakeCurve: after Idle of idle, a core
+// takes Wake to wake.
+type WakePoint struct{ Idle, Wake sim.Time }
+
+// wakeAt is the curve's wake-up after idle: linear between the points,
+// flat beyond them.
+func wakeAt(c []WakePoint, idle sim.Time) sim.Time {
+	if idle <= c[0].Idle {
+		return c[0].Wake
+	}
+	for i := 1; i < len(c); i++ {
+		if idle <= c[i].Idle {
+			a, b := c[i-1], c[i]
+			f := float64(idle-a.Idle) / float64(b.Idle-a.Idle)
+			return a.Wake + sim.Time(math.Round(f*float64(b.Wake-a.Wake)))
+		}
+	}
+	return c[len(c)-1].Wake
 }
 
 // Affinity is where the pooler's thread and the backends may run
@@ -170,6 +200,22 @@ func (t Testbed) validate(cores int, bad func(string, ...any)) {
 	}
 	if t.Wakeup > 0 && t.Scheduler != PerCore {
 		bad("testbed.wakeup is an idle core's wake-up for a backend placed on it: it needs testbed.scheduler per_core")
+	}
+	for i, p := range t.WakeCurve {
+		if p.Idle < 0 || p.Wake < 0 {
+			bad("testbed.wake_curve[%d]: idle and wake-up must not be negative, got %v and %v", i, p.Idle, p.Wake)
+			return
+		}
+		if i > 0 && p.Idle <= t.WakeCurve[i-1].Idle {
+			bad("testbed.wake_curve[%d]: the idle times must rise point by point, got %v after %v", i, p.Idle, t.WakeCurve[i-1].Idle)
+			return
+		}
+	}
+	if len(t.WakeCurve) > 0 && t.Scheduler != PerCore {
+		bad("testbed.wake_curve is an idle core's wake-up by how long it idled: it needs testbed.scheduler per_core")
+	}
+	if len(t.WakeCurve) > 0 && t.Wakeup > 0 {
+		bad("testbed.wake_curve and testbed.wakeup both set the idle core's wake-up: set one")
 	}
 	if t.Affinity == Apart && cores < 2 {
 		bad("testbed.affinity apart puts the backends on other cores than the pooler's: it needs server.cores 2 or more, got %d", cores)
@@ -395,6 +441,9 @@ func (t Testbed) describe(c Config) string {
 	}
 	if t.Wakeup > 0 {
 		out += fmt.Sprintf(", a backend woken onto an idle core from another waiting %v for it to wake", t.Wakeup.Duration())
+	}
+	if c := t.WakeCurve; len(c) > 0 {
+		out += fmt.Sprintf(", a backend or the pooler's thread woken onto an idle core from another waiting for it to wake, %v after %v idle to %v after %v", c[0].Wake.Duration(), c[0].Idle.Duration(), c[len(c)-1].Wake.Duration(), c[len(c)-1].Idle.Duration())
 	}
 	if t.Background > 0 {
 		out += fmt.Sprintf(", %.3g cores busy with other work", t.Background)
