@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/poolsim/poolsim/proxy/validate"
 )
 
 // command is one subcommand. Each lives in its own file with its own
@@ -27,6 +29,7 @@ var commands []command
 func register(c command) { commands = append(commands, c) }
 
 func main() {
+	validate.RunWakeSide() // a helper of poolsim validate's wake-up measurement exits here
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()

@@ -31,10 +31,11 @@ import (
 // core 0 and the server to core 1 - runs the through loop in each
 // arrangement, and unpins them before the run. Each arrangement's model
 // runs with its own measured CPU per statement and the per-core
-// scheduler pinned the same way (system.Testbed.Affinity), a backend
-// woken from the pooler's core onto an idle one waiting as long as the
-// pooler's own wake-up (system.Testbed.Wakeup: both are an idle vCPU
-// woken). A run's calibrated model is the two weighted by where the run
+// scheduler pinned the same way (system.Testbed.Affinity), a backend or
+// the pooler's thread woken onto an idle core waiting for it to wake, the
+// longer the longer it idled (system.Testbed.WakeCurve, measured once by
+// wake.go; where that fails a backend waits the pooler's own wake-up,
+// system.Testbed.Wakeup). A run's calibrated model is the two weighted by where the run
 // itself ran: the share of its placement samples with the server on
 // PgBouncer's core (Placement.Shared).
 
@@ -101,6 +102,7 @@ func (l *lab) calibrateArrangements(ctx context.Context, t *running, cfg system.
 		l.logf("validate: pool 1 has %d servers after the through loop, not 1: the arrangements are not pinned", len(pids))
 		return nil
 	}
+	tb.WakeCurve = l.wakeCurve
 	bouncer, server := t.bouncer.Pid(), pids[0]
 	restore, err := saveAffinity(bouncer, server)
 	if err != nil {
@@ -221,8 +223,9 @@ func saveAffinity(pids ...int) (restore func() error, err error) {
 
 // arrangementConfig is the calibrated model of one arrangement: the row's
 // testbed with the arrangement's costs and speed, the pooler's thread and
-// the backend pinned as in its loop, and a backend woken onto an idle
-// core waiting the pooler's wake-up.
+// the backend pinned as in its loop, and a thread woken onto an idle core
+// waiting for it: by the measured curve of the core's idle time
+// (Testbed.WakeCurve), or without one a backend the pooler's wake-up.
 func arrangementConfig(cfg system.Config, cal Calibration, a *Arrangement) system.Config {
 	tb := *cal.Testbed
 	tb.Driver, tb.Pooler, tb.Server = a.Driver, a.Pooler, a.Server
@@ -234,7 +237,11 @@ func arrangementConfig(cfg system.Config, cal Calibration, a *Arrangement) syste
 	if a.Apart {
 		cc.Testbed.Affinity = system.Apart
 	}
-	cc.Testbed.Wakeup = cc.Pooler.Wakeup
+	if len(tb.WakeCurve) > 0 {
+		cc.Testbed.WakeCurve = tb.WakeCurve
+	} else {
+		cc.Testbed.Wakeup = cc.Pooler.Wakeup
+	}
 	return cc
 }
 
@@ -368,7 +375,7 @@ func (rep *Report) writeArrangements(p func(string, ...any)) {
 		return
 	}
 	p("## Pool 1 through PgBouncer: the two arrangements\n\n")
-	p("%s", "With one server, PgBouncer's thread and the backend share a core or run on two, and the kernel keeps one arrangement for most of a run; each has costs of its own. The calibration pins them with sched_setaffinity (both on core 0; then PgBouncer on core 0, the server on core 1), runs the three-second through loop in each and unpins them before the run. Each arrangement's model runs its own measured CPU per statement with the per-core scheduler pinned the same way, a backend woken onto an idle core waiting the pooler's wake-up (hop less a message's CPU). A run's calibrated model is the two weighted by the run's own share of placement samples with the server on PgBouncer's core (the runs column). Medians over the row's runs; \"held\" is that share during the pinned loop (1 together, 0 apart: the pinning held).\n\n")
+	p("%s", "With one server, PgBouncer's thread and the backend share a core or run on two, and the kernel keeps one arrangement for most of a run; each has costs of its own. The calibration pins them with sched_setaffinity (both on core 0; then PgBouncer on core 0, the server on core 1), runs the three-second through loop in each and unpins them before the run. Each arrangement's model runs its own measured CPU per statement with the per-core scheduler pinned the same way, a thread woken onto an idle core waiting for it to wake, the longer the longer it idled (the curve below; where it could not be measured, a backend waits the pooler's wake-up, hop less a message's CPU). A run's calibrated model is the two weighted by the run's own share of placement samples with the server on PgBouncer's core (the runs column). Medians over the row's runs; \"held\" is that share during the pinned loop (1 together, 0 apart: the pinning held).\n\n")
 	p("| row | together: statements/s measured (model) | PgBouncer / server / driver CPU | held | apart: statements/s measured (model) | PgBouncer / server / driver CPU | held | runs: TPS (share) → model |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		tb := r.Cal.Testbed
@@ -393,4 +400,7 @@ func (rep *Report) writeArrangements(p func(string, ...any)) {
 		p("| %s | %s | %s | %s |\n", r.Title(), cells(tb.Together), cells(tb.Apart), strings.Join(runs, ", "))
 	}
 	p("\n")
+	if c := rows[0].Cal.Testbed.WakeCurve; len(c) > 0 {
+		p("The models' idle-core wake-up, for a backend or PgBouncer's thread woken onto an idle core from another (two helper processes pinned to cores 0 and 1 passing a byte over a socket pair, each spinning a while before it answers, against the same on one core; once per validation): %s.\n\n", wakeCurveText(c))
+	}
 }

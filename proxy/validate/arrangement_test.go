@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/sim"
 )
 
 // flat is a latency grid of one value.
@@ -143,5 +144,41 @@ func TestPinProcessAndRestore(t *testing.T) {
 	}
 	if err := pinProcess(1<<30, 0); err == nil {
 		t.Error("pinning a process that does not exist: no error")
+	}
+}
+
+func TestMeasureWakeCurve(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.NumCPU() < 2 {
+		t.Skip("pins helper processes to cores 0 and 1: needs Linux and 2 cores")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := measureWakeCurve(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("an idle core's wake-up: %s", wakeCurveText(c))
+	if len(c) < 2 {
+		t.Fatalf("curve %v: want a point per spin whose idle rises", c)
+	}
+	for i, p := range c {
+		// The other core idles at least the spin before the byte wakes it.
+		if p.Idle < sim.FromDuration(wakeWorks[0]) || p.Wake < 0 || (i > 0 && p.Idle <= c[i-1].Idle) {
+			t.Errorf("point %d %+v of %v: want idle times rising from the least spin, wake-ups not negative", i, p, c)
+		}
+	}
+	cfg := system.Default()
+	cfg.Server.Cores = 2
+	cfg.Testbed = system.Testbed{Scheduler: system.PerCore, WakeCurve: c}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the measured curve is not a valid testbed.wake_curve: %v", err)
+	}
+}
+
+func TestWakeSideRefusesABadSpec(t *testing.T) {
+	for _, spec := range []string{"", "0,5us,1000", "x,5us,1000,timed", "0,5us,10,timed"} {
+		if _, err := wakeSide(spec); err == nil {
+			t.Errorf("wakeSide(%q): no error", spec)
+		}
 	}
 }

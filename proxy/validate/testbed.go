@@ -91,6 +91,9 @@ type Testbed struct {
 	// one server pinned to one core and to two (arrangement.go): set at a
 	// pool of one server through PgBouncer, nil otherwise.
 	Together, Apart *Arrangement
+	// WakeCurve is an idle core's wake-up by how long it idled, measured
+	// once per validation (wake.go) for the arrangements' models.
+	WakeCurve []system.WakePoint
 	// Pgbench says pgbench drove the loops (live.driver pgbench).
 	Pgbench bool
 	// Speed is the machine's speed window by window (speedWindow), as

@@ -74,6 +74,9 @@ type lab struct {
 	// row runs it as its driver (live.driver pgbench).
 	pgbenchBin    string
 	pgbenchNeeded bool
+	// wakeCurve is an idle core's wake-up by its idle time, measured
+	// before anything starts when a row pins the arrangements (wake.go).
+	wakeCurve []system.WakePoint
 	// done and total count live runs and probes for Options.Progress;
 	// at is the phase under way.
 	done, total int
@@ -177,6 +180,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 		}
 		l.total += len(modes)
+	}
+	if err := l.measureWake(ctx, points); err != nil {
+		return nil, err
 	}
 	l.phase("starting PostgreSQL")
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Source: sc.Source, Seed: sc.Base.Seed, Target: o.Target, Command: o.Command}

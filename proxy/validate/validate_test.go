@@ -20,6 +20,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	RunWakeSide()
 	goleak.VerifyTestMain(m)
 }
 
@@ -453,6 +454,11 @@ func TestValidatePool1Arrangements(t *testing.T) {
 	tb := r.Cal.Testbed
 	if tb == nil || tb.Together == nil || tb.Apart == nil {
 		t.Fatalf("testbed %+v: want both arrangements pinned and measured", tb)
+	}
+	// The idle core's wake-up was measured by the helper processes
+	// (TestMain runs RunWakeSide) before anything started.
+	if len(tb.WakeCurve) < 2 {
+		t.Errorf("wake-up curve %v: want a measured point per spin", tb.WakeCurve)
 	}
 	for _, a := range []*Arrangement{tb.Together, tb.Apart} {
 		want := 1.0
