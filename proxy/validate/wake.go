@@ -152,6 +152,11 @@ func measureWakeCurve(ctx context.Context) ([]system.WakePoint, error) {
 	if runtime.NumCPU() < 2 {
 		return nil, errors.New("measure the wake-up: needs 2 cores")
 	}
+	if _, ok := os.LookupEnv(wakeSideEnv); ok {
+		// An executable that does not call RunWakeSide first (a test
+		// binary without it) is running as a helper: no helpers of its own.
+		return nil, errors.New("measure the wake-up: this process is a helper already")
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("measure the wake-up: %w", err)
