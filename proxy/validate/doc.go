@@ -24,7 +24,9 @@
 // calibration also pins the two processes to one core and to two
 // (sched_setaffinity, undone before the run) and measures each
 // arrangement, and a run's calibrated model is the two arrangements'
-// models mixed by the run's own sampled placement (arrangement.go). With live.driver: pgbench
+// models mixed by the run's own sampled placement (arrangement.go), with an
+// idle core's wake-up by its idle time measured first by two helper
+// processes, this executable started again (wake.go, RunWakeSide). With live.driver: pgbench
 // pgbench itself, a process of its own, drives such a row and its
 // calibration (pgbench.go), and its logs are the measurement.
 //
