@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -77,11 +78,13 @@ func (a *Arrangement) name() string {
 	return "together"
 }
 
-// arrangementsWanted reports whether a CPU-bound row's calibration pins
-// the arrangements: through PgBouncer (one thread to pin; the proxy's
-// event loop is not one), a pool of one server, and two cores or more.
-func arrangementsWanted(t *running, cfg system.Config, tb *Testbed) bool {
-	return t.bouncer != nil && cfg.Pooler.DefaultPoolSize == 1 && tb.Cores >= 2
+// pinsArrangements reports whether a row's calibration pins the
+// arrangements: a CPU-bound pooled row through PgBouncer (one thread to
+// pin; the proxy's event loop is not one), a pool of one server, and two
+// cores or more.
+func pinsArrangements(target string, c system.Config) bool {
+	return target == TargetPgBouncer && c.Pooler.PoolMode.Pooled() && testbedKind(c) &&
+		c.Pooler.DefaultPoolSize == 1 && runtime.NumCPU() >= 2
 }
 
 // calibrateArrangements runs the through loop with PgBouncer and its one
@@ -91,7 +94,7 @@ func arrangementsWanted(t *running, cfg system.Config, tb *Testbed) bool {
 // user's affinity) it says so and leaves the row to the free model.
 func (l *lab) calibrateArrangements(ctx context.Context, t *running, cfg system.Config, st load.Statement, tb *Testbed) (err error) {
 	tb.Together, tb.Apart = nil, nil
-	if !arrangementsWanted(t, cfg, tb) {
+	if t.bouncer == nil || !pinsArrangements(l.o.Target, cfg) {
 		return nil
 	}
 	pids, err := l.serverPids(ctx)
@@ -183,14 +186,19 @@ func pinProcess(pid, core int) error {
 	if err != nil {
 		return fmt.Errorf("pin process %d to core %d: %w", pid, core, err)
 	}
-	var set unix.CPUSet
-	set.Set(core)
 	for _, t := range ts {
-		if err := unix.SchedSetaffinity(t, &set); err != nil {
+		if err := pinTask(t, core); err != nil {
 			return fmt.Errorf("pin process %d to core %d: %w", pid, core, err)
 		}
 	}
 	return nil
+}
+
+// pinTask lets thread tid (0: the calling thread) run on core alone.
+func pinTask(tid, core int) error {
+	var set unix.CPUSet
+	set.Set(core)
+	return unix.SchedSetaffinity(tid, &set)
 }
 
 // saveAffinity reads the threads' affinity of the processes; restore

@@ -114,14 +114,14 @@ func testbedKind(c system.Config) bool {
 // runs several), from /proc/PID/task/TID/schedstat (ns); ok is false when
 // it cannot be read (another machine's server, no procfs).
 func schedCPU(pid int) (time.Duration, bool) {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	tasks, err := os.ReadDir(dir)
-	if err != nil || len(tasks) == 0 {
+	ts, err := tasks(pid)
+	if err != nil {
 		return 0, false
 	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
 	var sum time.Duration
-	for _, t := range tasks {
-		d, ok := taskCPU(dir + "/" + t.Name() + "/schedstat")
+	for _, t := range ts {
+		d, ok := taskCPU(dir + strconv.Itoa(t) + "/schedstat")
 		if !ok {
 			return 0, false
 		}

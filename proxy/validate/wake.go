@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,9 +80,7 @@ func wakeSide(spec string) (time.Duration, error) {
 	timed := f[3] == "timed"
 	runtime.GOMAXPROCS(1)
 	runtime.LockOSThread()
-	var set unix.CPUSet
-	set.Set(core)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
+	if err := pinTask(0, core); err != nil {
 		return 0, fmt.Errorf("pin to core %d: %w", core, err)
 	}
 	const fd = 3
@@ -246,12 +245,7 @@ func wakeCurveText(c []system.WakePoint) string {
 // leaves the arrangements' models on the pooler's constant wake-up; only
 // a cancelled ctx is an error.
 func (l *lab) measureWake(ctx context.Context, points []scenarios.Point) error {
-	want := false
-	for _, p := range points {
-		c := p.Config
-		want = want || (l.o.Target == TargetPgBouncer && testbedKind(c) && c.Pooler.DefaultPoolSize == 1)
-	}
-	if !want || runtime.NumCPU() < 2 {
+	if !slices.ContainsFunc(points, func(p scenarios.Point) bool { return pinsArrangements(l.o.Target, p.Config) }) {
 		return nil
 	}
 	l.phase("measuring the cores' wake-up")
