@@ -83,8 +83,15 @@ func (a *Arrangement) name() string {
 // pin; the proxy's event loop is not one), a pool of one server, and two
 // cores or more.
 func pinsArrangements(target string, c system.Config) bool {
-	return target == TargetPgBouncer && c.Pooler.PoolMode.Pooled() && testbedKind(c) &&
-		c.Pooler.DefaultPoolSize == 1 && runtime.NumCPU() >= 2
+	return target == TargetPgBouncer && wakesCores(c) && c.Pooler.DefaultPoolSize == 1
+}
+
+// wakesCores reports whether a row's calibrated model takes the measured
+// wake-up curve of an idle core (Testbed.WakeCurve): a CPU-bound pooled
+// row on two cores or more, where the pooler's thread and the backends
+// wake each other across the cores.
+func wakesCores(c system.Config) bool {
+	return c.Pooler.PoolMode.Pooled() && testbedKind(c) && runtime.NumCPU() >= 2
 }
 
 // calibrateArrangements runs the through loop with PgBouncer and its one
@@ -105,7 +112,6 @@ func (l *lab) calibrateArrangements(ctx context.Context, t *running, cfg system.
 		l.logf("validate: pool 1 has %d servers after the through loop, not 1: the arrangements are not pinned", len(pids))
 		return nil
 	}
-	tb.WakeCurve = l.wakeCurve
 	bouncer, server := t.bouncer.Pid(), pids[0]
 	restore, err := saveAffinity(bouncer, server)
 	if err != nil {
@@ -245,9 +251,7 @@ func arrangementConfig(cfg system.Config, cal Calibration, a *Arrangement) syste
 	if a.Apart {
 		cc.Testbed.Affinity = system.Apart
 	}
-	if len(tb.WakeCurve) > 0 {
-		cc.Testbed.WakeCurve = tb.WakeCurve
-	} else {
+	if len(tb.WakeCurve) == 0 {
 		cc.Testbed.Wakeup = cc.Pooler.Wakeup
 	}
 	return cc
@@ -383,7 +387,7 @@ func (rep *Report) writeArrangements(p func(string, ...any)) {
 		return
 	}
 	p("## Pool 1 through PgBouncer: the two arrangements\n\n")
-	p("%s", "With one server, PgBouncer's thread and the backend share a core or run on two, and the kernel keeps one arrangement for most of a run; each has costs of its own. The calibration pins them with sched_setaffinity (both on core 0; then PgBouncer on core 0, the server on core 1), runs the three-second through loop in each and unpins them before the run. Each arrangement's model runs its own measured CPU per statement with the per-core scheduler pinned the same way, a thread woken onto an idle core waiting for it to wake, the longer the longer it idled (the curve below; where it could not be measured, a backend waits the pooler's wake-up, hop less a message's CPU). A run's calibrated model is the two weighted by the run's own share of placement samples with the server on PgBouncer's core (the runs column). Medians over the row's runs; \"held\" is that share during the pinned loop (1 together, 0 apart: the pinning held).\n\n")
+	p("%s", "With one server, PgBouncer's thread and the backend share a core or run on two, and the kernel keeps one arrangement for most of a run; each has costs of its own. The calibration pins them with sched_setaffinity (both on core 0; then PgBouncer on core 0, the server on core 1), runs the three-second through loop in each and unpins them before the run. Each arrangement's model runs its own measured CPU per statement with the per-core scheduler pinned the same way, a thread woken onto an idle core waiting for it to wake, the longer the longer it idled (the testbed's wake-up curve above; where it could not be measured, a backend waits the pooler's wake-up, hop less a message's CPU). A run's calibrated model is the two weighted by the run's own share of placement samples with the server on PgBouncer's core (the runs column). Medians over the row's runs; \"held\" is that share during the pinned loop (1 together, 0 apart: the pinning held).\n\n")
 	p("| row | together: statements/s measured (model) | PgBouncer / server / driver CPU | held | apart: statements/s measured (model) | PgBouncer / server / driver CPU | held | runs: TPS (share) → model |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		tb := r.Cal.Testbed
@@ -408,7 +412,4 @@ func (rep *Report) writeArrangements(p func(string, ...any)) {
 		p("| %s | %s | %s | %s |\n", r.Title(), cells(tb.Together), cells(tb.Apart), strings.Join(runs, ", "))
 	}
 	p("\n")
-	if c := rows[0].Cal.Testbed.WakeCurve; len(c) > 0 {
-		p("The models' idle-core wake-up, for a backend or PgBouncer's thread woken onto an idle core from another (two helper processes pinned to cores 0 and 1 passing a byte over a socket pair, each spinning a while before it answers, against the same on one core; once per validation): %s.\n\n", wakeCurveText(c))
-	}
 }

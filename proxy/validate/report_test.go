@@ -343,9 +343,10 @@ func TestReportHasNoBadVerbs(t *testing.T) {
 	x := Measured{OKTxns: 100, TPS: 990, P50Ms: 1, P99Ms: 2, CPUBusy: 0.95, CPUSelf: 0.2}
 	r := Row{Params: []scenarios.Param{{Key: "pooler.mode", Value: "transaction"}}, Mode: poolmode.Transaction,
 		Clients: 40, Model: m, Calibrated: m, Measured: x,
-		Cal: Calibration{Testbed: &Testbed{Cores: 2, ThroughClients: 40, Pgbench: true, Server: 25 * time.Microsecond,
-			Together: &Arrangement{TPS: 22000, Placement: &Placement{Samples: 150, Shared: 1}, Model: system.Metrics{TPS: 21500}},
-			Apart:    &Arrangement{Apart: true, TPS: 13000, Model: system.Metrics{TPS: 12500}}}},
+		Cal: Calibration{Testbed: &Testbed{Cores: 2, ThroughClients: 40, ThroughTPS: 950, Pgbench: true, Server: 25 * time.Microsecond,
+			WakeCurve: []system.WakePoint{{Idle: 40 * sim.Microsecond, Wake: 12 * sim.Microsecond}, {Idle: 130 * sim.Microsecond, Wake: 40 * sim.Microsecond}},
+			Together:  &Arrangement{TPS: 22000, Placement: &Placement{Samples: 150, Shared: 1}, Model: system.Metrics{TPS: 21500}},
+			Apart:     &Arrangement{Apart: true, TPS: 13000, Model: system.Metrics{TPS: 12500}}}},
 		Repeats: []Measured{{TPS: 21000, Placement: &Placement{Samples: 100, Shared: 0.9}}}, RepeatModels: []system.Metrics{{TPS: 20600}}}
 	judge(&r)
 	rep := &Report{Scenario: "t", Target: "pgbouncer", Rows: []Row{r}}
@@ -355,6 +356,13 @@ func TestReportHasNoBadVerbs(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "## Testbed") || !strings.Contains(b.String(), "| 22000 (21500) |") || !strings.Contains(b.String(), "21000 (90 %) → 20600") {
 		t.Fatalf("no testbed section in:\n%s", b.String())
+	}
+	// The model (1000/s) against its loop (950/s) and the loop against
+	// the run (990/s); the wake-up curve the models took.
+	for _, want := range []string{"| 1000 | 950 | 990 | +5.3 | -4.0 |", "12.0 µs after 40.0 µs idle, 40.0 µs after 130.0 µs idle"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
 	}
 	if i := strings.Index(b.String(), "%!"); i >= 0 {
 		t.Errorf("fmt error in the report: %q", b.String()[max(0, i-60):min(len(b.String()), i+40)])

@@ -552,6 +552,7 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 		tb.Speed = r.speed
 	}
 	tb.Driver, tb.Pooler, tb.Server = r.driver, r.pooler, r.server
+	tb.WakeCurve = l.wakeCurve
 	return nil
 }
 
@@ -677,6 +678,10 @@ func testbedConfig(cfg system.Config, cal Calibration, tb *Testbed) system.Confi
 		cc.Pooler.Hop = 0
 		cc.Pooler.Wakeup = sim.FromDuration(max(0, cal.Hop-per))
 		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.Connect))
+		// With the cores' wake-up measured, a backend or the pooler's
+		// thread woken onto an idle core from another waits it by the
+		// core's idle time, in place of the pooler's constant wake-up.
+		cc.Testbed.WakeCurve = tb.WakeCurve
 	}
 	return cc
 }
@@ -817,6 +822,55 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 			tb.Background, tb.Contention, tb.Coherency, spread, us(tb.Pooler), through, us(r.Cal.Hop), speedCell(tb.Speed))
 	}
 	p("\n")
+	for _, r := range rep.Rows {
+		if tb := r.Cal.Testbed; tb != nil && len(tb.WakeCurve) > 0 {
+			p("An idle core's wake-up, which the pooled rows' calibrated models give a backend or the pooler's thread woken onto an idle core from another, in place of the pooler's constant wake-up (hop less a message's CPU), the longer the longer the core idled (two helper processes pinned to cores 0 and 1 passing a byte over a socket pair, each spinning a while before it answers, against the same on one core; once per validation, before anything starts): %s.\n\n", wakeCurveText(tb.WakeCurve))
+			break
+		}
+	}
+	rep.writeErrorSplit(p)
+}
+
+// writeErrorSplit is the report's split of each CPU-bound row's TPS error
+// in two: the calibrated model against the through loop it was calibrated
+// on (the model's own error: the loop runs the row's clients through the
+// row's pool, as the run does), and the loop against the run (the machine
+// between the calibration and the run).
+func (rep *Report) writeErrorSplit(p func(string, ...any)) {
+	var ml, lr []float64
+	var lines []string
+	for _, r := range rep.Rows {
+		tb := r.Cal.Testbed
+		if tb == nil || tb.ThroughTPS <= 0 || r.Calibrated.TPS <= 0 || r.Measured.TPS <= 0 {
+			continue
+		}
+		a, b := 100*(r.Calibrated.TPS/tb.ThroughTPS-1), 100*(tb.ThroughTPS/r.Measured.TPS-1)
+		ml, lr = append(ml, a), append(lr, b)
+		lines = append(lines, fmt.Sprintf("| %s | %.0f | %.0f | %.0f | %+.1f | %+.1f |\n", r.Title(), r.Calibrated.TPS, tb.ThroughTPS, r.Measured.TPS, a, b))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	p("### Where the TPS error comes from\n\n")
+	p("%s", "The calibrated model's TPS error is two: the model against the through loop it was calibrated on (three seconds of the row's clients through the row's pool right before the run: the model's own error) and that loop against the run (the machine between the calibration and the run). Medians over the row's runs; at a pool-1 row through PgBouncer the model is the run's mix of the two arrangements.\n\n")
+	p("%s", "| row | calibrated model | through loop | measured run | model vs loop % | loop vs run % |\n|---|---|---|---|---|---|\n")
+	for _, l := range lines {
+		p("%s", l)
+	}
+	p("\nOver the %d rows: model vs loop %s; loop vs run %s.\n\n", len(ml), meanSD(ml), meanSD(lr))
+}
+
+// meanSD is "mean +x.x %, standard deviation y.y points".
+func meanSD(xs []float64) string {
+	var s, q float64
+	for _, x := range xs {
+		s += x
+	}
+	m := s / float64(len(xs))
+	for _, x := range xs {
+		q += (x - m) * (x - m)
+	}
+	return fmt.Sprintf("mean %+.1f %%, standard deviation %.1f points", m, math.Sqrt(q/float64(len(xs))))
 }
 
 // combineTestbed is the testbed shown for a row: medians of its runs'.

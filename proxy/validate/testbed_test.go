@@ -252,3 +252,36 @@ func TestPeakRange(t *testing.T) {
 		t.Errorf("the same peak: %q", l.peakNote())
 	}
 }
+
+// TestTestbedConfigTakesTheWakeCurve: a pooled row's calibrated model
+// takes the measured wake-up curve in place of the pooler's constant
+// wake-up, and a core's wake-up slows the model down (the woken threads
+// wait on idle cores); without a curve the constant stays.
+func TestTestbedConfigTakesTheWakeCurve(t *testing.T) {
+	cfg := system.Default()
+	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Workload.StmtsPerTxn = 20, 200, 1
+	cfg.Pooler.DefaultPoolSize = 2
+	cfg.Server.MaxConnections = 20
+	curve := []system.WakePoint{{Idle: 40 * sim.Microsecond, Wake: 15 * sim.Microsecond}, {Idle: 130 * sim.Microsecond, Wake: 45 * sim.Microsecond}}
+	tb := &Testbed{Cores: 2, ThroughClients: 20, Driver: 20 * time.Microsecond, Server: 40 * time.Microsecond, Pooler: 24 * time.Microsecond, Latency: 40 * time.Microsecond}
+	cal := Calibration{Hop: 30 * time.Microsecond, Testbed: tb}
+	without := testbedConfig(cfg, cal, tb)
+	if without.Testbed.WakeCurve != nil || without.Pooler.Wakeup != sim.FromDuration(22*time.Microsecond) {
+		t.Fatalf("without a curve: wake curve %v, pooler wake-up %v; want none and the hop less a message's CPU, 22µs", without.Testbed.WakeCurve, without.Pooler.Wakeup)
+	}
+	tb.WakeCurve = curve
+	with := testbedConfig(cfg, cal, tb)
+	if len(with.Testbed.WakeCurve) != 2 {
+		t.Fatalf("with a curve: %v, want it in the model", with.Testbed.WakeCurve)
+	}
+	if err := with.Validate(); err != nil {
+		t.Fatalf("the model's config: %v", err)
+	}
+	// With 40 µs of wake-up per woken thread on an idle core instead of 22
+	// for the pooler's thread alone, fewer statements a second.
+	tb.WakeCurve = []system.WakePoint{{Idle: sim.Microsecond, Wake: 40 * sim.Microsecond}}
+	slow, fast := system.Run(testbedConfig(cfg, cal, tb)).Metrics, system.Run(without).Metrics
+	if !(slow.TPS < fast.TPS) {
+		t.Errorf("a 40 µs wake-up for backends and the pooler: %.0f/s, the pooler's 22 µs alone %.0f/s: want fewer", slow.TPS, fast.TPS)
+	}
+}

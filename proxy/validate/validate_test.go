@@ -413,6 +413,12 @@ func TestValidatePgbenchSelect(t *testing.T) {
 		if r.Measured.Failed != 0 {
 			t.Errorf("%s: %d clients failed: %v", r.Title(), r.Measured.Failed, r.Measured.Errors)
 		}
+		// The idle core's wake-up was measured by the helper processes
+		// (TestMain runs RunWakeSide) before anything started, and the
+		// pooled rows' models take it.
+		if runtime.NumCPU() >= 2 && len(tb.WakeCurve) < 2 {
+			t.Errorf("%s: wake-up curve %v: want a measured point per spin", r.Title(), tb.WakeCurve)
+		}
 	}
 	lines := rep.Curves()
 	if len(lines) != 1 || len(lines[0].Points) != 2 {
@@ -422,7 +428,7 @@ func TestValidatePgbenchSelect(t *testing.T) {
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## The curve", "## Testbed", "Peak pool size: calibrated model"} {
+	for _, want := range []string{"## The curve", "## Testbed", "Peak pool size: calibrated model", "### Where the TPS error comes from", "An idle core's wake-up"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report.md lacks %q", want)
 		}

@@ -240,12 +240,12 @@ func wakeCurveText(c []system.WakePoint) string {
 
 // measureWake measures the wake-up curve before anything of the
 // validation starts, while the machine is quiet (right after a loop,
-// PostgreSQL's and pgbench's leftover work doubled it), when a point will
-// pin the pool-1 arrangements through PgBouncer. A failure is said and
-// leaves the arrangements' models on the pooler's constant wake-up; only
-// a cancelled ctx is an error.
+// PostgreSQL's and pgbench's leftover work doubled it), when a point is
+// a CPU-bound pooled row (wakesCores). A failure is said and leaves the
+// calibrated models on the pooler's constant wake-up; only a cancelled
+// ctx is an error.
 func (l *lab) measureWake(ctx context.Context, points []scenarios.Point) error {
-	if !slices.ContainsFunc(points, func(p scenarios.Point) bool { return pinsArrangements(l.o.Target, p.Config) }) {
+	if !slices.ContainsFunc(points, func(p scenarios.Point) bool { return wakesCores(p.Config) }) {
 		return nil
 	}
 	l.phase("measuring the cores' wake-up")
@@ -254,7 +254,7 @@ func (l *lab) measureWake(ctx context.Context, points []scenarios.Point) error {
 		return ctx.Err()
 	}
 	if err != nil {
-		l.logf("validate: %v: the arrangements' models take the pooler's wake-up for a backend woken on an idle core", err)
+		l.logf("validate: %v: the calibrated models take the pooler's constant wake-up (the pool-1 arrangements' backends too)", err)
 		return nil
 	}
 	l.wakeCurve = c
