@@ -143,6 +143,8 @@ func TestParseErrors(t *testing.T) {
 		{"testbed wake curve not a pair", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wake_curve: [40us, 15us]\n", "entry 1: want a pair [idle, wake-up] of durations such as [40us, 15us]"},
 		{"testbed wake curve falling", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  wake_curve: [[40us, 15us], [30us, 20us]]\n", "testbed.wake_curve[1]: the idle times must rise point by point, got 30µs after 40µs"},
 		{"testbed wake curve and wakeup", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  wakeup: 10us\n  wake_curve: [[40us, 15us]]\n", "testbed.wake_curve and testbed.wakeup both set the idle core's wake-up: set one"},
+		{"testbed idle balance off without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  idle_balance: false\n", "testbed.idle_balance false keeps queued threads on their cores: it needs testbed.scheduler per_core"},
+		{"testbed idle balance not a bool", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  idle_balance: sometimes\n", "want true or false, got \"sometimes\""},
 		{"testbed wakeup without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wakeup: 20us\n", "testbed.wakeup is an idle core's wake-up for a backend placed on it: it needs testbed.scheduler per_core"},
 		{"testbed affinity without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  affinity: apart\n  pooler_on_cores: true\n", "testbed.affinity apart pins the pooler's thread and the backends to cores: it needs testbed.scheduler per_core"},
 	}
@@ -302,7 +304,7 @@ func TestTestbedKeys(t *testing.T) {
 		}
 	}
 	help := strings.Join(Fields(), "\n")
-	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "testbed.scheduler", "testbed.driver_threads", "testbed.affinity", "testbed.wakeup", "testbed.wake_curve", "pooler.cpu_per_assign"} {
+	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "testbed.scheduler", "testbed.driver_threads", "testbed.affinity", "testbed.wakeup", "testbed.wake_curve", "testbed.idle_balance", "pooler.cpu_per_assign"} {
 		if !strings.Contains(help, k+" ") {
 			t.Errorf("%s is not in the key list", k)
 		}

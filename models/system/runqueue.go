@@ -181,7 +181,8 @@ const migrationCost = 500 * sim.Microsecond
 // takes the first job from another core's queue whose thread has not run
 // for migrationCost (Linux's balancing on a newly idle core): a pool's
 // backends that run every few hundred microseconds stay where they are,
-// a large pool's, each idle longer, move.
+// a large pool's, each idle longer, move - unless testbed.idle_balance
+// is false, which keeps every queued thread where it is.
 func (v *server) dispatch() {
 	now := v.last
 	for k := range v.cpus {
@@ -189,7 +190,7 @@ func (v *server) dispatch() {
 		if c.on {
 			continue
 		}
-		if len(c.q) == 0 && !v.steal(k, now) {
+		if len(c.q) == 0 && (v.noSteal || !v.steal(k, now)) {
 			continue
 		}
 		if !c.cont {

@@ -52,6 +52,7 @@ type server struct {
 	affinity   Affinity            // testbed.affinity
 	wakeup     float64             // testbed.wakeup, ns
 	wakeCurve  []WakePoint         // testbed.wake_curve
+	noSteal    bool                // testbed.idle_balance false
 	idleAt     []sim.Time          // when each core last finished a job (per-core)
 }
 
@@ -98,6 +99,7 @@ func (v *server) init(cfg Server, tb Testbed) {
 	v.affinity = tb.Affinity
 	v.wakeup = float64(tb.Wakeup)
 	v.wakeCurve = tb.WakeCurve
+	v.noSteal = tb.NoIdleBalance
 	if tb.Scheduler == PerCore && cfg.Cores > 0 {
 		v.initCores(cfg.Cores)
 	}

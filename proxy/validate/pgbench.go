@@ -282,11 +282,14 @@ func (d *pgbenchDriver) loopOnce(ctx context.Context, dsn string, n int, seed ui
 	pids := append(append([]int{p.Pid()}, extra...), backends...)
 	m0 := sampleCPU()
 	e0, ok0 := eachCPU(pids)
+	g0, gok0 := migrations(pids[1:]) // the pooler's and the servers', not pgbench's
 	if err := probe.Sleep(ctx, dur); err != nil {
 		return out, false, fmt.Errorf("calibrate testbed: %w", err)
 	}
 	m1 := sampleCPU()
 	e1, ok1 := eachCPU(pids)
+	g1, gok1 := migrations(pids[1:])
+	out.migr, out.migrOK = g1-g0, gok0 && gok1 && len(pids) > 1
 	late = ended(p.Pid())
 	waited = true
 	txns, err := p.Wait()

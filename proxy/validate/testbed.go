@@ -92,8 +92,15 @@ type Testbed struct {
 	// pool of one server through PgBouncer, nil otherwise.
 	Together, Apart *Arrangement
 	// WakeCurve is an idle core's wake-up by how long it idled, measured
-	// once per validation (wake.go) for the arrangements' models.
+	// once per validation (wake.go) for the pooled rows' models.
 	WakeCurve []system.WakePoint
+	// Migrations is how often the kernel moved the pooler or a pool's
+	// server to another core during the through loop, per statement
+	// (/proc/PID/task/TID/sched se.nr_migrations), if MigrationsOK: under
+	// staysPerStmt the model keeps queued threads on their cores
+	// (system.Testbed.NoIdleBalance).
+	Migrations   float64
+	MigrationsOK bool
 	// Pgbench says pgbench drove the loops (live.driver pgbench).
 	Pgbench bool
 	// Speed is the machine's speed window by window (speedWindow), as
@@ -131,6 +138,50 @@ func schedCPU(pid int) (time.Duration, bool) {
 }
 
 // taskCPU is one task's time on a CPU from its schedstat file.
+// staysPerStmt is the kernel's migrations per statement under which the
+// calibrated model keeps every queued thread on its core: measured
+// through PgBouncer with pgbench -S on this project's 2-vCPU machine,
+// about 0.0001 at pool 8, where the model with the idle balancing moved
+// a backend 0.1-0.3 times a statement.
+const staysPerStmt = 0.01
+
+// migrations is the kernel's count of moves to another core of the
+// processes' threads (se.nr_migrations in /proc/PID/task/TID/sched, a
+// kernel with scheduler debugging), and whether every one was readable.
+func migrations(pids []int) (int64, bool) {
+	var sum int64
+	for _, pid := range pids {
+		ts, err := tasks(pid)
+		if err != nil {
+			return 0, false
+		}
+		for _, t := range ts {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(t) + "/sched")
+			if err != nil {
+				return 0, false
+			}
+			n, ok := schedField(string(b), "se.nr_migrations")
+			if !ok {
+				return 0, false
+			}
+			sum += n
+		}
+	}
+	return sum, true
+}
+
+// schedField is the integer field name of a /proc/PID/sched text.
+func schedField(text, name string) (int64, bool) {
+	for _, l := range strings.Split(text, "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if ok && strings.TrimSpace(k) == name {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
 func taskCPU(path string) (time.Duration, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -178,6 +229,8 @@ type loopCPU struct {
 	speed         []float64     // statements per speedWindow over their mean, window by window (speedFactors)
 	p50, p99      time.Duration // the statements' round trips measured
 	proc          time.Duration // this process's CPU when the driver is pgbench (the in-process proxy's)
+	migr          int64         // the watched processes' moves between cores (migrations), if migrOK
+	migrOK        bool
 }
 
 func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64, n int, dur time.Duration, backends bool, watch func(context.Context) ([]int, error), backendGone func(context.Context, uint32) error) (loopCPU, error) {
@@ -264,11 +317,14 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 	}
 	m0, c0 := sampleCPU(), count.Load()
 	e0, ok0 := eachCPU(pids)
+	g0, gok0 := migrations(pids)
 	if err := probe.Sleep(ctx, dur); err != nil {
 		return out, fmt.Errorf("calibrate testbed: %w", err)
 	}
 	m1, c1 := sampleCPU(), count.Load()
 	e1, ok1 := eachCPU(pids)
+	g1, gok1 := migrations(pids)
+	out.migr, out.migrOK = g1-g0, gok0 && gok1 && len(pids) > 0
 	total := c1 - c0
 	halt()
 	for _, err := range errs {
@@ -552,6 +608,7 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 		tb.Speed = r.speed
 	}
 	tb.Driver, tb.Pooler, tb.Server = r.driver, r.pooler, r.server
+	tb.Migrations, tb.MigrationsOK = r.migr, r.migrOK
 	tb.WakeCurve = l.wakeCurve
 	return nil
 }
@@ -566,6 +623,8 @@ type throughCPU struct {
 	driver, pooler, server time.Duration
 	speed                  []float64
 	placement              *Placement
+	migr                   float64 // the kernel's moves of the pooler and the servers between cores per statement, if migrOK
+	migrOK                 bool
 }
 
 // throughLoop runs the row's clients (as many as max_client_conn admits)
@@ -615,6 +674,7 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 	}
 	per := func(d time.Duration) time.Duration { return d / time.Duration(lc.stmts) }
 	r.clients, r.tps, r.speed = n, float64(lc.stmts)/lc.wall.Seconds(), lc.speed
+	r.migr, r.migrOK = float64(lc.migr)/float64(lc.stmts), lc.migrOK
 	switch {
 	case pg != nil && t.px != nil:
 		// pgbench is a process of its own: this process is the proxy.
@@ -682,6 +742,9 @@ func testbedConfig(cfg system.Config, cal Calibration, tb *Testbed) system.Confi
 		// thread woken onto an idle core from another waits it by the
 		// core's idle time, in place of the pooler's constant wake-up.
 		cc.Testbed.WakeCurve = tb.WakeCurve
+		// Where the kernel kept the pooler and the servers on their cores
+		// in the through loop, a core out of work takes none of them.
+		cc.Testbed.NoIdleBalance = tb.MigrationsOK && tb.Migrations < staysPerStmt
 	}
 	return cc
 }
@@ -795,8 +858,8 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		return
 	}
 	p("## Testbed\n\n")
-	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on an idle core, else in the shortest queue, and waits there; a thread with more work keeps its core; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs). Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ), and these are the model's, because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
-	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU | through the target: clients → statements/s | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on an idle core, else in the shortest queue, and waits there; a thread with more work keeps its core; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs). Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ), and these are the model's, because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The moves column is how often the kernel moved the pooler or a pool's server to another core during the through loop, per statement (/proc/PID/task/TID/sched se.nr_migrations): under 0.01 a core out of work in the row's model takes no thread queued on another (testbed.idle_balance false: the kernel kept them where they were), else it takes one that has not run for 0.5 ms. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
+	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU | through the target: clients → statements/s | moves between cores per statement | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		tb := r.Cal.Testbed
 		if tb == nil {
@@ -818,8 +881,12 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 				through += fmt.Sprintf(" (%.0f %%)", 100*tb.ThroughPlacement.Shared)
 			}
 		}
-		p("| %s | %s | %.4f / %.5f / %.0f/s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s | %s | %s | %s | %s |\n", r.Title(), strings.Join(pts, ", "), tb.USL.Sigma, tb.USL.Kappa, tb.USL.Lambda, us(tb.Driver), us(tb.Server), us(tb.Latency),
-			tb.Background, tb.Contention, tb.Coherency, spread, us(tb.Pooler), through, us(r.Cal.Hop), speedCell(tb.Speed))
+		moves := "—"
+		if tb.MigrationsOK && tb.ThroughClients > 0 {
+			moves = fmt.Sprintf("%.4f", tb.Migrations)
+		}
+		p("| %s | %s | %.4f / %.5f / %.0f/s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s | %s | %s | %s | %s | %s |\n", r.Title(), strings.Join(pts, ", "), tb.USL.Sigma, tb.USL.Kappa, tb.USL.Lambda, us(tb.Driver), us(tb.Server), us(tb.Latency),
+			tb.Background, tb.Contention, tb.Coherency, spread, us(tb.Pooler), through, moves, us(r.Cal.Hop), speedCell(tb.Speed))
 	}
 	p("\n")
 	for _, r := range rep.Rows {
@@ -892,6 +959,16 @@ func combineTestbed(cs []Calibration) *Testbed {
 	t.Pooler = medianDur(tbs, func(x *Testbed) time.Duration { return x.Pooler })
 	t.Background = medianOf(tbs, func(x *Testbed) float64 { return x.Background })
 	t.ThroughTPS = medianOf(tbs, func(x *Testbed) float64 { return x.ThroughTPS })
+	var moved []*Testbed
+	for _, x := range tbs {
+		if x.MigrationsOK {
+			moved = append(moved, x)
+		}
+	}
+	t.MigrationsOK = len(moved) > 0
+	if t.MigrationsOK {
+		t.Migrations = medianOf(moved, func(x *Testbed) float64 { return x.Migrations })
+	}
 	t.Contention = medianOf(tbs, func(x *Testbed) float64 { return x.Contention })
 	t.Coherency = medianOf(tbs, func(x *Testbed) float64 { return x.Coherency })
 	t.Spread = medianOf(tbs, func(x *Testbed) float64 { return x.Spread })

@@ -285,3 +285,45 @@ func TestTestbedConfigTakesTheWakeCurve(t *testing.T) {
 		t.Errorf("a 40 µs wake-up for backends and the pooler: %.0f/s, the pooler's 22 µs alone %.0f/s: want fewer", slow.TPS, fast.TPS)
 	}
 }
+
+// TestMigrationsReadsTheKernelsCount: this process's threads' moves
+// between cores, from /proc/PID/task/TID/sched, where the kernel has it.
+func TestMigrationsReadsTheKernelsCount(t *testing.T) {
+	n, ok := migrations([]int{os.Getpid()})
+	if _, err := os.Stat("/proc/self/sched"); err != nil {
+		if ok {
+			t.Errorf("no /proc/self/sched, yet migrations said %d, readable", n)
+		}
+		t.Skip("this kernel has no /proc/PID/sched")
+	}
+	if !ok || n < 0 {
+		t.Fatalf("migrations = %d, %v: want a count", n, ok)
+	}
+	if _, ok := migrations([]int{1 << 30}); ok {
+		t.Error("a process that does not exist: want not readable")
+	}
+	if v, ok := schedField("se.exec_start    :   12.5\nse.nr_migrations                             :                   17\n", "se.nr_migrations"); !ok || v != 17 {
+		t.Errorf("schedField = %d, %v: want 17", v, ok)
+	}
+}
+
+// TestTestbedConfigKeepsThreadsWhereTheKernelDid: a through loop in
+// which the kernel hardly moved the pooler and the servers makes a
+// model without the idle balancing; one where it moved them, or could
+// not say, keeps it.
+func TestTestbedConfigKeepsThreadsWhereTheKernelDid(t *testing.T) {
+	cfg := system.Default()
+	cfg.Workload.Clients, cfg.Pooler.DefaultPoolSize = 20, 4
+	tb := &Testbed{Cores: 2, ThroughClients: 20, Driver: 20 * time.Microsecond, Server: 40 * time.Microsecond, Pooler: 24 * time.Microsecond}
+	cal := Calibration{Hop: 30 * time.Microsecond, Testbed: tb}
+	for _, c := range []struct {
+		moves float64
+		ok    bool
+		stay  bool
+	}{{0.0001, true, true}, {0.2, true, false}, {0, false, false}} {
+		tb.Migrations, tb.MigrationsOK = c.moves, c.ok
+		if got := testbedConfig(cfg, cal, tb).Testbed.NoIdleBalance; got != c.stay {
+			t.Errorf("%.4f moves per statement (readable %v): no idle balance %v, want %v", c.moves, c.ok, got, c.stay)
+		}
+	}
+}
