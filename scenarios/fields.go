@@ -263,12 +263,21 @@ var fields = []field{
 	{"testbed.wakeup", "live validation on one machine: how long an idle core takes to wake for a backend woken from another core (testbed.scheduler per_core): the backend waits that long before its statement runs; on its waker's core or a busy one it starts at once, a duration (default 0)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Testbed.Wakeup, n)
 	}},
-	{"testbed.idle_balance", "live validation on one machine: whether a core that runs out of work takes a thread queued on another that has not run for 0.5 ms, as Linux's balancing on a newly idle core does (testbed.scheduler per_core); false keeps every queued thread on its core - measured through PgBouncer with pgbench -S (/proc/PID/sched se.nr_migrations), its servers changed cores about once per 10,000 transactions (default true)", func(c *system.Config, n *yaml.Node) error {
-		var on bool
-		if err := boolInto(&on, n); err != nil {
+	{"testbed.idle_balance", "live validation on one machine: whether a core that runs out of work takes a thread queued on another that has not run for 0.5 ms, as Linux's balancing on a newly idle core does (testbed.scheduler per_core): true (at every chance), false (never: every queued thread stays on its core) or a duration (at most once per that) - measured through PgBouncer with pgbench -S (/proc/PID/sched se.nr_migrations), the kernel moved PgBouncer and its servers between cores 2-50 times a second (default true)", func(c *system.Config, n *yaml.Node) error {
+		s, err := scalar(n)
+		if err != nil {
 			return err
 		}
-		c.Testbed.NoIdleBalance = !on
+		c.Testbed.NoIdleBalance, c.Testbed.IdleBalanceEvery = false, 0
+		if on, err := strconv.ParseBool(s); err == nil {
+			c.Testbed.NoIdleBalance = !on
+			return nil
+		}
+		d, err := durationValue(n)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("want true, false or a positive duration such as 50ms, got %q", s)
+		}
+		c.Testbed.IdleBalanceEvery = d
 		return nil
 	}},
 	{"testbed.wake_curve", "live validation on one machine: an idle core's wake-up by how long it idled, instead of testbed.wakeup and pooler.wakeup (testbed.scheduler per_core): a list of [idle, wake-up] duration pairs, idle rising; a backend or the pooler's thread woken onto an idle core from another waits the curve's wake-up at that core's idle time, linear between the points and flat beyond them (bench/wake-pingpong.sh measures one) (default none)", func(c *system.Config, n *yaml.Node) error {

@@ -144,7 +144,8 @@ func TestParseErrors(t *testing.T) {
 		{"testbed wake curve falling", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  wake_curve: [[40us, 15us], [30us, 20us]]\n", "testbed.wake_curve[1]: the idle times must rise point by point, got 30µs after 40µs"},
 		{"testbed wake curve and wakeup", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  wakeup: 10us\n  wake_curve: [[40us, 15us]]\n", "testbed.wake_curve and testbed.wakeup both set the idle core's wake-up: set one"},
 		{"testbed idle balance off without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  idle_balance: false\n", "testbed.idle_balance false keeps queued threads on their cores: it needs testbed.scheduler per_core"},
-		{"testbed idle balance not a bool", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  idle_balance: sometimes\n", "want true or false, got \"sometimes\""},
+		{"testbed idle balance not a bool", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  idle_balance: sometimes\n", "want true, false or a positive duration such as 50ms, got \"sometimes\""},
+		{"testbed idle balance negative", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  idle_balance: -5ms\n", "want true, false or a positive duration such as 50ms, got \"-5ms\""},
 		{"testbed wakeup without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wakeup: 20us\n", "testbed.wakeup is an idle core's wake-up for a backend placed on it: it needs testbed.scheduler per_core"},
 		{"testbed affinity without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  affinity: apart\n  pooler_on_cores: true\n", "testbed.affinity apart pins the pooler's thread and the backends to cores: it needs testbed.scheduler per_core"},
 	}
@@ -294,6 +295,15 @@ func TestTestbedKeys(t *testing.T) {
 	}
 	if err := s.Set("testbed.driver_threads", "2"); err != nil || s.Base.Testbed.DriverThreads != 2 {
 		t.Errorf("--set testbed.driver_threads=2: %v, got %v", err, s.Base.Testbed.DriverThreads)
+	}
+	for _, c := range []struct {
+		v     string
+		never bool
+		every sim.Time
+	}{{"false", true, 0}, {"50ms", false, 50 * sim.Millisecond}, {"true", false, 0}} {
+		if err := s.Set("testbed.idle_balance", c.v); err != nil || s.Base.Testbed.NoIdleBalance != c.never || s.Base.Testbed.IdleBalanceEvery != c.every {
+			t.Errorf("--set testbed.idle_balance=%s: %v, got never %v, every %v", c.v, err, s.Base.Testbed.NoIdleBalance, s.Base.Testbed.IdleBalanceEvery)
+		}
 	}
 	if err := s.Set("testbed.affinity", "together"); err != nil || s.Base.Testbed.Affinity != system.Together {
 		t.Errorf("--set testbed.affinity=together: %v, got %v", err, s.Base.Testbed.Affinity)

@@ -203,8 +203,12 @@ func (v *server) dispatch() {
 }
 
 // steal moves to idle core k the first job queued on another core whose
-// thread last ran migrationCost or more ago, and reports whether it did.
+// thread last ran migrationCost or more ago, and reports whether it did;
+// with testbed.idle_balance a duration, at most once per that.
 func (v *server) steal(k int, now sim.Time) bool {
+	if v.stealEvery > 0 && v.lastSteal >= 0 && now-v.lastSteal < v.stealEvery {
+		return false
+	}
 	for o := range v.cpus {
 		q := v.cpus[o].q
 		if o == k || len(q) == 0 {
@@ -219,6 +223,7 @@ func (v *server) steal(k int, now sim.Time) bool {
 			}
 			v.cpus[o].q = append(q[:i], q[i+1:]...)
 			v.cpus[k].q = append(v.cpus[k].q, j)
+			v.lastSteal = now
 			return true
 		}
 	}

@@ -261,6 +261,12 @@ func TestPerCoreNoIdleBalance(t *testing.T) {
 	if again := Run(cfg).Metrics; !reflect.DeepEqual(again, without) {
 		t.Error("two runs without the idle balancing differ")
 	}
+	// At most one take a second: between the two.
+	cfg.Testbed.NoIdleBalance, cfg.Testbed.IdleBalanceEvery = false, sim.Second
+	some := Run(cfg).Metrics
+	if some.TPS < 0.995*without.TPS || some.TPS > 1.005*with.TPS || reflect.DeepEqual(some, without) || reflect.DeepEqual(some, with) {
+		t.Errorf("a take a second at most: %.2f/s, between %.2f (never) and %.2f (at every chance) expected, and neither", some.TPS, without.TPS, with.TPS)
+	}
 	checkConservation(t, without)
 	// pgbench through a pool of 8: the model's own steals of the backends
 	// gone, the cores idle longer beside the queues.

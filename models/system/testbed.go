@@ -103,6 +103,11 @@ type Testbed struct {
 	// changed cores about once per 10,000 transactions, where the model
 	// with the balancing moved a backend once per 10.
 	NoIdleBalance bool
+	// IdleBalanceEvery, if positive, lets a core out of work take a
+	// queued thread from another at most once per IdleBalanceEvery
+	// (PerCore only): the kernel's rate of moves, where it was measured,
+	// in place of one at every chance.
+	IdleBalanceEvery sim.Time
 }
 
 // WakePoint is a point of Testbed.WakeCurve: after Idle of idle, a core
@@ -229,6 +234,12 @@ func (t Testbed) validate(cores int, bad func(string, ...any)) {
 	}
 	if t.NoIdleBalance && t.Scheduler != PerCore {
 		bad("testbed.idle_balance false keeps queued threads on their cores: it needs testbed.scheduler per_core")
+	}
+	if t.IdleBalanceEvery < 0 {
+		bad("testbed.idle_balance must be true, false or a positive duration, got %v", t.IdleBalanceEvery)
+	}
+	if t.IdleBalanceEvery > 0 && (t.Scheduler != PerCore || t.NoIdleBalance) {
+		bad("testbed.idle_balance %v limits how often a core out of work takes a queued thread: it needs testbed.scheduler per_core", t.IdleBalanceEvery)
 	}
 	if t.Affinity == Apart && cores < 2 {
 		bad("testbed.affinity apart puts the backends on other cores than the pooler's: it needs server.cores 2 or more, got %d", cores)

@@ -96,9 +96,9 @@ type Testbed struct {
 	WakeCurve []system.WakePoint
 	// Migrations is how often the kernel moved the pooler or a pool's
 	// server to another core during the through loop, per statement
-	// (/proc/PID/task/TID/sched se.nr_migrations), if MigrationsOK: under
-	// staysPerStmt the model keeps queued threads on their cores
-	// (system.Testbed.NoIdleBalance).
+	// (/proc/PID/task/TID/sched se.nr_migrations), if MigrationsOK: the
+	// model's cores out of work take queued threads from each other no
+	// more often than that (idleBalance).
 	Migrations   float64
 	MigrationsOK bool
 	// Pgbench says pgbench drove the loops (live.driver pgbench).
@@ -138,12 +138,25 @@ func schedCPU(pid int) (time.Duration, bool) {
 }
 
 // taskCPU is one task's time on a CPU from its schedstat file.
-// staysPerStmt is the kernel's migrations per statement under which the
-// calibrated model keeps every queued thread on its core: measured
+// idleBalance sets how often the model's cores out of work may take a
+// thread queued on another: as often as the kernel moved the pooler and
+// the pool's servers between cores in the through loop (moves per
+// statement × statements per second), never if it moved none; left at
+// every chance where the kernel does not show its moves. Measured
 // through PgBouncer with pgbench -S on this project's 2-vCPU machine,
-// about 0.0001 at pool 8, where the model with the idle balancing moved
-// a backend 0.1-0.3 times a statement.
-const staysPerStmt = 0.01
+// 0.0002-0.0025 moves per statement (5-50 a second), where the model at
+// every chance moved a backend 0.1-0.3 times a statement.
+func idleBalance(t *system.Testbed, tb *Testbed) {
+	if !tb.MigrationsOK || tb.ThroughTPS <= 0 {
+		return
+	}
+	perSec := tb.Migrations * tb.ThroughTPS
+	if perSec <= 0 {
+		t.NoIdleBalance = true
+		return
+	}
+	t.IdleBalanceEvery = max(1, sim.FromSeconds(1/perSec))
+}
 
 // migrations is the kernel's count of moves to another core of the
 // processes' threads (se.nr_migrations in /proc/PID/task/TID/sched, a
@@ -742,9 +755,9 @@ func testbedConfig(cfg system.Config, cal Calibration, tb *Testbed) system.Confi
 		// thread woken onto an idle core from another waits it by the
 		// core's idle time, in place of the pooler's constant wake-up.
 		cc.Testbed.WakeCurve = tb.WakeCurve
-		// Where the kernel kept the pooler and the servers on their cores
-		// in the through loop, a core out of work takes none of them.
-		cc.Testbed.NoIdleBalance = tb.MigrationsOK && tb.Migrations < staysPerStmt
+		// A core out of work takes a queued thread from the other as
+		// often as the kernel moved them in the through loop.
+		idleBalance(&cc.Testbed, tb)
 	}
 	return cc
 }
@@ -858,7 +871,7 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		return
 	}
 	p("## Testbed\n\n")
-	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on an idle core, else in the shortest queue, and waits there; a thread with more work keeps its core; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs). Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ), and these are the model's, because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The moves column is how often the kernel moved the pooler or a pool's server to another core during the through loop, per statement (/proc/PID/task/TID/sched se.nr_migrations): under 0.01 a core out of work in the row's model takes no thread queued on another (testbed.idle_balance false: the kernel kept them where they were), else it takes one that has not run for 0.5 ms. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
+	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on an idle core, else in the shortest queue, and waits there; a thread with more work keeps its core; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs). Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ), and these are the model's, because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The moves column is how often the kernel moved the pooler or a pool's server to another core during the through loop, per statement (/proc/PID/task/TID/sched se.nr_migrations): a core out of work in the row's model takes a thread queued on the other (one that has not run for 0.5 ms) at most that often (testbed.idle_balance: one over the moves per second), where at every chance it moved a backend 0.1-0.3 times a statement. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
 	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU | through the target: clients → statements/s | moves between cores per statement | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		tb := r.Cal.Testbed

@@ -307,23 +307,28 @@ func TestMigrationsReadsTheKernelsCount(t *testing.T) {
 	}
 }
 
-// TestTestbedConfigKeepsThreadsWhereTheKernelDid: a through loop in
-// which the kernel hardly moved the pooler and the servers makes a
-// model without the idle balancing; one where it moved them, or could
-// not say, keeps it.
+// TestTestbedConfigKeepsThreadsWhereTheKernelDid: the model's cores out
+// of work take queued threads from each other as often as the kernel
+// moved the pooler and the servers in the through loop (never if it
+// moved none); where the kernel could not say, at every chance.
 func TestTestbedConfigKeepsThreadsWhereTheKernelDid(t *testing.T) {
 	cfg := system.Default()
 	cfg.Workload.Clients, cfg.Pooler.DefaultPoolSize = 20, 4
-	tb := &Testbed{Cores: 2, ThroughClients: 20, Driver: 20 * time.Microsecond, Server: 40 * time.Microsecond, Pooler: 24 * time.Microsecond}
+	tb := &Testbed{Cores: 2, ThroughClients: 20, ThroughTPS: 20000, Driver: 20 * time.Microsecond, Server: 40 * time.Microsecond, Pooler: 24 * time.Microsecond}
 	cal := Calibration{Hop: 30 * time.Microsecond, Testbed: tb}
 	for _, c := range []struct {
 		moves float64
 		ok    bool
-		stay  bool
-	}{{0.0001, true, true}, {0.2, true, false}, {0, false, false}} {
+		never bool
+		every sim.Time
+	}{{0.001, true, false, 50 * sim.Millisecond}, {0, true, true, 0}, {0.2, false, false, 0}} {
 		tb.Migrations, tb.MigrationsOK = c.moves, c.ok
-		if got := testbedConfig(cfg, cal, tb).Testbed.NoIdleBalance; got != c.stay {
-			t.Errorf("%.4f moves per statement (readable %v): no idle balance %v, want %v", c.moves, c.ok, got, c.stay)
+		cc := testbedConfig(cfg, cal, tb)
+		if cc.Testbed.NoIdleBalance != c.never || cc.Testbed.IdleBalanceEvery != c.every {
+			t.Errorf("%.4f moves per statement at 20,000/s (readable %v): never %v, every %v; want %v, %v", c.moves, c.ok, cc.Testbed.NoIdleBalance, cc.Testbed.IdleBalanceEvery, c.never, c.every)
+		}
+		if err := cc.Validate(); err != nil {
+			t.Errorf("%.4f moves: %v", c.moves, err)
 		}
 	}
 }
