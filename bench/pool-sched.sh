@@ -24,12 +24,8 @@
 set -euo pipefail
 POOL=${POOL:-8} CLIENTS=${CLIENTS:-50} DURATION=${DURATION:-4} ROUNDS=${ROUNDS:-3}
 die() { echo "$0: $*" >&2; exit 1; }
-bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
-[ -n "$bindir" ] && [ -x "$bindir/initdb" ] || die "no PostgreSQL server binaries in /usr/lib/postgresql/*/bin; install them: apt-get install postgresql"
-pgbench=$bindir/pgbench psql=$bindir/psql
-bouncer=$(command -v pgbouncer 2>/dev/null || echo /usr/sbin/pgbouncer)
-[ -x "$bouncer" ] || die "pgbouncer not found; install it: apt-get install pgbouncer"
-. "$(dirname "$0")/throwaway.sh" # free_port, as_pg, make_tmp, start_postgres, start_pgbouncer
+. "$(dirname "$0")/throwaway.sh" # find_servers, free_port, as_pg, make_tmp, start_postgres, start_pgbouncer
+find_servers
 
 make_tmp poolsim-pool-sched
 start_postgres

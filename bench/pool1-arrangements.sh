@@ -26,12 +26,8 @@ die() { echo "$0: $*" >&2; exit 1; }
 [ "$(nproc)" -ge 2 ] || die "needs 2 or more cores, this machine has $(nproc)"
 command -v taskset >/dev/null || die "taskset not found (util-linux)"
 
-bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
-[ -n "$bindir" ] && [ -x "$bindir/initdb" ] || die "no PostgreSQL server binaries in /usr/lib/postgresql/*/bin; install them: apt-get install postgresql"
-pgbench=$bindir/pgbench psql=$bindir/psql
-bouncer=$(command -v pgbouncer 2>/dev/null || echo /usr/sbin/pgbouncer)
-[ -x "$bouncer" ] || die "pgbouncer not found; install it: apt-get install pgbouncer"
-. "$(dirname "$0")/throwaway.sh" # free_port, as_pg, make_tmp, start_postgres, start_pgbouncer
+. "$(dirname "$0")/throwaway.sh" # find_servers, free_port, as_pg, make_tmp, start_postgres, start_pgbouncer
+find_servers
 
 make_tmp poolsim-pool1
 start_postgres

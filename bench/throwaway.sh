@@ -1,6 +1,17 @@
 # Sourced by the bench scripts that start a throwaway PostgreSQL and
 # PgBouncer of their own: the pieces they share. Expects die() defined, and
-# $bindir (PostgreSQL's) and $bouncer (pgbouncer) before the start_ ones.
+# $bindir (PostgreSQL's) and $bouncer (pgbouncer) before the start_ ones
+# (find_servers sets them).
+
+# find_servers sets $bindir (the newest /usr/lib/postgresql/*/bin), $pgbench,
+# $psql and $bouncer, or dies saying what to install.
+find_servers() {
+  bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+  [ -n "$bindir" ] && [ -x "$bindir/initdb" ] || die "no PostgreSQL server binaries in /usr/lib/postgresql/*/bin; install them: apt-get install postgresql"
+  pgbench=$bindir/pgbench psql=$bindir/psql
+  bouncer=$(command -v pgbouncer 2>/dev/null || echo /usr/sbin/pgbouncer)
+  [ -x "$bouncer" ] || die "pgbouncer not found; install it: apt-get install pgbouncer"
+}
 
 # free_port prints a free loopback port below the kernel's ephemeral range,
 # so that no outgoing connection (pgbench's, PgBouncer's) holds the one

@@ -18,18 +18,26 @@ func TestPerCoreColdIsMachineRepairman(t *testing.T) {
 	// machine-repairman M/M/4//20 of TestFiniteSource - X = 15.82305173/s,
 	// W = 263.9786776 ms - whichever way the cores are shared.
 	for _, sch := range []Scheduler{Shared, PerCore} {
-		cfg := Default()
-		cfg.Workload = Workload{Clients: 20, TxnsPerSession: 20_000, StmtsPerTxn: 1,
-			Query: sim.ConstDist(0), CPU: sim.ExpDist(200 * sim.Millisecond), Think: sim.ExpDist(sim.Second)}
-		cfg.Pooler.PoolMode = poolmode.Direct
-		cfg.Server.Cores = 4
-		cfg.Server.MaxConnections = 30
-		cfg.Testbed.Scheduler = sch
+		cfg := repairman(20_000, sch)
 		m := Run(cfg).Metrics
 		within(t, sch.String()+": throughput (1/s)", m.TPS, 15.82305173, 0.02)
 		within(t, sch.String()+": response time (ms)", m.MeanMs, 263.9786776, 0.02)
 		checkConservation(t, m)
 	}
+}
+
+// repairman is the machine-repairman M/M/4//20: 20 clients, each
+// transaction 200 ms of exponential CPU on 4 cores after a second's
+// exponential think, txns transactions each.
+func repairman(txns int, sch Scheduler) Config {
+	cfg := Default()
+	cfg.Workload = Workload{Clients: 20, TxnsPerSession: txns, StmtsPerTxn: 1,
+		Query: sim.ConstDist(0), CPU: sim.ExpDist(200 * sim.Millisecond), Think: sim.ExpDist(sim.Second)}
+	cfg.Pooler.PoolMode = poolmode.Direct
+	cfg.Server.Cores = 4
+	cfg.Server.MaxConnections = 30
+	cfg.Testbed.Scheduler = sch
+	return cfg
 }
 
 // hub is pgbench -S through a transaction pooler on 2 shared cores, with
@@ -245,13 +253,7 @@ func TestPerCoreNoIdleBalance(t *testing.T) {
 	// one, but a job queued behind another while a core was busy waits
 	// there when a core frees up, unless that core takes it. Without the
 	// balancing: slower (1.7 % at these parameters), and deterministic.
-	cfg := Default()
-	cfg.Workload = Workload{Clients: 20, TxnsPerSession: 2_000, StmtsPerTxn: 1,
-		Query: sim.ConstDist(0), CPU: sim.ExpDist(200 * sim.Millisecond), Think: sim.ExpDist(sim.Second)}
-	cfg.Pooler.PoolMode = poolmode.Direct
-	cfg.Server.Cores = 4
-	cfg.Server.MaxConnections = 30
-	cfg.Testbed.Scheduler = PerCore
+	cfg := repairman(2_000, PerCore)
 	with := Run(cfg).Metrics
 	cfg.Testbed.NoIdleBalance = true
 	without := Run(cfg).Metrics

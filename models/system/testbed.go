@@ -100,8 +100,8 @@ type Testbed struct {
 	// core, which passes over cache-hot threads). Measured through
 	// PgBouncer on this project's 2-vCPU machine (pgbench -S, pool 8,
 	// /proc/PID/sched's se.nr_migrations), PgBouncer and its servers
-	// changed cores about once per 10,000 transactions, where the model
-	// with the balancing moved a backend once per 10.
+	// changed cores about once per 10,000 transactions
+	// (bench/pool-sched.sh).
 	NoIdleBalance bool
 	// IdleBalanceEvery, if positive, lets a core out of work take a
 	// queued thread from another at most once per IdleBalanceEvery

@@ -153,7 +153,7 @@ func TestMeasureWakeCurve(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := measureWakeCurve(ctx)
+	c, err := measureWakeCurve(ctx, false)
 	if err != nil {
 		t.Fatal(err)
 	}

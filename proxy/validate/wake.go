@@ -42,6 +42,10 @@ var wakeWorks = []time.Duration{5 * time.Microsecond, 10 * time.Microsecond, 20 
 // wakeTries how many ping-pongs a round trip is the median of.
 const wakeRounds, wakeWarm, wakeTries = 1000, 200, 3
 
+// wakeQuick are the spins with --quick, each round trip one ping-pong:
+// three points in a second or two instead of six in about eight.
+var wakeQuick = []time.Duration{5 * time.Microsecond, 20 * time.Microsecond, 100 * time.Microsecond}
+
 // RunWakeSide runs one side of the wake-up ping-pong and exits when the
 // process was started as one (wakeSideEnv set); otherwise it returns at
 // once. Call it first thing in main (and in TestMain of tests that
@@ -145,9 +149,10 @@ func spin(d time.Duration) {
 // measureWakeCurve is the idle core's wake-up by its idle time on cores
 // 0 and 1: for each spin, (round trip on two cores − round trip on one) / 2
 // after (round trip on two cores − spin) of idle, each round trip the
-// median of wakeTries ping-pongs. Points whose idle does
-// not rise past the previous one are dropped.
-func measureWakeCurve(ctx context.Context) ([]system.WakePoint, error) {
+// median of wakeTries ping-pongs (quick: wakeQuick's spins, one
+// ping-pong each). Points whose idle does not rise past the previous one
+// are dropped.
+func measureWakeCurve(ctx context.Context, quick bool) ([]system.WakePoint, error) {
 	if runtime.NumCPU() < 2 {
 		return nil, errors.New("measure the wake-up: needs 2 cores")
 	}
@@ -162,9 +167,13 @@ func measureWakeCurve(ctx context.Context) ([]system.WakePoint, error) {
 	}
 	// Each round trip is the median of wakeTries: a ping-pong now and
 	// then meets the host's other work.
+	works, tries := wakeWorks, wakeTries
+	if quick {
+		works, tries = wakeQuick, 1
+	}
 	rt := func(b int, w time.Duration) (time.Duration, error) {
 		var xs []float64
-		for range wakeTries {
+		for range tries {
 			d, err := pingPong(ctx, exe, b, w)
 			if err != nil {
 				return 0, err
@@ -174,7 +183,7 @@ func measureWakeCurve(ctx context.Context) ([]system.WakePoint, error) {
 		return time.Duration(median(xs)), nil
 	}
 	var out []system.WakePoint
-	for _, w := range wakeWorks {
+	for _, w := range works {
 		one, err := rt(0, w)
 		if err != nil {
 			return nil, err
@@ -249,7 +258,7 @@ func (l *lab) measureWake(ctx context.Context, points []scenarios.Point) error {
 		return nil
 	}
 	l.phase("measuring the cores' wake-up")
-	c, err := measureWakeCurve(ctx)
+	c, err := measureWakeCurve(ctx, l.o.Quick)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
