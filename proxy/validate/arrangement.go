@@ -271,8 +271,27 @@ func modelArrangements(cfg system.Config, cal Calibration) {
 // calibratedRun is the calibrated model of one run of a row: with the
 // arrangements pinned in its calibration and its placement sampled, the
 // two arrangements' models weighted by the run's share of time with the
-// server on PgBouncer's core; otherwise the row's calibrated model.
+// server on PgBouncer's core; otherwise the row's calibrated model. A
+// pooled CPU-bound row's runs each process's CPU per statement measured
+// over the run (inrun.go).
 func calibratedRun(cfg system.Config, a attempt) system.Metrics {
+	tb := a.cal.Testbed
+	if tb == nil || !tb.Run.OK {
+		return beforeRun(cfg, a)
+	}
+	if tb.Together == nil || tb.Apart == nil || a.x.Placement == nil {
+		cal := a.cal
+		cal.Testbed = withRunCPU(tb)
+		return calibrated(cfg, cal)
+	}
+	tog, apart := arrangementsAtRunCPU(cfg, a.cal, a.x.Placement.Shared)
+	return mixArrangements(tog, apart, a.x.Placement.Shared)
+}
+
+// beforeRun is the calibrated model of one run from what was measured
+// before it alone: a CPU-bound row's through loop (and pinned loops)
+// right before the run.
+func beforeRun(cfg system.Config, a attempt) system.Metrics {
 	tb := a.cal.Testbed
 	if tb == nil || tb.Together == nil || tb.Apart == nil || a.x.Placement == nil {
 		return calibrated(cfg, a.cal)

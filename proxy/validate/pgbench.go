@@ -41,6 +41,9 @@ type pgbenchProc struct {
 	cmd *exec.Cmd
 	dir string // its log folder
 	out bytes.Buffer
+	// exited, if set, is called as soon as pgbench has exited, before
+	// its log is read (which costs this process CPU of its own).
+	exited func()
 }
 
 // startPgbench starts pgbench -S on dsn with clients connections (threads:
@@ -73,7 +76,11 @@ func (p *pgbenchProc) Pid() int { return p.cmd.Process.Pid }
 // folder is removed.
 func (p *pgbenchProc) Wait() ([]pgbenchTxn, error) {
 	defer os.RemoveAll(p.dir)
-	if err := p.cmd.Wait(); err != nil {
+	err := p.cmd.Wait()
+	if p.exited != nil {
+		p.exited()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("pgbench: %w: %s", err, lastLines(p.out.String(), 5))
 	}
 	files, err := filepath.Glob(filepath.Join(p.dir, "txn.*"))
@@ -182,24 +189,30 @@ func pgbenchResult(txns []pgbenchTxn, clients int) *load.Result {
 const pgbenchGuard = 20 * time.Minute
 
 // runPgbenchLoad is a pgbench-driven row's run: clients connections, each
-// running txns transactions.
-func runPgbenchLoad(ctx context.Context, bin, dsn string, clients, txns int, seed uint64) (*load.Result, error) {
+// running txns transactions; cpu is pgbench's own CPU time, all its
+// threads' (its rusage). exited, if not nil, is called as soon as pgbench
+// has exited, before its log is read.
+func runPgbenchLoad(ctx context.Context, bin, dsn string, clients, txns int, seed uint64, exited func()) (res *load.Result, cpu time.Duration, err error) {
 	// A guard: a pooler that stops answering must not hold the run
 	// forever (pgbench has no timeout of its own).
 	ctx, cancel := context.WithTimeout(ctx, pgbenchGuard)
 	defer cancel()
 	p, err := startPgbench(ctx, bin, dsn, clients, seed, "-t", strconv.Itoa(txns))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	p.exited = exited
 	t, err := p.Wait()
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return nil, fmt.Errorf("%w (stopped after %v)", err, pgbenchGuard)
+			return nil, 0, fmt.Errorf("%w (stopped after %v)", err, pgbenchGuard)
 		}
-		return nil, err
+		return nil, 0, err
 	}
-	return pgbenchResult(t, clients), nil
+	if st := p.cmd.ProcessState; st != nil {
+		cpu = st.UserTime() + st.SystemTime()
+	}
+	return pgbenchResult(t, clients), cpu, nil
 }
 
 // lastLines is s's last n lines, on one line.

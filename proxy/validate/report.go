@@ -80,10 +80,14 @@ type Row struct {
 	// (counts: every run must match).
 	Repeats      []Measured
 	RepeatModels []system.Metrics
-	Prepared     bool        // the row runs prepared statements (preparedCells)
-	Cal          Calibration // medians of the calibrations made right before each run
-	Load         string      // the machine's load averages before and after the row's runs
-	Cells        []Cell
+	// Before is a pooled CPU-bound row's calibrated model from what its
+	// runs' calibrations measured before each run alone (the through
+	// loop's CPU per statement, not the run's), medians; nil otherwise.
+	Before   *system.Metrics
+	Prepared bool        // the row runs prepared statements (preparedCells)
+	Cal      Calibration // medians of the calibrations made right before each run
+	Load     string      // the machine's load averages before and after the row's runs
+	Cells    []Cell
 	// Class is the client class a row of a scenario with classes shows
 	// (allClasses for the row of all of them), Pool its pool: name
 	// (database/user, mode, size).

@@ -347,7 +347,9 @@ func TestReportHasNoBadVerbs(t *testing.T) {
 			WakeCurve: []system.WakePoint{{Idle: 40 * sim.Microsecond, Wake: 12 * sim.Microsecond}, {Idle: 130 * sim.Microsecond, Wake: 40 * sim.Microsecond}},
 			Together:  &Arrangement{TPS: 22000, Placement: &Placement{Samples: 150, Shared: 1}, Model: system.Metrics{TPS: 21500}},
 			Apart:     &Arrangement{Apart: true, TPS: 13000, Model: system.Metrics{TPS: 12500}}}},
-		Repeats: []Measured{{TPS: 21000, Placement: &Placement{Samples: 100, Shared: 0.9}}}, RepeatModels: []system.Metrics{{TPS: 20600}}}
+		Repeats: []Measured{{TPS: 21000, Placement: &Placement{Samples: 100, Shared: 0.9}}}, RepeatModels: []system.Metrics{{TPS: 20600}},
+		Before: &system.Metrics{TPS: 940}}
+	r.Cal.Testbed.Run = RunCPU{Driver: 21 * time.Microsecond, Pooler: 24 * time.Microsecond, Server: 40 * time.Microsecond, OK: true}
 	judge(&r)
 	rep := &Report{Scenario: "t", Target: "pgbouncer", Rows: []Row{r}}
 	var b strings.Builder
@@ -357,9 +359,11 @@ func TestReportHasNoBadVerbs(t *testing.T) {
 	if !strings.Contains(b.String(), "## Testbed") || !strings.Contains(b.String(), "| 22000 (21500) |") || !strings.Contains(b.String(), "21000 (90 %) → 20600") {
 		t.Fatalf("no testbed section in:\n%s", b.String())
 	}
-	// The model (1000/s) against its loop (950/s) and the loop against
-	// the run (990/s); the wake-up curve the models took.
-	for _, want := range []string{"| 1000 | 950 | 990 | +5.3 | -4.0 |", "12.0 µs after 40.0 µs idle, 40.0 µs after 130.0 µs idle"} {
+	// The calibrated model (1000/s, the run's CPU) against the run
+	// (990/s), the loop's model (940/s) against its loop (950/s) and the
+	// loop against the run; the run's CPU per statement the model ran;
+	// the wake-up curve the models took.
+	for _, want := range []string{"| 1000 | 940 | 950 | 990 | +1.0 | -1.1 | -4.0 |", "| 21.0 µs / 24.0 µs / 40.0 µs |", "12.0 µs after 40.0 µs idle, 40.0 µs after 130.0 µs idle"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}

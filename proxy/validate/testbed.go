@@ -107,6 +107,10 @@ type Testbed struct {
 	// factors of its mean: the through loop's, or the most concurrent
 	// direct point's for a direct row (speedFactors).
 	Speed []float64
+	// Run is each process's CPU per statement over the run itself (a
+	// pooled row): the calibrated model's in place of Driver, Pooler and
+	// Server, the through loop's (inrun.go).
+	Run RunCPU
 }
 
 // testbedKind says whether the scenario's live statement is calibrated as
@@ -871,8 +875,8 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		return
 	}
 	p("## Testbed\n\n")
-	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on an idle core, else in the shortest queue, and waits there; a thread with more work keeps its core; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs). Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ), and these are the model's, because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The moves column is how often the kernel moved the pooler or a pool's server to another core during the through loop, per statement (/proc/PID/task/TID/sched se.nr_migrations): a core out of work in the row's model takes a thread queued on the other (one that has not run for 0.5 ms) at most that often (testbed.idle_balance: one over the moves per second), not at every chance as Linux's documented balancing of a newly idle core would. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
-	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU | through the target: clients → statements/s | moves between cores per statement | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on an idle core, else in the shortest queue, and waits there; a thread with more work keeps its core; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs). Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ), because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). The row's model runs the same processes' CPU per statement read over the run itself (the run's column: the servers' and PgBouncer's schedstat, pgbench's rusage, this process's; these are the kernel's counters, not the run's throughput or latencies, which the model must still produce): this shared machine's speed drifts between a loop and the run after it by more than the tolerances, and the drift is in what a statement costs, not in how busy the cores are (bench/loop-noise.sh); the model from the through loop alone is in the next section. A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The moves column is how often the kernel moved the pooler or a pool's server to another core during the through loop, per statement (/proc/PID/task/TID/sched se.nr_migrations): a core out of work in the row's model takes a thread queued on the other (one that has not run for 0.5 ms) at most that often (testbed.idle_balance: one over the moves per second), not at every chance as Linux's documented balancing of a newly idle core would. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
+	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU | through the target: clients → statements/s | CPU per statement in the run (the model's): driver / pooler / server | moves between cores per statement | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		tb := r.Cal.Testbed
 		if tb == nil {
@@ -898,8 +902,12 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		if tb.MigrationsOK && tb.ThroughClients > 0 {
 			moves = fmt.Sprintf("%.4f", tb.Migrations)
 		}
-		p("| %s | %s | %.4f / %.5f / %.0f/s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s | %s | %s | %s | %s | %s |\n", r.Title(), strings.Join(pts, ", "), tb.USL.Sigma, tb.USL.Kappa, tb.USL.Lambda, us(tb.Driver), us(tb.Server), us(tb.Latency),
-			tb.Background, tb.Contention, tb.Coherency, spread, us(tb.Pooler), through, moves, us(r.Cal.Hop), speedCell(tb.Speed))
+		inRun := "—"
+		if tb.Run.OK {
+			inRun = fmt.Sprintf("%s / %s / %s", us(tb.Run.Driver), us(tb.Run.Pooler), us(tb.Run.Server))
+		}
+		p("| %s | %s | %.4f / %.5f / %.0f/s | %s | %s | %s | %.2f cores | %.4f / %.5f | %s | %s | %s | %s | %s | %s | %s |\n", r.Title(), strings.Join(pts, ", "), tb.USL.Sigma, tb.USL.Kappa, tb.USL.Lambda, us(tb.Driver), us(tb.Server), us(tb.Latency),
+			tb.Background, tb.Contention, tb.Coherency, spread, us(tb.Pooler), through, inRun, moves, us(r.Cal.Hop), speedCell(tb.Speed))
 	}
 	p("\n")
 	for _, r := range rep.Rows {
@@ -911,33 +919,44 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 	rep.writeErrorSplit(p)
 }
 
-// writeErrorSplit is the report's split of each CPU-bound row's TPS error
-// in two: the calibrated model against the through loop it was calibrated
-// on (the model's own error: the loop runs the row's clients through the
-// row's pool, as the run does), and the loop against the run (the machine
-// between the calibration and the run).
+// writeErrorSplit is the report's split of each CPU-bound row's TPS
+// error: the calibrated model (the run's own CPU per statement) against
+// the run, the model from the through loop alone against that loop (the
+// model's error at the loop's costs: the loop runs the row's clients
+// through the row's pool, as the run does), and the loop against the run
+// (the machine between the calibration and the run, which the run's own
+// CPU takes out).
 func (rep *Report) writeErrorSplit(p func(string, ...any)) {
-	var ml, lr []float64
+	var mr, ml, lr []float64
 	var lines []string
+	inRun := false
 	for _, r := range rep.Rows {
 		tb := r.Cal.Testbed
 		if tb == nil || tb.ThroughTPS <= 0 || r.Calibrated.TPS <= 0 || r.Measured.TPS <= 0 {
 			continue
 		}
-		a, b := 100*(r.Calibrated.TPS/tb.ThroughTPS-1), 100*(tb.ThroughTPS/r.Measured.TPS-1)
-		ml, lr = append(ml, a), append(lr, b)
-		lines = append(lines, fmt.Sprintf("| %s | %.0f | %.0f | %.0f | %+.1f | %+.1f |\n", r.Title(), r.Calibrated.TPS, tb.ThroughTPS, r.Measured.TPS, a, b))
+		loopModel, both := r.Calibrated, "—"
+		if r.Before != nil {
+			loopModel, inRun = *r.Before, true
+			both = fmt.Sprintf("%.0f", r.Before.TPS)
+		}
+		a, b, c := 100*(r.Calibrated.TPS/r.Measured.TPS-1), 100*(loopModel.TPS/tb.ThroughTPS-1), 100*(tb.ThroughTPS/r.Measured.TPS-1)
+		mr, ml, lr = append(mr, a), append(ml, b), append(lr, c)
+		lines = append(lines, fmt.Sprintf("| %s | %.0f | %s | %.0f | %.0f | %+.1f | %+.1f | %+.1f |\n", r.Title(), r.Calibrated.TPS, both, tb.ThroughTPS, r.Measured.TPS, a, b, c))
 	}
 	if len(lines) == 0 {
 		return
 	}
 	p("### Where the TPS error comes from\n\n")
-	p("%s", "The calibrated model's TPS error is two: the model against the through loop it was calibrated on (three seconds of the row's clients through the row's pool right before the run: the model's own error) and that loop against the run (the machine between the calibration and the run). Medians over the row's runs; at a pool-1 row through PgBouncer the model is the run's mix of the two arrangements.\n\n")
-	p("%s", "| row | calibrated model | through loop | measured run | model vs loop % | loop vs run % |\n|---|---|---|---|---|---|\n")
+	p("%s", "The calibrated model's TPS against the run, and the same model from the through loop alone (three seconds of the row's clients through the row's pool right before the run, its CPU per statement in place of the run's: what the loop foretold) against that loop — the model's error at the loop's costs — and the loop against the run: the machine between the calibration and the run, which the run's own CPU per statement takes out of the calibrated model. Medians over the row's runs; at a pool-1 row through PgBouncer the models are the run's mix of the two arrangements.\n\n")
+	p("%s", "| row | calibrated model | model from the loop alone | through loop | measured run | calibrated model vs run % | loop's model vs loop % | loop vs run % |\n|---|---|---|---|---|---|---|---|\n")
 	for _, l := range lines {
 		p("%s", l)
 	}
-	p("\nOver the %d rows: model vs loop %s; loop vs run %s.\n\n", len(ml), meanSD(ml), meanSD(lr))
+	if !inRun {
+		p("\nNo run's CPU per statement was read: the calibrated model is the loop's.\n")
+	}
+	p("\nOver the %d rows: calibrated model vs run %s; the loop's model vs its loop %s; loop vs run %s.\n\n", len(mr), meanSD(mr), meanSD(ml), meanSD(lr))
 }
 
 // meanSD is "mean +x.x %, standard deviation y.y points".
@@ -972,6 +991,18 @@ func combineTestbed(cs []Calibration) *Testbed {
 	t.Pooler = medianDur(tbs, func(x *Testbed) time.Duration { return x.Pooler })
 	t.Background = medianOf(tbs, func(x *Testbed) float64 { return x.Background })
 	t.ThroughTPS = medianOf(tbs, func(x *Testbed) float64 { return x.ThroughTPS })
+	var inRun []*Testbed
+	for _, x := range tbs {
+		if x.Run.OK {
+			inRun = append(inRun, x)
+		}
+	}
+	t.Run = RunCPU{OK: len(inRun) > 0}
+	if t.Run.OK {
+		t.Run.Driver = medianDur(inRun, func(x *Testbed) time.Duration { return x.Run.Driver })
+		t.Run.Pooler = medianDur(inRun, func(x *Testbed) time.Duration { return x.Run.Pooler })
+		t.Run.Server = medianDur(inRun, func(x *Testbed) time.Duration { return x.Run.Server })
+	}
 	var moved []*Testbed
 	for _, x := range tbs {
 		if x.MigrationsOK {

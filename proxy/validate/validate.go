@@ -362,14 +362,21 @@ func (l *lab) row(ctx context.Context, p scenarios.Point, model system.Metrics, 
 	}
 	var xs []Measured
 	var cals []Calibration
-	var models []system.Metrics
+	var models, before []system.Metrics
 	for _, a := range runs {
 		xs, cals = append(xs, a.x), append(cals, a.cal)
 		models = append(models, calibratedRun(c, a))
+		if tb := a.cal.Testbed; tb != nil && tb.Run.OK {
+			before = append(before, beforeRun(c, a))
+		}
 	}
 	row.Repeats, row.RepeatModels = xs, models
 	row.Measured = combineMeasured(xs, model)
 	row.Calibrated = combineModels(models, model)
+	if len(before) == len(runs) {
+		b := combineModels(before, model)
+		row.Before = &b
+	}
 	row.Cal = combineCal(cals)
 	row.Load = loadStart + " → " + loadAvg()
 	row.calStmt = float64(row.Cal.QueryMean+2*row.Cal.Hop) / 1e6
@@ -465,11 +472,20 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	if testbed {
 		placed = l.watchPooler(ctx, t)
 	}
+	var rw *runWatch
+	if testbed && mode.Pooled() {
+		if rw, err = l.watchRun(ctx, t); err != nil {
+			return a, err
+		}
+	}
 	cpu0 := sampleCPU()
 	var res *load.Result
-	if pg := l.pgbench(c); pg != nil {
+	var pgbenchCPU time.Duration
+	var ended cpuSample // the run's end, before pgbench's log is read
+	pg := l.pgbench(c)
+	if pg != nil {
 		t.waits()
-		res, err = runPgbenchLoad(ctx, pg.bin, t.dsn, c.Workload.Clients, c.Workload.TxnsPerSession, c.Seed)
+		res, pgbenchCPU, err = runPgbenchLoad(ctx, pg.bin, t.dsn, c.Workload.Clients, c.Workload.TxnsPerSession, c.Seed, func() { ended = sampleCPU() })
 	} else {
 		res, err = load.Run(ctx, load.Spec{
 			Prepared:  prepared,
@@ -483,9 +499,19 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 		})
 	}
 	cpu1 := sampleCPU()
+	if ended.at.IsZero() {
+		ended = cpu1
+	}
 	place := placed()
 	if err != nil {
 		return a, err
+	}
+	if rw != nil {
+		tb := a.cal.Testbed
+		tb.Run = rw.finish(ctx, l, t, res.Stmts, ended.self-cpu0.self, pgbenchCPU, pg != nil, tb)
+		if tb.Run.OK {
+			l.logf("validate: CPU per statement in the run: driver %v, pooler %v, server %v (through loop: %v, %v, %v)", tb.Run.Driver, tb.Run.Pooler, tb.Run.Server, tb.Driver, tb.Pooler, tb.Server)
+		}
 	}
 	x := measured(res)
 	x.Placement = place

@@ -424,6 +424,15 @@ func TestValidatePgbenchSelect(t *testing.T) {
 		if _, err := os.Stat("/proc/self/sched"); err == nil && !tb.MigrationsOK {
 			t.Errorf("%s: the servers' moves between cores not counted in the through loop", r.Title())
 		}
+		// The processes' CPU per statement was read over the run too,
+		// and the row's calibrated model runs it; the loop's alone is
+		// kept beside it.
+		if !tb.Run.OK || tb.Run.Server <= 0 || tb.Run.Pooler <= 0 || tb.Run.Driver < 0 {
+			t.Errorf("%s: the run's CPU per statement %+v: want the servers', the proxy's and the driver's read", r.Title(), tb.Run)
+		}
+		if r.Before == nil || !(r.Before.TPS > 0) {
+			t.Errorf("%s: no model from the through loop alone", r.Title())
+		}
 	}
 	lines := rep.Curves()
 	if len(lines) != 1 || len(lines[0].Points) != 2 {
@@ -433,7 +442,7 @@ func TestValidatePgbenchSelect(t *testing.T) {
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## The curve", "## Testbed", "Peak pool size: calibrated model", "### Where the TPS error comes from", "An idle core's wake-up"} {
+	for _, want := range []string{"## The curve", "## Testbed", "Peak pool size: calibrated model", "### Where the TPS error comes from", "An idle core's wake-up", "CPU per statement in the run (the model's)", "| model from the loop alone |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
@@ -487,11 +496,19 @@ func TestValidatePool1Arrangements(t *testing.T) {
 			t.Errorf("%s: %+v: want its rate, PgBouncer's and the server's CPU measured, and its model run", a.name(), *a)
 		}
 	}
+	// The model from the loops alone mixes the arrangements' models; the
+	// calibrated one mixes them at the run's own CPU per statement
+	// (PgBouncer's and the server's schedstat, pgbench's rusage).
 	if x := r.Repeats[0]; x.Placement != nil {
 		lo, hi := min(tb.Together.Model.TPS, tb.Apart.Model.TPS), max(tb.Together.Model.TPS, tb.Apart.Model.TPS)
-		if m := r.RepeatModels[0].TPS; m < lo-1e-6 || m > hi+1e-6 {
-			t.Errorf("the run's calibrated model %.0f/s is not a mix of the arrangements' %.0f and %.0f", m, tb.Together.Model.TPS, tb.Apart.Model.TPS)
+		if r.Before == nil {
+			t.Error("no model from the loops alone")
+		} else if m := r.Before.TPS; m < lo-1e-6 || m > hi+1e-6 {
+			t.Errorf("the run's model from the loops %.0f/s is not a mix of the arrangements' %.0f and %.0f", m, tb.Together.Model.TPS, tb.Apart.Model.TPS)
 		}
+	}
+	if !tb.Run.OK || tb.Run.Server <= 0 || tb.Run.Pooler <= 0 || tb.Run.Driver <= 0 {
+		t.Errorf("the run's CPU per statement %+v: want PgBouncer's, the server's and pgbench's read", tb.Run)
 	}
 	var md strings.Builder
 	if err := rep.WriteMarkdown(&md); err != nil {

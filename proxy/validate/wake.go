@@ -152,6 +152,14 @@ func spin(d time.Duration) {
 // median of wakeTries ping-pongs (quick: wakeQuick's spins, one
 // ping-pong each). Points whose idle does not rise past the previous one
 // are dropped.
+//
+// The tries are passes over all the spins, one after another, not
+// repeats of one spin: the host now and then stalls the vCPUs for
+// seconds (a 5-µs spin's round trip took 939 µs, its median of three
+// repeats in a row, at the start of a validation on 2026-12-02, while the
+// through loops a minute later ran as usual) and a stall must not fill a
+// spin's every try - above all the first spin's, whose idle no later
+// point then rises past.
 func measureWakeCurve(ctx context.Context, quick bool) ([]system.WakePoint, error) {
 	if runtime.NumCPU() < 2 {
 		return nil, errors.New("measure the wake-up: needs 2 cores")
@@ -165,33 +173,27 @@ func measureWakeCurve(ctx context.Context, quick bool) ([]system.WakePoint, erro
 	if err != nil {
 		return nil, fmt.Errorf("measure the wake-up: %w", err)
 	}
-	// Each round trip is the median of wakeTries: a ping-pong now and
-	// then meets the host's other work.
 	works, tries := wakeWorks, wakeTries
 	if quick {
 		works, tries = wakeQuick, 1
 	}
-	rt := func(b int, w time.Duration) (time.Duration, error) {
-		var xs []float64
-		for range tries {
-			d, err := pingPong(ctx, exe, b, w)
-			if err != nil {
-				return 0, err
+	// rts[i][b] are spin i's round trips with the echo on core b, one per
+	// pass.
+	rts := make([][2][]float64, len(works))
+	for range tries {
+		for i, w := range works {
+			for b := range 2 {
+				d, err := pingPong(ctx, exe, b, w)
+				if err != nil {
+					return nil, err
+				}
+				rts[i][b] = append(rts[i][b], float64(d))
 			}
-			xs = append(xs, float64(d))
 		}
-		return time.Duration(median(xs)), nil
 	}
 	var out []system.WakePoint
-	for _, w := range works {
-		one, err := rt(0, w)
-		if err != nil {
-			return nil, err
-		}
-		two, err := rt(1, w)
-		if err != nil {
-			return nil, err
-		}
+	for i, w := range works {
+		one, two := time.Duration(median(rts[i][0])), time.Duration(median(rts[i][1]))
 		p := system.WakePoint{Idle: sim.FromDuration(two - w), Wake: sim.FromDuration(max(0, (two-one)/2))}
 		if len(out) == 0 || p.Idle > out[len(out)-1].Idle {
 			out = append(out, p)

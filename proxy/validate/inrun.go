@@ -1,0 +1,174 @@
+package validate
+
+import (
+	"context"
+	"time"
+
+	"github.com/poolsim/poolsim/models/system"
+)
+
+// A pooled CPU-bound row's calibrated model runs each process's CPU per
+// statement as measured over the run itself: the pool's servers' and
+// PgBouncer's from /proc/PID/schedstat, the driver's (pgbench's rusage, or
+// this process's) and, through the in-process proxy, this process's.
+// These are counters of the kernel's, read before and after the run, not
+// the run's throughput or latencies, which the model still has to
+// produce: how much of the cores the processes keep busy at the row's
+// pool size, and how long each statement waits.
+//
+// The through loop right before the run measures the same costs, but this
+// shared machine's speed drifts between the two by more than the
+// tolerances: through PgBouncer (bench/loop-noise.sh, 10 loop-and-run
+// pairs at pools 2 and 8) a three-second loop foretold the run after it
+// within 13.1 and 11.4 % (root mean square), while the machine's busy
+// cores per transaction moved by as much (coefficient of variation 7-9 %)
+// and the loop's rate at the run's own CPU per transaction was within 6.4
+// and 4.3 %: the drift is in what a transaction costs (the host's other
+// work), not in how busy the cores are. The report keeps the model from
+// the loop alone (beforeRun) beside it, and splits the error.
+
+// RunCPU is each process's CPU per statement over one run: the load
+// driver's, the pooler's and the pool's servers' (all of them, per
+// statement of the run), if OK.
+type RunCPU struct {
+	Driver, Pooler, Server time.Duration
+	OK                     bool
+}
+
+// runWatch reads the processes' CPU counters before a pooled CPU-bound
+// row's run; finish reads them again after it.
+type runWatch struct {
+	servers []int
+	bouncer []int
+	e0      []time.Duration
+	ok      bool
+}
+
+// watchRun starts a run's CPU reading: PgBouncer's process (if the target
+// is PgBouncer) and the pool's servers, which the through loop opened and
+// the run keeps.
+func (l *lab) watchRun(ctx context.Context, t *running) (*runWatch, error) {
+	w := &runWatch{}
+	if t.bouncer != nil {
+		w.bouncer = []int{t.bouncer.Pid()}
+	}
+	servers, err := l.serverPids(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.servers = servers
+	w.e0, w.ok = eachCPU(append(append([]int(nil), w.bouncer...), w.servers...))
+	return w, nil
+}
+
+// finish is the run's CPU per statement: stmts statements, self this
+// process's CPU over the run, driver pgbench's (0 with poolsim's own
+// driver), tb the row's testbed (through the in-process proxy with
+// poolsim's own driver, this process is driver and pooler both: split as
+// the through loop measured them). A server the run opened counts whole.
+func (w *runWatch) finish(ctx context.Context, l *lab, t *running, stmts int64, self, driver time.Duration, pgbench bool, tb *Testbed) RunCPU {
+	var r RunCPU
+	pids := append(append([]int(nil), w.bouncer...), w.servers...)
+	e1, ok := eachCPU(pids)
+	if !w.ok || !ok || stmts <= 0 || len(w.servers) == 0 {
+		return r
+	}
+	var server time.Duration
+	for i := len(w.bouncer); i < len(pids); i++ {
+		server += e1[i] - w.e0[i]
+	}
+	if now, err := l.serverPids(ctx); err == nil {
+		var added []int
+		for _, p := range now {
+			if !containsPid(w.servers, p) {
+				added = append(added, p)
+			}
+		}
+		if len(added) > 0 {
+			if e, ok := eachCPU(added); ok {
+				for _, d := range e {
+					server += d
+				}
+			}
+		}
+	}
+	per := func(d time.Duration) time.Duration { return max(0, d/time.Duration(stmts)) }
+	r.Server = per(server)
+	switch {
+	case t.bouncer != nil && pgbench:
+		r.Pooler, r.Driver = per(e1[0]-w.e0[0]), per(driver)
+	case t.bouncer != nil:
+		r.Pooler, r.Driver = per(e1[0]-w.e0[0]), per(self)
+	case pgbench:
+		// pgbench is a process of its own: this process is the proxy.
+		r.Pooler, r.Driver = per(self), per(driver)
+	default:
+		// This process drives the load and pools it: split as the loop
+		// measured the two.
+		if tb.Pooler+tb.Driver <= 0 {
+			return RunCPU{}
+		}
+		f := float64(tb.Pooler) / float64(tb.Pooler+tb.Driver)
+		all := per(self)
+		r.Pooler = time.Duration(f * float64(all))
+		r.Driver = all - r.Pooler
+	}
+	r.OK = true
+	return r
+}
+
+func containsPid(pids []int, p int) bool {
+	for _, x := range pids {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
+
+// withRunCPU is testbed tb with the run's CPU per statement in place of
+// the through loop's (tb itself if the run's was not read).
+func withRunCPU(tb *Testbed) *Testbed {
+	if tb == nil || !tb.Run.OK {
+		return tb
+	}
+	c := *tb
+	c.Driver, c.Pooler, c.Server = tb.Run.Driver, tb.Run.Pooler, tb.Run.Server
+	return &c
+}
+
+// arrangementsAtRunCPU are a pool-1 row's two arrangements with their
+// costs scaled, process by process, by the run's CPU per statement over
+// what the two arrangements would have cost in the run's mix of them
+// (share of its time together): the pinned loops' difference between the
+// arrangements kept, the machine's drift since taken out. Each model is
+// run again.
+func arrangementsAtRunCPU(cfg system.Config, cal Calibration, share float64) (tog, apart *Arrangement) {
+	tb := cal.Testbed
+	t, a := *tb.Together, *tb.Apart
+	share = min(1, max(0, share))
+	// The run's statements come from each arrangement in proportion to
+	// time × rate.
+	wt := 0.0
+	if d := share*t.TPS + (1-share)*a.TPS; d > 0 {
+		wt = share * t.TPS / d
+	}
+	scale := func(run, x, y time.Duration) float64 {
+		mix := wt*float64(x) + (1-wt)*float64(y)
+		if mix <= 0 {
+			return 1
+		}
+		return float64(run) / mix
+	}
+	sd := scale(tb.Run.Driver, t.Driver, a.Driver)
+	sp := scale(tb.Run.Pooler, t.Pooler, a.Pooler)
+	ss := scale(tb.Run.Server, t.Server, a.Server)
+	for _, x := range []*Arrangement{&t, &a} {
+		x.Driver = time.Duration(sd * float64(x.Driver))
+		x.Pooler = time.Duration(sp * float64(x.Pooler))
+		x.Server = time.Duration(ss * float64(x.Server))
+		r, lat := system.RunLatencies(arrangementConfig(cfg, cal, x))
+		x.Model, x.lat = r.Metrics, latQuantiles(lat, latGrid)
+	}
+	return &t, &a
+}

@@ -1,0 +1,80 @@
+package validate
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/poolsim/poolsim/models/system"
+)
+
+// inRunRow is a pooled CPU-bound row's config and a calibration whose
+// through loop measured the given CPU per statement.
+func inRunRow(driver, pooler, server time.Duration) (system.Config, Calibration) {
+	cfg := system.Default()
+	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Workload.StmtsPerTxn = 20, 200, 1
+	cfg.Pooler.DefaultPoolSize = 4
+	cfg.Server.MaxConnections = 20
+	tb := &Testbed{Cores: 2, ThroughClients: 20, ThroughTPS: 20000, Driver: driver, Server: server, Pooler: pooler, Latency: 40 * time.Microsecond}
+	return cfg, Calibration{Hop: 30 * time.Microsecond, Testbed: tb}
+}
+
+// TestCalibratedRunTakesTheRunsCPU: a pooled CPU-bound row's calibrated
+// model runs the CPU per statement read over the run, not the through
+// loop's; the same costs give the same model, dearer ones a slower one,
+// and without the run's the loop's model stays.
+func TestCalibratedRunTakesTheRunsCPU(t *testing.T) {
+	cfg, cal := inRunRow(20*time.Microsecond, 24*time.Microsecond, 40*time.Microsecond)
+	tb := cal.Testbed
+	a := attempt{cal: cal}
+	loop := calibratedRun(cfg, a)
+	if b := beforeRun(cfg, a); b.TPS != loop.TPS {
+		t.Fatalf("no run's CPU: calibrated %.0f/s, from the loop alone %.0f/s: want the same", loop.TPS, b.TPS)
+	}
+	tb.Run = RunCPU{Driver: tb.Driver, Pooler: tb.Pooler, Server: tb.Server, OK: true}
+	if got := calibratedRun(cfg, a).TPS; got != loop.TPS {
+		t.Errorf("the run's CPU equal to the loop's: %.0f/s, want the loop's model %.0f/s", got, loop.TPS)
+	}
+	tb.Run = RunCPU{Driver: 25 * time.Microsecond, Pooler: 30 * time.Microsecond, Server: 50 * time.Microsecond, OK: true}
+	dear := calibratedRun(cfg, a)
+	if r := dear.TPS / loop.TPS; r > 0.85 || r < 0.7 {
+		t.Errorf("every cost 25 %% dearer in the run: %.0f/s against %.0f/s (×%.2f), want about ×0.8", dear.TPS, loop.TPS, r)
+	}
+	if b := beforeRun(cfg, a); b.TPS != loop.TPS {
+		t.Errorf("the model from the loop alone moved with the run's CPU: %.0f/s, want %.0f/s", b.TPS, loop.TPS)
+	}
+	if tb.Driver != 20*time.Microsecond || tb.Server != 40*time.Microsecond {
+		t.Errorf("the testbed's through-loop costs were overwritten: %+v", *tb)
+	}
+}
+
+// TestArrangementsAtRunCPU: at a pool-1 row through PgBouncer the two
+// pinned arrangements' costs are scaled, process by process, so that the
+// run's mix of them costs what the run measured: the run's CPU equal to
+// that mix leaves both models as they were, a dearer run slows both.
+func TestArrangementsAtRunCPU(t *testing.T) {
+	cfg, cal := inRunRow(20*time.Microsecond, 24*time.Microsecond, 40*time.Microsecond)
+	cfg.Pooler.DefaultPoolSize = 1
+	tb := cal.Testbed
+	tb.Together = &Arrangement{TPS: 16000, Driver: 20 * time.Microsecond, Pooler: 20 * time.Microsecond, Server: 36 * time.Microsecond}
+	tb.Apart = &Arrangement{Apart: true, TPS: 12000, Driver: 20 * time.Microsecond, Pooler: 30 * time.Microsecond, Server: 44 * time.Microsecond}
+	modelArrangements(cfg, cal)
+	share := 0.5
+	a := attempt{cal: cal, x: Measured{Placement: &Placement{Samples: 10, Shared: share}}}
+	before := beforeRun(cfg, a)
+	// The run's statements: 16000/28000 of them together.
+	wt := 16000.0 / 28000
+	mix := func(x, y time.Duration) time.Duration { return time.Duration(wt*float64(x) + (1-wt)*float64(y)) }
+	tb.Run = RunCPU{Driver: 20 * time.Microsecond, Pooler: mix(20*time.Microsecond, 30*time.Microsecond), Server: mix(36*time.Microsecond, 44*time.Microsecond), OK: true}
+	same := calibratedRun(cfg, a)
+	if math.Abs(same.TPS/before.TPS-1) > 0.002 {
+		t.Errorf("the run's CPU the arrangements' mix: %.0f/s, want the loops' model %.0f/s", same.TPS, before.TPS)
+	}
+	tb.Run.Server = tb.Run.Server * 13 / 10
+	if dear := calibratedRun(cfg, a); !(dear.TPS < 0.95*before.TPS) {
+		t.Errorf("the servers 30 %% dearer in the run: %.0f/s, want well below %.0f/s", dear.TPS, before.TPS)
+	}
+	if tb.Together.Server != 36*time.Microsecond || tb.Apart.Server != 44*time.Microsecond {
+		t.Errorf("the arrangements' measured costs were overwritten: %v, %v", tb.Together.Server, tb.Apart.Server)
+	}
+}
