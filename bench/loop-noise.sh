@@ -11,10 +11,13 @@
 # -j 2 -T $LOOP`) and at once a run (the same with `-t $TXNS`: each client
 # $TXNS transactions, as poolsim validate's pgbench driver runs a row),
 # and a last loop after the last run. It prints each loop's and run's
-# transactions per second (pgbench's, without the connections' start),
-# then the runs' error against the loop before them and against the mean
-# of the loops before and after (a bracket): mean and root mean square,
-# in percent. Needs the PostgreSQL server binaries, pgbench and pgbouncer;
+# transactions per second over its whole wall (connections included), the
+# machine's busy cores and steal over it (/proc/stat) and the busy CPU per
+# transaction; then the variation of both over all loops and runs, and
+# each run's error against the loop before it, against the mean of the
+# loops before and after (a bracket), and against the loop before at the
+# run's own busy CPU per transaction (the loop's rate × its CPU per
+# transaction / the run's): mean and root mean square, in percent. Needs the PostgreSQL server binaries, pgbench and pgbouncer;
 # as root, the servers run as postgres. Everything it starts is stopped
 # and removed on exit.
 #

@@ -14,7 +14,9 @@
 // server.cores) is calibrated as a testbed instead (testbed.go): what
 // shares the machine's cores — the backends, the pooler process and this
 // process's load driver — each measured from /proc and run by the
-// calibrated model on server.cores,
+// calibrated model on server.cores — through a pooler, each process's CPU
+// per statement read over the run itself (inrun.go; the through loop's
+// alone gives the report's model from before the run) —
 // with the latencies' spread measured too (noise.go); a sweep along the
 // pool size is reported as a curve (curve.go). Through PgBouncer each such
 // run and the calibration's loop through it also sample the core
