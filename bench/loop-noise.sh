@@ -26,13 +26,8 @@
 set -euo pipefail
 POOL=${POOL:-8} CLIENTS=${CLIENTS:-50} LOOP=${LOOP:-3} TXNS=${TXNS:-600} CYCLES=${CYCLES:-10}
 die() { echo "$0: $*" >&2; exit 1; }
-. "$(dirname "$0")/throwaway.sh" # find_servers, free_port, as_pg, make_tmp, start_postgres, start_pgbouncer
-find_servers
-
-make_tmp poolsim-loop-noise
-start_postgres
-"$pgbench" -i -q -s 1 -h 127.0.0.1 -p "$pgport" -U postgres postgres >"$tmp/init.log" 2>&1 || { cat "$tmp/init.log" >&2; die "pgbench -i failed"; }
-start_pgbouncer "$POOL" 1000
+. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack
+start_pgbench_stack poolsim-loop-noise "$POOL"
 "$pgbench" -S -n -c "$CLIENTS" -j 2 -T 2 -h 127.0.0.1 -p "$bport" -U postgres postgres >/dev/null 2>&1
 echo "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), $("$bouncer" --version | head -n 1), kernel $(uname -r), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "through PgBouncer at pool $POOL, $CLIENTS clients: loops of ${LOOP}s (-T), runs of $TXNS transactions per client (-t)"

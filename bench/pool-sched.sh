@@ -24,13 +24,8 @@
 set -euo pipefail
 POOL=${POOL:-8} CLIENTS=${CLIENTS:-50} DURATION=${DURATION:-4} ROUNDS=${ROUNDS:-3}
 die() { echo "$0: $*" >&2; exit 1; }
-. "$(dirname "$0")/throwaway.sh" # find_servers, free_port, as_pg, make_tmp, start_postgres, start_pgbouncer
-find_servers
-
-make_tmp poolsim-pool-sched
-start_postgres
-"$pgbench" -i -q -s 1 -h 127.0.0.1 -p "$pgport" -U postgres postgres >"$tmp/init.log" 2>&1 || { cat "$tmp/init.log" >&2; die "pgbench -i failed"; }
-start_pgbouncer "$POOL" 1000
+. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack
+start_pgbench_stack poolsim-pool-sched "$POOL"
 bpid=$(cat "$tmp/pgbouncer.pid")
 "$pgbench" -S -n -c "$CLIENTS" -j 2 -T 2 -h 127.0.0.1 -p "$bport" -U postgres postgres >/dev/null 2>&1
 spids=$("$psql" -XAt -h 127.0.0.1 -p "$pgport" -U postgres postgres -c \

@@ -26,14 +26,8 @@ die() { echo "$0: $*" >&2; exit 1; }
 [ "$(nproc)" -ge 2 ] || die "needs 2 or more cores, this machine has $(nproc)"
 command -v taskset >/dev/null || die "taskset not found (util-linux)"
 
-. "$(dirname "$0")/throwaway.sh" # find_servers, free_port, as_pg, make_tmp, start_postgres, start_pgbouncer
-find_servers
-
-make_tmp poolsim-pool1
-start_postgres
-"$pgbench" -i -q -s 1 -h 127.0.0.1 -p "$pgport" -U postgres postgres >"$tmp/init.log" 2>&1 || { cat "$tmp/init.log" >&2; die "pgbench -i failed"; }
-
-start_pgbouncer 1 1000
+. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack
+start_pgbench_stack poolsim-pool1 1
 bpid=$(cat "$tmp/pgbouncer.pid")
 
 # run: one pgbench run; its output in $tmp/out, and in $tmp/times the CPU

@@ -78,6 +78,12 @@ start_postgres() {
   pg_started=1
 }
 
+# pgbench_init: pgbench -i -s 1 into that PostgreSQL's postgres database
+# (its log in $tmp/init.log, shown if it fails).
+pgbench_init() {
+  "$pgbench" -i -q -s 1 -h 127.0.0.1 -p "$pgport" -U postgres postgres >"$tmp/init.log" 2>&1 || { cat "$tmp/init.log" >&2; die "pgbench -i failed"; }
+}
+
 # start_pgbouncer POOL_SIZE MAX_CLIENT_CONN: a transaction-mode PgBouncer
 # ($bouncer) on a free loopback port ($bport) in front of that PostgreSQL,
 # trust auth, console user postgres, log and pid file in $tmp; returns
@@ -105,4 +111,16 @@ INI
   if [ "$(id -u)" = 0 ]; then chown postgres: "$tmp/pgbouncer.ini" "$tmp/users.txt"; fi
   as_pg "$bouncer" -d "$tmp/pgbouncer.ini" || { cat "$tmp/pgbouncer.log" >&2 || true; die "pgbouncer did not start"; }
   wait_port "$bport" pgbouncer "$tmp/pgbouncer.log"
+}
+
+# start_pgbench_stack PREFIX POOL_SIZE: the servers found, a temporary
+# folder (make_tmp PREFIX), a throwaway PostgreSQL with pgbench's tables
+# (scale 1) and a transaction-mode PgBouncer of POOL_SIZE servers per pool
+# in front of it (max_client_conn 1000), all removed on exit.
+start_pgbench_stack() {
+  find_servers
+  make_tmp "$1"
+  start_postgres
+  pgbench_init
+  start_pgbouncer "$2" 1000
 }
