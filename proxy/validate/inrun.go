@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/poolsim/poolsim/models/system"
@@ -38,8 +39,9 @@ type RunCPU struct {
 // runWatch reads the processes' CPU counters before a pooled CPU-bound
 // row's run; finish reads them again after it.
 type runWatch struct {
-	servers []int
-	bouncer []int
+	l       *lab
+	pids    []int // PgBouncer's process (if the target is PgBouncer), then the pool's servers
+	bouncer bool
 	e0      []time.Duration
 	ok      bool
 }
@@ -48,57 +50,58 @@ type runWatch struct {
 // is PgBouncer) and the pool's servers, which the through loop opened and
 // the run keeps.
 func (l *lab) watchRun(ctx context.Context, t *running) (*runWatch, error) {
-	w := &runWatch{}
-	if t.bouncer != nil {
-		w.bouncer = []int{t.bouncer.Pid()}
+	w := &runWatch{l: l, bouncer: t.bouncer != nil}
+	if w.bouncer {
+		w.pids = []int{t.bouncer.Pid()}
 	}
 	servers, err := l.serverPids(ctx)
 	if err != nil {
 		return nil, err
 	}
-	w.servers = servers
-	w.e0, w.ok = eachCPU(append(append([]int(nil), w.bouncer...), w.servers...))
+	w.pids = append(w.pids, servers...)
+	w.e0, w.ok = eachCPU(w.pids)
 	return w, nil
 }
 
 // finish is the run's CPU per statement: stmts statements, self this
-// process's CPU over the run, driver pgbench's (0 with poolsim's own
-// driver), tb the row's testbed (through the in-process proxy with
-// poolsim's own driver, this process is driver and pooler both: split as
-// the through loop measured them). A server the run opened counts whole.
-func (w *runWatch) finish(ctx context.Context, l *lab, t *running, stmts int64, self, driver time.Duration, pgbench bool, tb *Testbed) RunCPU {
-	var r RunCPU
-	pids := append(append([]int(nil), w.bouncer...), w.servers...)
-	e1, ok := eachCPU(pids)
-	if !w.ok || !ok || stmts <= 0 || len(w.servers) == 0 {
-		return r
+// process's CPU over the run, driver pgbench's (with live.driver pgbench),
+// tb the row's testbed (through the in-process proxy with poolsim's own
+// driver, this process is driver and pooler both: split as the through
+// loop measured them). A server the run opened counts whole.
+func (w *runWatch) finish(ctx context.Context, stmts int64, self, driver time.Duration, pgbench bool, tb *Testbed) RunCPU {
+	first := 0 // the first server's index in pids
+	if w.bouncer {
+		first = 1
+	}
+	e1, ok := eachCPU(w.pids)
+	if !w.ok || !ok || stmts <= 0 || len(w.pids) == first {
+		return RunCPU{}
 	}
 	var server time.Duration
-	for i := len(w.bouncer); i < len(pids); i++ {
+	for i := first; i < len(w.pids); i++ {
 		server += e1[i] - w.e0[i]
 	}
-	if now, err := l.serverPids(ctx); err == nil {
+	if now, err := w.l.serverPids(ctx); err == nil {
 		var added []int
 		for _, p := range now {
-			if !containsPid(w.servers, p) {
+			if !slices.Contains(w.pids[first:], p) {
 				added = append(added, p)
 			}
 		}
-		if len(added) > 0 {
-			if e, ok := eachCPU(added); ok {
-				for _, d := range e {
-					server += d
-				}
+		if e, ok := eachCPU(added); ok {
+			for _, d := range e {
+				server += d
 			}
 		}
 	}
 	per := func(d time.Duration) time.Duration { return max(0, d/time.Duration(stmts)) }
-	r.Server = per(server)
+	r := RunCPU{Server: per(server), OK: true}
+	if !pgbench {
+		driver = self // poolsim's own driver is this process
+	}
 	switch {
-	case t.bouncer != nil && pgbench:
+	case w.bouncer:
 		r.Pooler, r.Driver = per(e1[0]-w.e0[0]), per(driver)
-	case t.bouncer != nil:
-		r.Pooler, r.Driver = per(e1[0]-w.e0[0]), per(self)
 	case pgbench:
 		// pgbench is a process of its own: this process is the proxy.
 		r.Pooler, r.Driver = per(self), per(driver)
@@ -113,17 +116,7 @@ func (w *runWatch) finish(ctx context.Context, l *lab, t *running, stmts int64, 
 		r.Pooler = time.Duration(f * float64(all))
 		r.Driver = all - r.Pooler
 	}
-	r.OK = true
 	return r
-}
-
-func containsPid(pids []int, p int) bool {
-	for _, x := range pids {
-		if x == p {
-			return true
-		}
-	}
-	return false
 }
 
 // withRunCPU is testbed tb with the run's CPU per statement in place of

@@ -508,7 +508,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	}
 	if rw != nil {
 		tb := a.cal.Testbed
-		tb.Run = rw.finish(ctx, l, t, res.Stmts, ended.self-cpu0.self, pgbenchCPU, pg != nil, tb)
+		tb.Run = rw.finish(ctx, res.Stmts, ended.self-cpu0.self, pgbenchCPU, pg != nil, tb)
 		if tb.Run.OK {
 			l.logf("validate: CPU per statement in the run: driver %v, pooler %v, server %v (through loop: %v, %v, %v)", tb.Run.Driver, tb.Run.Pooler, tb.Run.Server, tb.Driver, tb.Pooler, tb.Server)
 		}
