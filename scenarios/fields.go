@@ -243,7 +243,7 @@ var fields = []field{
 	{"testbed.background", "cores' worth of CPU busy with work outside the test: the test keeps server.cores minus this, a number from 0, below server.cores (default 0)", func(c *system.Config, n *yaml.Node) error {
 		return floatInto(&c.Testbed.Background, n, 0, 4096, "a number of cores from 0 to 4096")
 	}},
-	{"testbed.speed", "live validation on one machine: the cores' speed window by window, as a list of factors of the calibrated speed (each above 0, at most 100; mean about 1); every testbed.speed_period the model draws one, and every job on the cores runs at that factor of its rate (default none: one speed)", func(c *system.Config, n *yaml.Node) error {
+	{"testbed.speed", "live validation on one machine: the cores' speed window by window, as a list of factors of the calibrated speed (each above 0, at most 100; mean about 1); the model plays them in order, one every testbed.speed_period, from a start its seed draws (after the last, the first again), and every job on the cores runs at that factor of its rate (default none: one speed)", func(c *system.Config, n *yaml.Node) error {
 		return speedInto(&c.Testbed.Speed, n)
 	}},
 	{"testbed.speed_period", "how long each of testbed.speed's windows lasts, a duration of at least 100us (default 20ms)", func(c *system.Config, n *yaml.Node) error {

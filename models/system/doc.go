@@ -41,8 +41,9 @@
 // jobs level and cpu_jobs_L count the backends' jobs alone; with a
 // testbed cpu_util is the cores' utilisation by all the test's jobs and
 // the background together. Testbed.Speed makes the cores' speed vary
-// window by window (every job at once), a factor drawn from a list every
-// SpeedPeriod by its own seeded stream. Pooler.CPUPerAssign is the thread's work to
+// window by window (every job at once): a list of factors played in order,
+// one every SpeedPeriod, from a start drawn by its own seeded stream.
+// Pooler.CPUPerAssign is the thread's work to
 // hand a server to a client, queued like a message, testbed or not.
 //
 // Units: durations are sim.Time (int64 nanoseconds); reported times are in

@@ -33,12 +33,13 @@ type server struct {
 	used   sim.Level // cores busy with the test's jobs, min(all jobs, avail), in millionths of a core
 
 	// The cores' speed (testbed.speed): the factor of the current
-	// window, which ends at spdEnd; speeds nil: always 1.
+	// window, which ends at spdEnd, and the next one's index; speeds nil:
+	// always 1.
 	spd       float64
 	speeds    []float64
 	spdPeriod sim.Time
 	spdEnd    sim.Time
-	spdRand   *sim.Rand
+	spdNext   int
 
 	// Per-core run queues (testbed.scheduler: per_core, runqueue.go).
 	cpus       []pcore

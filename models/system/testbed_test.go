@@ -248,19 +248,27 @@ func TestTestbedSpeed(t *testing.T) {
 	half := base
 	half.Testbed.Speed, half.Testbed.SpeedPeriod = []float64{0.5}, 5*sim.Millisecond
 	within(t, "speed 0.5, tps_steady", Run(half).Metrics.TPSSteady, plain.TPSSteady/2, 0.01)
-	// Windows at 0.6 and 1.4 (mean 1) keep about the throughput of the
-	// mean of their rates and spread the latencies: the slow windows'
-	// transactions take longer, every connection at once.
+	// Stretches of three windows at 0.6 and three at 1.4 (mean 1), played
+	// in order, keep about the throughput of the mean of their rates and
+	// spread the latencies: the slow stretch's transactions take longer,
+	// every connection at once.
 	vary := base
-	vary.Testbed.Speed, vary.Testbed.SpeedPeriod = []float64{0.6, 1.4}, 20*sim.Millisecond
+	vary.Testbed.Speed, vary.Testbed.SpeedPeriod = []float64{0.6, 0.6, 0.6, 1.4, 1.4, 1.4}, 20*sim.Millisecond
 	v := Run(vary).Metrics
-	within(t, "speed 0.6|1.4, tps_steady", v.TPSSteady, plain.TPSSteady, 0.05)
+	within(t, "speed 0.6³|1.4³, tps_steady", v.TPSSteady, plain.TPSSteady, 0.05)
 	if r := v.P99Ms / plain.P99Ms; r < 1.3 {
-		t.Errorf("speed 0.6|1.4: p99 %.3f ms is %.2f× the constant speed's %.3f ms, want the slow windows' tail (≥ 1.3×)", v.P99Ms, r, plain.P99Ms)
+		t.Errorf("speed 0.6³|1.4³: p99 %.3f ms is %.2f× the constant speed's %.3f ms, want the slow stretches' tail (≥ 1.3×)", v.P99Ms, r, plain.P99Ms)
+	}
+	// The factors keep their order: the same six alternating, each
+	// shorter than a transaction, average out in it.
+	alt := base
+	alt.Testbed.Speed, alt.Testbed.SpeedPeriod = []float64{0.6, 1.4, 0.6, 1.4, 0.6, 1.4}, 20*sim.Millisecond
+	if a := Run(alt).Metrics; a.P99Ms >= v.P99Ms {
+		t.Errorf("speed alternating 0.6|1.4: p99 %.3f ms, want below the stretches' %.3f ms", a.P99Ms, v.P99Ms)
 	}
 	// The same seed draws the same windows.
 	if again := Run(vary).Metrics; !reflect.DeepEqual(again, v) {
-		t.Error("speed 0.6|1.4: two runs of one seed differ")
+		t.Error("speed 0.6³|1.4³: two runs of one seed differ")
 	}
 }
 

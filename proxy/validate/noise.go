@@ -14,7 +14,8 @@ import (
 // statement vary (a lognormal σ fitted to the direct round trips' p99,
 // spreadPoint), and the machine as a whole runs faster or slower for tens
 // of milliseconds at a time, every connection at once (the closed loop's
-// statements per window, speedFactors, into system.Testbed.Speed).
+// statements per window and its stalls, speedTimeline, into
+// system.Testbed.Speed).
 
 // speedWindow is the window of the machine's speed (Testbed.Speed): long
 // enough to count a few hundred statements, short beside a run's
@@ -63,6 +64,90 @@ func speedFactors(ends []time.Duration, from, to, w time.Duration) []float64 {
 	return out
 }
 
+// speedStep is the calibrated model's speed period: fine enough for a
+// stall of a millisecond to stop the cores for about its length.
+const speedStep = time.Millisecond
+
+// stallMin is the shortest gap between a closed loop's consecutive
+// statement ends that counts as a stall, stallTimes how many times the
+// loop's 99th-percentile gap it must be as well, and stallBursty the
+// 99th-percentile gap above which a loop's stalls are not looked for: its
+// statements end in bursts (through PgBouncer at pool 32 with 50 clients,
+// batches up to milliseconds apart: gaps of over 0.5 ms filled 37-52 % of
+// a run, bench/stalls.sh, its p99 gap 0.65-0.87 ms, and 1.6-2.4 ms in
+// loops of a busier hour), and a stop of the machine cannot be told from the gaps between
+// them.
+const (
+	stallMin    = 500 * time.Microsecond
+	stallTimes  = 4
+	stallBursty = time.Millisecond
+)
+
+// speedTimeline is the machine's speed, speedStep by speedStep, over a
+// closed loop's window [from, to), in time order: each speedWindow's
+// factor (speedFactors) with the loop's stalls cut out of it. A stall is
+// a gap between consecutive statement ends longer than stallMin and
+// stallTimes the 99th-percentile gap, in a loop whose 99th-percentile gap
+// is at most stallBursty: nothing finished, every connection stopped at
+// once (bench/stalls.sh through PgBouncer at pools 1-2 with 50 clients:
+// 8 to 30 stalls, 0.8-2.0 % of a run of 1.4-3.6 s, and the transactions
+// at or above the p99 ended in 11-18 of its 143-355 10 ms windows), which a 20 ms window's count spreads over the window as a
+// slowdown of a tenth and a run's p99 feels as a stop. A step's factor is
+// its window's, over the share of the window not stalled (the window's
+// speed outside its stalls), times the share of the step not stalled;
+// none below 0.05, as speedFactors, or above 20. Nil as speedFactors.
+func speedTimeline(ends []time.Duration, from, to time.Duration) []float64 {
+	win := speedFactors(ends, from, to, speedWindow)
+	if win == nil {
+		return nil
+	}
+	per := int(speedWindow / speedStep)
+	stalled := make([]time.Duration, len(win)*per)
+	var in []time.Duration
+	for _, e := range ends {
+		if e >= from && e < to {
+			in = append(in, e-from)
+		}
+	}
+	slices.Sort(in)
+	if len(in) > 2 {
+		gaps := make([]time.Duration, len(in)-1)
+		for i := range gaps {
+			gaps[i] = in[i+1] - in[i]
+		}
+		sorted := slices.Sorted(slices.Values(gaps))
+		typical, p99 := sorted[len(sorted)/2], sorted[len(sorted)*99/100]
+		limit := max(stallMin, stallTimes*p99)
+		for i, g := range gaps {
+			if g <= limit || p99 > stallBursty {
+				continue
+			}
+			// The stop: from a typical gap after the last end to the next.
+			for a, b := in[i]+typical, in[i+1]; a < b; {
+				j := int(a / speedStep)
+				if j >= len(stalled) {
+					break
+				}
+				end := min(b, time.Duration(j+1)*speedStep)
+				stalled[j] += end - a
+				a = end
+			}
+		}
+	}
+	out := make([]float64, len(stalled))
+	for w, f := range win {
+		var s time.Duration
+		for _, d := range stalled[w*per : (w+1)*per] {
+			s += d
+		}
+		f /= max(0.05, 1-float64(s)/float64(speedWindow))
+		for j := w * per; j < (w+1)*per; j++ {
+			out[j] = min(20, max(0.05, f*(1-float64(stalled[j])/float64(speedStep))))
+		}
+	}
+	return out
+}
+
 // spreadPoint is the direct point the CPU's spread is fitted to: the
 // 8-connection one (or the most concurrent, with fewer), which keeps the
 // cores busy as a run does; -1 if its round trips were not measured.
@@ -82,14 +167,21 @@ func spreadPoint(tb *Testbed) int {
 // msDur is a model's milliseconds as a duration.
 func msDur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
-// speedCell is the speed factors' 5th, 50th and 95th percentiles.
+// speedCell is the speed factors' 5th, 50th and 95th percentiles and
+// how many steps ran at under half speed (mostly stalled).
 func speedCell(f []float64) string {
 	if len(f) == 0 {
 		return "—"
 	}
 	x := slices.Sorted(slices.Values(f))
 	q := func(p float64) float64 { return x[min(len(x)-1, int(p*float64(len(x))))] }
-	return fmt.Sprintf("%.2f / %.2f / %.2f (%d × %v)", q(0.05), q(0.5), q(0.95), len(x), speedWindow)
+	slow := 0
+	for _, v := range x {
+		if v < 0.5 {
+			slow++
+		}
+	}
+	return fmt.Sprintf("%.2f / %.2f / %.2f, %d under half (%d × %v)", q(0.05), q(0.5), q(0.95), slow, len(x), speedStep)
 }
 
 // medianP99 is the round trips' 50th and 99th percentiles (nearest rank;

@@ -252,11 +252,14 @@ const pgbenchWarm = 500 * time.Millisecond
 // process's clock: on a loaded machine pgbench can end (its connections
 // slow to open, the pool's servers slow to find) before the window has
 // closed, its backends gone before their CPU was read. Then the loop runs
-// again with a longer -T, up to twice.
-func (d *pgbenchDriver) loop(ctx context.Context, dsn string, n int, seed uint64, dur time.Duration, extra []int, direct bool) (loopCPU, error) {
+// again with a longer -T, up to twice. The window opens once want
+// backends are found (pgbench's connections, or the pool's servers, are
+// slow to open on a loaded machine), or serversWait after the warm-up with
+// fewer, as long as there is one.
+func (d *pgbenchDriver) loop(ctx context.Context, dsn string, n, want int, seed uint64, dur time.Duration, extra []int, direct bool) (loopCPU, error) {
 	margin := 300 * time.Millisecond
 	for try := 0; ; try++ {
-		out, late, err := d.loopOnce(ctx, dsn, n, seed, dur, margin, extra, direct)
+		out, late, err := d.loopOnce(ctx, dsn, n, want, seed, dur, margin, extra, direct)
 		if !late || err != nil {
 			return out, err
 		}
@@ -270,7 +273,7 @@ func (d *pgbenchDriver) loop(ctx context.Context, dsn string, n int, seed uint64
 // loopOnce is one try of loop: pgbench runs for pgbenchWarm + dur +
 // margin, rounded up to whole seconds; late says it had ended before the
 // window closed.
-func (d *pgbenchDriver) loopOnce(ctx context.Context, dsn string, n int, seed uint64, dur, margin time.Duration, extra []int, direct bool) (out loopCPU, late bool, err error) {
+func (d *pgbenchDriver) loopOnce(ctx context.Context, dsn string, n, want int, seed uint64, dur, margin time.Duration, extra []int, direct bool) (out loopCPU, late bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, dur+margin+time.Minute) // a guard, as closedLoop's
 	defer cancel()
 	secs := int((pgbenchWarm + dur + margin + time.Second - 1) / time.Second)
@@ -288,7 +291,7 @@ func (d *pgbenchDriver) loopOnce(ctx context.Context, dsn string, n int, seed ui
 	if err := probe.Sleep(ctx, pgbenchWarm); err != nil {
 		return out, false, fmt.Errorf("calibrate testbed: %w", err)
 	}
-	backends, err := d.servers(ctx)
+	backends, err := d.await(ctx, want, p.Pid())
 	if err != nil {
 		return out, false, err
 	}
@@ -333,9 +336,29 @@ func (d *pgbenchDriver) loopOnce(ctx context.Context, dsn string, n int, seed ui
 		out.addWatched(e0[1:], e1[1:])
 	}
 	out.busy = busyCores(m0, m1)
-	out.speed = speedFactors(ends, 0, out.wall, speedWindow)
+	out.speed = speedTimeline(ends, 0, out.wall)
 	out.p50, out.p99 = medianP99(rt)
 	return out, false, nil
+}
+
+// serversWait is how long a loop waits, after pgbenchWarm, for all the
+// backends it wants before it measures the ones it has.
+const serversWait = 3 * time.Second
+
+// await finds the load's backends: it asks again every 20 ms until want
+// are there, pgbench (pid) has ended, or serversWait has passed with at
+// least one.
+func (d *pgbenchDriver) await(ctx context.Context, want, pid int) ([]int, error) {
+	start := time.Now()
+	for {
+		pids, err := d.servers(ctx)
+		if err != nil || len(pids) >= want || ended(pid) || (len(pids) > 0 && time.Since(start) >= serversWait) {
+			return pids, err
+		}
+		if err := probe.Sleep(ctx, 20*time.Millisecond); err != nil {
+			return nil, fmt.Errorf("calibrate testbed: find the load's %d backends (%d so far): %w", want, len(pids), err)
+		}
+	}
 }
 
 // ended reports whether process pid has exited (gone, or a zombie not

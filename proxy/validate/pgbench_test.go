@@ -177,7 +177,7 @@ func TestPgbenchLoopRetriesWhenLate(t *testing.T) {
 		}
 		return l.serverPids(ctx)
 	}}
-	out, err := d.loop(ctx, cl.UserDSN(), 2, 1, 400*time.Millisecond, nil, true)
+	out, err := d.loop(ctx, cl.UserDSN(), 2, 2, 1, 400*time.Millisecond, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

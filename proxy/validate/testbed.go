@@ -103,9 +103,9 @@ type Testbed struct {
 	MigrationsOK bool
 	// Pgbench says pgbench drove the loops (live.driver pgbench).
 	Pgbench bool
-	// Speed is the machine's speed window by window (speedWindow), as
-	// factors of its mean: the through loop's, or the most concurrent
-	// direct point's for a direct row (speedFactors).
+	// Speed is the machine's speed step by step (speedStep), in time
+	// order, as factors of its mean: the through loop's, or the most
+	// concurrent direct point's for a direct row (speedTimeline).
 	Speed []float64
 	// Run is each process's CPU per statement over the run itself (a
 	// pooled row): the calibrated model's in place of Driver, Pooler and
@@ -243,7 +243,7 @@ type loopCPU struct {
 	each          []time.Duration // watched, process by process
 	watchedOK     bool
 	busy          float64       // machine busy cores
-	speed         []float64     // statements per speedWindow over their mean, window by window (speedFactors)
+	speed         []float64     // the machine's speed per speedStep, in time order (speedTimeline)
 	p50, p99      time.Duration // the statements' round trips measured
 	proc          time.Duration // this process's CPU when the driver is pgbench (the in-process proxy's)
 	migr          int64         // the watched processes' moves between cores (migrations), if migrOK
@@ -354,7 +354,7 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 	}
 	out.stmts, out.wall = total, m1.at.Sub(m0.at)
 	from, to := m0.at.Sub(base), m1.at.Sub(base)
-	out.speed = speedFactors(slices.Concat(ends...), from, to, speedWindow)
+	out.speed = speedTimeline(slices.Concat(ends...), from, to)
 	var rt []time.Duration
 	for i := range ends {
 		for j, e := range ends[i] {
@@ -411,7 +411,7 @@ func calibrateTestbed(ctx context.Context, dsn string, cfg system.Config, st loa
 		var lc loopCPU
 		var err error
 		if pg != nil {
-			lc, err = pg.loop(ctx, dsn, n, cfg.Seed, dur, nil, true)
+			lc, err = pg.loop(ctx, dsn, n, n, cfg.Seed, dur, nil, true)
 		} else {
 			lc, err = closedLoop(ctx, dsn, st, cfg.Seed, n, dur, true, nil, backendGone)
 		}
@@ -592,7 +592,7 @@ func applyTestbed(c *system.Config, tb *Testbed, sigma, kappa float64) {
 	c.Testbed = system.Testbed{DriverCPU: cpu(tb.Driver), PoolerOnCores: true, Background: tb.Background,
 		Scheduler: system.PerCore, DriverThreads: tb.Cores}
 	if len(tb.Speed) > 0 {
-		c.Testbed.Speed, c.Testbed.SpeedPeriod = tb.Speed, sim.FromDuration(speedWindow)
+		c.Testbed.Speed, c.Testbed.SpeedPeriod = tb.Speed, sim.FromDuration(speedStep)
 	}
 }
 
@@ -677,7 +677,7 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 	var err error
 	pg := l.pgbench(cfg)
 	if pg != nil {
-		lc, err = pg.loop(ctx, t.dsn, n, cfg.Seed, dur, bouncer, false)
+		lc, err = pg.loop(ctx, t.dsn, n, poolServers(cfg, n), cfg.Seed, dur, bouncer, false)
 		nb = len(lc.each) - len(bouncer)
 	} else {
 		lc, err = closedLoop(ctx, t.dsn, st, cfg.Seed, n, dur, false, watch, nil)
@@ -725,6 +725,20 @@ func (l *lab) serverPids(ctx context.Context) ([]int, error) {
 		return nil, fmt.Errorf("calibrate testbed: find the pool's servers: %w", err)
 	}
 	return pids, nil
+}
+
+// poolServers is how many servers n back-to-back clients keep open in the
+// row's pool: the pool's size, fewer clients, or the database's or user's
+// cap (a loop waits for them before it measures; a count it never reaches
+// costs it serversWait).
+func poolServers(cfg system.Config, n int) int {
+	want := min(n, max(1, cfg.Pooler.DefaultPoolSize))
+	for _, c := range []int{cfg.Pooler.MaxDBConnections, cfg.Pooler.MaxUserConnections} {
+		if c > 0 {
+			want = min(want, c)
+		}
+	}
+	return want
 }
 
 // calibratedTestbed is the calibrated model of a CPU-bound row: the
@@ -875,7 +889,7 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		return
 	}
 	p("## Testbed\n\n")
-	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on an idle core, else in the shortest queue, and waits there; a thread with more work keeps its core; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs). Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ), because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). The row's model runs the same processes' CPU per statement read over the run itself (the run's column: the servers' and PgBouncer's schedstat, pgbench's rusage, this process's; these are the kernel's counters, not the run's throughput or latencies, which the model must still produce): this shared machine's speed drifts between a loop and the run after it by more than the tolerances, and the drift is in what a statement costs, not in how busy the cores are (bench/loop-noise.sh); the model from the through loop alone is in the next section. A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, are the speed column, and the calibrated model draws one of them every 20 ms for all the jobs on the cores (testbed.speed) — the latencies' tail. The moves column is how often the kernel moved the pooler or a pool's server to another core during the through loop, per statement (/proc/PID/task/TID/sched se.nr_migrations): a core out of work in the row's model takes a thread queued on the other (one that has not run for 0.5 ms) at most that often (testbed.idle_balance: one over the moves per second), not at every chance as Linux's documented balancing of a newly idle core would. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
+	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on an idle core, else in the shortest queue, and waits there; a thread with more work keeps its core; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs). Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ), because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). The row's model runs the same processes' CPU per statement read over the run itself (the run's column: the servers' and PgBouncer's schedstat, pgbench's rusage, this process's; these are the kernel's counters, not the run's throughput or latencies, which the model must still produce): this shared machine's speed drifts between a loop and the run after it by more than the tolerances, and the drift is in what a statement costs, not in how busy the cores are (bench/loop-noise.sh); the model from the through loop alone is in the next section. A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, with its stalls cut out of them (a gap between consecutive statements' ends of more than 0.5 ms and 4 times the loop's 99th-percentile gap: nothing finished, every connection stopped at once; not looked for where that percentile is over 1 ms, a loop whose statements end in bursts), millisecond by millisecond in time order, are the speed column (its 5th, 50th and 95th percentiles and the milliseconds under half speed), and the calibrated model plays them in that order from a start its seed draws for all the jobs on the cores (testbed.speed) — the latencies' tail: slow stretches outlast a 20 ms window, and a stall of a millisecond or more stops every transaction in flight, which a window's count spreads as a slowdown of a tenth. The moves column is how often the kernel moved the pooler or a pool's server to another core during the through loop, per statement (/proc/PID/task/TID/sched se.nr_migrations): a core out of work in the row's model takes a thread queued on the other (one that has not run for 0.5 ms) at most that often (testbed.idle_balance: one over the moves per second), not at every chance as Linux's documented balancing of a newly idle core would. The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. Medians over each row's runs.\n\n")
 	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU | through the target: clients → statements/s | CPU per statement in the run (the model's): driver / pooler / server | moves between cores per statement | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		tb := r.Cal.Testbed

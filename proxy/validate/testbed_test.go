@@ -217,6 +217,76 @@ func TestSpeedFactors(t *testing.T) {
 	}
 }
 
+// TestSpeedTimeline: a closed loop's stall (no statement ends for 3 ms
+// among ends 40 µs apart) stops the model's cores for about 3 ms at the
+// same moment, and the rest of its window runs at the window's speed
+// outside the stall; steady ends give a constant 1, and the order is
+// kept.
+func TestSpeedTimeline(t *testing.T) {
+	gap := 40 * time.Microsecond
+	var steady []time.Duration
+	for e := time.Duration(0); e < 200*time.Millisecond; e += gap {
+		steady = append(steady, e)
+	}
+	tl := speedTimeline(steady, 0, 200*time.Millisecond)
+	if len(tl) != 200 {
+		t.Fatalf("%d steps, want 200 (1 ms each over 200 ms)", len(tl))
+	}
+	for i, f := range tl {
+		if f != 1 {
+			t.Fatalf("steady ends: step %d factor %v, want 1", i, f)
+		}
+	}
+	// The same with nothing ending from 50 ms to 53 ms.
+	var stalled []time.Duration
+	for _, e := range steady {
+		if e < 50*time.Millisecond || e >= 53*time.Millisecond {
+			stalled = append(stalled, e)
+		}
+	}
+	tl = speedTimeline(stalled, 0, 200*time.Millisecond)
+	slow := 0
+	for i, f := range tl {
+		switch {
+		case f < 0.5:
+			slow++
+			if i < 50 || i > 52 {
+				t.Errorf("step %d (%v) stalled, want only steps 50-52", i, f)
+			}
+		case i >= 40 && i < 60 && f < 1:
+			t.Errorf("step %d: %v; want the stall's window outside the stall at full speed or more", i, f)
+		}
+	}
+	if slow != 3 {
+		t.Errorf("%d steps stalled, want 3: %v", slow, tl[45:60])
+	}
+	var sum float64
+	for _, f := range tl {
+		sum += f
+	}
+	if m := sum / float64(len(tl)); math.Abs(m-1) > 0.02 {
+		t.Errorf("mean speed %v, want about 1 (the work the loop did)", m)
+	}
+	// Ends in bursts, 40 at once every 1.6 ms (a large pool's batches),
+	// with a 3 ms gap among them: no stall can be told from a batch's gap.
+	var bursts []time.Duration
+	for b := time.Duration(0); b < 200*time.Millisecond; b += 1600 * time.Microsecond {
+		if b < 50*time.Millisecond || b >= 53*time.Millisecond {
+			for range 40 {
+				bursts = append(bursts, b)
+			}
+		}
+	}
+	for i, f := range speedTimeline(bursts, 0, 200*time.Millisecond) {
+		if f < 0.5 {
+			t.Errorf("bursty ends: step %d stalled (%v), want none", i, f)
+		}
+	}
+	if f := speedTimeline(nil, 0, 200*time.Millisecond); f != nil {
+		t.Errorf("no ends: %v, want none", f)
+	}
+}
+
 // TestPeakRange: a flat measured top whose runs' intervals overlap does
 // not fix its first point; the calibrated peak inside that range is
 // said to agree only within the intervals, outside it not at all.
