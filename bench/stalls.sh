@@ -15,7 +15,9 @@
 # how many over 0.5 ms and their total); and the stalls by poolsim
 # validate's rule (speedTimeline in proxy/validate/noise.go: a gap of more
 # than 0.5 ms and 4 times the p99 gap, looked for only where that p99 is
-# at most 1 ms), their count and share of the run. Needs the PostgreSQL
+# at most 1 ms), their count and share of the run; and how the ends per
+# 20 ms window correlate with the next window's (a slow stretch outlasts a
+# window). Needs the PostgreSQL
 # server binaries, pgbench and pgbouncer; as root, the servers run as
 # postgres. Everything it starts is stopped and removed on exit.
 #
@@ -43,13 +45,19 @@ for r in $(seq "$RUNS"); do
   awk -v r="$r" -v n="$n" -v p50="$p50" -v p99="$p99" -v max="$max" -v g50="$g50" -v g99="$g99" '
     NR == 1 { first = $1 - $2 }
     { last = $1; if ($2 >= p99) { hi++; w[int(($1 - first) / 10000)] = 1 }
+      c[int(($1 - first) / 20000)]++
       if (NR > 1) { g = $1 - prev; if (g > 500) { big++; bigt += g }
         lim = (4 * g99 > 500) ? 4 * g99 : 500
         if (g99 <= 1000 && g > lim) { st++; stt += g - g50 } }
       prev = $1 }
     END {
       T = (last - first) / 1e6; nw = 0; for (k in w) nw++
+      # lag-1 autocorrelation of the ends per whole 20 ms window
+      k = int((last - first) / 20000); m = 0; for (i = 0; i < k; i++) m += c[i]; m /= k
+      v = 0; cv = 0; for (i = 0; i < k; i++) { v += (c[i] - m) ^ 2; if (i + 1 < k) cv += (c[i] - m) * (c[i + 1] - m) }
+      ac = (v > 0) ? cv / v : 0
       printf "run %d: %.0f tps; latency p50 / p99 / max %.2f / %.2f / %.2f ms; %d transactions >= p99 ended in %d of %d 10 ms windows\n", r, n / T, p50 / 1e3, p99 / 1e3, max / 1e3, hi, nw, int(T * 100)
       printf "  gaps between ends: p50 %d us, p99 %d us; %d over 0.5 ms, %.1f ms in all; stalls by the rule: %d, %.1f ms, %.2f %% of %.2f s\n", g50, g99, big, bigt / 1e3, st, stt / 1e3, 100 * stt / 1e3 / (T * 1e3), T
+      printf "  ends per 20 ms window: mean %.0f, correlation with the next window %.2f (%d windows)\n", m, ac, k
     }' "$tmp/ends"
 done

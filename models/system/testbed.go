@@ -315,9 +315,9 @@ func (v *server) initSpeed(tb Testbed, seed uint64) {
 
 // nextSpeed moves to the next window's speed factor: the list's next,
 // after its last its first again. A machine's slow stretches outlast a
-// window (measured: the statements per 20 ms window of a closed loop
-// through PgBouncer correlate 0.4-0.8 with the next window's), so the
-// factors keep their order.
+// window (bench/stalls.sh: pgbench's transactions per 20 ms window through
+// PgBouncer correlate 0.56-0.82 with the next window's), so the factors
+// keep their order.
 func (v *server) nextSpeed() {
 	v.spd = v.speeds[v.spdNext]
 	v.spdNext = (v.spdNext + 1) % len(v.speeds)

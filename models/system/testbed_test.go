@@ -322,3 +322,33 @@ func TestPoolerWakesOnlyAnIdleCore(t *testing.T) {
 	slow := Run(one).Metrics
 	within(t, "1 client: the latency the wake-ups add (ms)", slow.MeanMs-base.MeanMs, (2*20*sim.Microsecond).Seconds()*1e3, 0.01)
 }
+
+// TestTestbedStallsKeepThroughput: a speed timeline of millisecond steps
+// with two-millisecond stops (1 % of the time, every job on the cores
+// stopped) and the rest 1/0.99 fast, as validate's speedTimeline makes of
+// a loop's stalls, keeps the per-core model's throughput and lengthens its
+// tail: the stops hold up every transaction in flight.
+func TestTestbedStallsKeepThroughput(t *testing.T) {
+	c := cpuBound(poolmode.Transaction, 50, 150, 25*sim.Microsecond, 30*sim.Microsecond, 2)
+	c.Pooler.DefaultPoolSize = 8
+	c.Pooler.CPUPerMsg, c.Pooler.CPUPerAssign = 8*sim.Microsecond, 8*sim.Microsecond
+	c.Testbed.PoolerOnCores, c.Testbed.Scheduler, c.Testbed.DriverThreads = true, PerCore, 2
+	c.Testbed.WakeCurve = []WakePoint{{Idle: 30 * sim.Microsecond, Wake: 15 * sim.Microsecond}, {Idle: 250 * sim.Microsecond, Wake: 55 * sim.Microsecond}}
+	c.Testbed.IdleBalanceEvery = 5 * sim.Millisecond
+	c.Workload.CPU = sim.LognormalDist(30*sim.Microsecond, 0.3)
+	plain := Run(c).Metrics
+	var tl []float64
+	for i := range 3000 {
+		f := 1 / 0.99
+		if i%200 < 2 {
+			f = 0.05
+		}
+		tl = append(tl, f)
+	}
+	c.Testbed.Speed, c.Testbed.SpeedPeriod = tl, sim.Millisecond
+	m := Run(c).Metrics
+	within(t, "1 % stalls, tps_steady", m.TPSSteady, plain.TPSSteady, 0.01)
+	if m.P99Ms <= plain.P99Ms*1.02 {
+		t.Errorf("1 %% stalls: p99 %.3f ms, want above the constant speed's %.3f ms", m.P99Ms, plain.P99Ms)
+	}
+}
