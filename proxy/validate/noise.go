@@ -75,8 +75,8 @@ const speedStep = time.Millisecond
 // statements end in bursts (through PgBouncer at pool 32 with 50 clients,
 // batches up to milliseconds apart: gaps of over 0.5 ms filled 36-51 % of
 // a run, bench/stalls.sh, its p99 gap 0.65-0.91 ms, and 1.6-2.4 ms in
-// loops of a busier hour), and a stop of the machine cannot be told from the gaps between
-// them.
+// loops of a busier hour), and a stop of the machine cannot be told from
+// the gaps between them.
 const (
 	stallMin    = 500 * time.Microsecond
 	stallTimes  = 4
@@ -91,8 +91,9 @@ const (
 // is at most stallBursty: nothing finished, every connection stopped at
 // once (bench/stalls.sh through PgBouncer at pools 1-2 with 50 clients:
 // 7 to 20 stalls, 0.6-1.2 % of a run of 1.4-3.3 s, and the transactions
-// at or above the p99 ended in 11-13 of its 141-332 10 ms windows), which a 20 ms window's count spreads over the window as a
-// slowdown of a tenth and a run's p99 feels as a stop. A step's factor is
+// at or above the p99 ended in 11-13 of its 141-332 10 ms windows), which
+// a 20 ms window's count spreads over the window as a slowdown of a tenth
+// and a run's p99 feels as a stop. A step's factor is
 // its window's, over the share of the window not stalled (the window's
 // speed outside its stalls), times the share of the step not stalled;
 // none below 0.05, as speedFactors, or above 20. Nil as speedFactors.
@@ -110,16 +111,15 @@ func speedTimeline(ends []time.Duration, from, to time.Duration) []float64 {
 		}
 	}
 	slices.Sort(in)
-	if len(in) > 2 {
-		gaps := make([]time.Duration, len(in)-1)
-		for i := range gaps {
-			gaps[i] = in[i+1] - in[i]
-		}
-		sorted := slices.Sorted(slices.Values(gaps))
-		typical, p99 := sorted[len(sorted)/2], sorted[len(sorted)*99/100]
+	gaps := make([]time.Duration, max(0, len(in)-1))
+	for i := range gaps {
+		gaps[i] = in[i+1] - in[i]
+	}
+	typical, p99 := medianP99(slices.Clone(gaps))
+	if len(gaps) > 1 && p99 <= stallBursty {
 		limit := max(stallMin, stallTimes*p99)
 		for i, g := range gaps {
-			if g <= limit || p99 > stallBursty {
+			if g <= limit {
 				continue
 			}
 			// The stop: from a typical gap after the last end to the next.
