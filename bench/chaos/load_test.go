@@ -50,7 +50,7 @@ func superuserRetry(t *testing.T, most time.Duration) *pgconn.PgConn {
 		if time.Now().After(deadline) {
 			t.Fatalf("connect to PostgreSQL: %v", err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
