@@ -304,6 +304,36 @@ func (r Row) Failing() []string {
 	return out
 }
 
+// coresWhy compares how busy the machine's CPUs were during a CPU-bound
+// row's run with the calibrated model's cores (util): the model runs the
+// processes' measured CPU per statement, so where it idles cores the
+// machine kept busy, the miss is in how it queues the threads on the
+// cores, not in what a statement costs.
+func coresWhy(x Measured, util float64, tb *Testbed) string {
+	who := "the driver and the in-process proxy"
+	if tb.Pgbench {
+		who = "the in-process proxy alone: pgbench drives"
+	}
+	costs := fmt.Sprintf("as measured before the run with its %d clients through the target", tb.ThroughClients)
+	if tb.Run.OK {
+		costs = "as read over the run itself"
+	}
+	s := fmt.Sprintf("the machine's CPUs were %.0f%% busy during the run (this process — %s — %.0f%% of them), the calibrated model's cores %.0f%% (the driver's, the pooler's and the backends' CPU per statement %s, and the other work measured before it)",
+		100*x.CPUBusy, who, 100*x.CPUSelf, 100*util, costs)
+	switch d := util - x.CPUBusy; {
+	case d < -coresApart:
+		return s + fmt.Sprintf(": the model's cores idled %.0f%% of the time, the machine's %.0f%% — with the same CPU per statement, cores left idler run fewer statements, and how the model queues the threads on its cores (testbed.scheduler, testbed.idle_balance) is where they idle", 100*(1-util), 100*(1-x.CPUBusy))
+	case d > coresApart:
+		return s + fmt.Sprintf(": the model kept its cores busier than the machine kept its own (idle %.0f%% against %.0f%%)", 100*(1-util), 100*(1-x.CPUBusy))
+	}
+	return s + ": as busy as the machine's, so the miss is not in how long the cores idled"
+}
+
+// coresApart is how far apart (a fraction of all the cores) the machine's
+// and the calibrated model's busy cores must be for coresWhy to say one
+// idled more.
+const coresApart = 0.03
+
 // why explains a cell outside its tolerance from what the run measured:
 // failed clients, the statements' and think times' real length under load
 // against the calibration, and the wait at the pooler.
@@ -351,17 +381,13 @@ func why(c Cell, r *Row) string {
 			parts = append(parts, fmt.Sprintf("%s took %.3f ms on average against %.3f ms calibrated", what, pause, t))
 		}
 	}
-	if x.CPUBusy >= cpuSaturated {
-		switch tb := r.Cal.Testbed; {
-		case tb == nil:
+	switch tb := r.Cal.Testbed; {
+	case tb == nil:
+		if x.CPUBusy >= cpuSaturated {
 			parts = append(parts, fmt.Sprintf("the machine's CPUs were %.0f%% busy during the run (this process — the driver and the in-process proxy — %.0f%% of them): the driver, the pooler and PostgreSQL compete for the cores, and the model gives the pooler and the clients no CPU time", 100*x.CPUBusy, 100*x.CPUSelf))
-		default:
-			who := "the driver and the in-process proxy"
-			if tb.Pgbench {
-				who = "the in-process proxy alone: pgbench drives"
-			}
-			parts = append(parts, fmt.Sprintf("the machine's CPUs were %.0f%% busy during the run (this process — %s — %.0f%% of them): the calibrated model runs the driver's, the pooler's and the backends' CPU per statement on the cores as measured in the second before the run with its %d clients through the target, and a machine that runs slower or faster than in that second (other work, the host) moves the cores' limit", 100*x.CPUBusy, who, 100*x.CPUSelf, tb.ThroughClients))
 		}
+	case r.Calibrated.CPUUtil > 0:
+		parts = append(parts, coresWhy(x, r.Calibrated.CPUUtil, tb))
 	}
 	if x.CPUSteal >= 0.02 {
 		parts = append(parts, fmt.Sprintf("the hypervisor gave %.0f%% of the CPUs to other guests during the run (steal time), capacity that neither the calibration on one connection nor the model sees", 100*x.CPUSteal))
@@ -586,7 +612,11 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		if x.WaitMeanOnly {
 			p("; wait percentiles: PgBouncer reports only a mean (SHOW STATS total_wait_time / %d assignments counted by the driver)", x.Assignments)
 		}
-		p("; CPUs %.0f%% busy (this process %.0f%%, steal %.0f%%); machine load average (1, 5, 15 min) %s.\n", 100*x.CPUBusy, 100*x.CPUSelf, 100*x.CPUSteal, r.Load)
+		p("; CPUs %.0f%% busy (this process %.0f%%, steal %.0f%%)", 100*x.CPUBusy, 100*x.CPUSelf, 100*x.CPUSteal)
+		if r.Cal.Testbed != nil && r.Calibrated.CPUUtil > 0 {
+			p(", the calibrated model's cores %.0f%%", 100*r.Calibrated.CPUUtil)
+		}
+		p("; machine load average (1, 5, 15 min) %s.\n", r.Load)
 		if len(r.Repeats) > 1 {
 			p("\nRuns (measured / calibrated model; the table holds their medians):")
 			for i, y := range r.Repeats {
