@@ -102,7 +102,9 @@ func (rep *Report) Curves() []CurveLine {
 			case "tps":
 				pt.TPSErr = pctErr(c.Calibrated, c.Measured)
 				if c.Runs > 1 {
-					pt.MeasLo, pt.MeasHi = c.MeasMean-c.MeasHalf, c.MeasMean+c.MeasHalf
+					// Cut at zero: with two runs (t = 12.7) the interval
+					// can reach below it, where no throughput lies.
+					pt.MeasLo, pt.MeasHi = max(0, c.MeasMean-c.MeasHalf), c.MeasMean+c.MeasHalf
 				}
 			case "p50_ms":
 				pt.P50Err = pctErr(c.Calibrated, c.Measured)
@@ -220,7 +222,9 @@ func (rep *Report) writeCurves(p func(string, ...any)) {
 		p("Runs: each live run's TPS and, in parentheses, the share of the pool's servers that ran on PgBouncer's core (sampled every %v from /proc/PID/stat). With one server the kernel keeps PgBouncer and the backend either on one core, where they take turns, or on two, where each wake-up crosses to the other, idle core; an arrangement tends to last the run, so runs of the same point can differ by it (compare a run at 100 %% with one at 0 %%), which the model, one number per point, does not predict.\n\n", placeEvery)
 	}
 	for _, l := range lines {
-		p("### %s\n\n", l.Label)
+		if l.Label != "" { // a sweep of the pool size alone has one line, unnamed
+			p("### %s\n\n", l.Label)
+		}
 		p("| pool size | TPS model / calibrated / measured [95%% CI] | error %% | p50 ms calibrated / measured | error %% | p99 ms calibrated / measured | error %% | verdict |")
 		if placed {
 			p(" runs |")

@@ -157,6 +157,27 @@ func TestCurvesAndPeak(t *testing.T) {
 	if err := rep.WritePlot(filepath.Join(t.TempDir(), "curve.svg")); err == nil {
 		t.Error("WritePlot accepted an .svg path")
 	}
+	// Two runs far apart: the interval of their mean stops at zero TPS.
+	wide := mk("50", "16", 1000, 1000)
+	wide.Repeats = []Measured{{TPS: 100}, {TPS: 1900}}
+	for i := range wide.Cells {
+		if wide.Cells[i].Metric == "tps" {
+			wide.Cells[i].Runs, wide.Cells[i].MeasMean, wide.Cells[i].MeasHalf = 2, 1000, 11400
+		}
+	}
+	if pts := (&Report{Rows: []Row{wide}}).Curves()[0].Points; pts[0].MeasLo != 0 || pts[0].MeasHi != 12400 {
+		t.Errorf("two runs 100 and 1900: interval [%v, %v], want [0, 12400]", pts[0].MeasLo, pts[0].MeasHi)
+	}
+	// A sweep of the pool size alone: one line, no empty heading for it.
+	one := &Report{Scenario: "s", Target: TargetProxy, Rows: []Row{rep.Rows[1], rep.Rows[0]}}
+	for i := range one.Rows {
+		one.Rows[i].Params = one.Rows[i].Params[1:]
+	}
+	b.Reset()
+	one.writeCurves(func(f string, a ...any) { fmt.Fprintf(&b, f, a...) })
+	if l := one.Curves(); len(l) != 1 || l[0].Label != "" || strings.Contains(b.String(), "###") || !strings.Contains(b.String(), "| 1 | ") {
+		t.Errorf("one line: %+v, section:\n%s", l, b.String())
+	}
 	if (&Report{Rows: []Row{row(system.Metrics{TPS: 1}, Measured{TPS: 1})}}).Curves() != nil {
 		t.Error("a sweep without the pool size has a curve")
 	}
