@@ -307,8 +307,10 @@ func (r Row) Failing() []string {
 // coresWhy compares how busy the machine's CPUs were during a CPU-bound
 // row's run with the calibrated model's cores (util): the model runs the
 // processes' measured CPU per statement, so where it idles cores the
-// machine kept busy, the miss is in how it queues the threads on the
-// cores, not in what a statement costs.
+// machine kept busy, how it queues the threads on the cores is the first
+// suspect, not what a statement costs. The machine's figure also holds
+// the kernel's work for no process and steal time, which the model has
+// not: a few points' difference says nothing (coresApart).
 func coresWhy(x Measured, util float64, tb *Testbed) string {
 	who := "the driver and the in-process proxy"
 	if tb.Pgbench {
