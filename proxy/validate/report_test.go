@@ -350,11 +350,11 @@ func TestWhyBusyCoresWithATestbed(t *testing.T) {
 // testbed: no text may carry a fmt error ("%!o(MISSING)" came out of a
 // "98 % of" in a format string once).
 func TestReportHasNoBadVerbs(t *testing.T) {
-	m := system.Metrics{OKTxns: 100, TPS: 1000, P50Ms: 1, P99Ms: 2}
+	m := system.Metrics{OKTxns: 100, TPS: 1000, P50Ms: 1, P99Ms: 2, CPUUtil: 0.88}
 	x := Measured{OKTxns: 100, TPS: 990, P50Ms: 1, P99Ms: 2, CPUBusy: 0.95, CPUSelf: 0.2}
 	r := Row{Params: []scenarios.Param{{Key: "pooler.mode", Value: "transaction"}}, Mode: poolmode.Transaction,
 		Clients: 40, Model: m, Calibrated: m, Measured: x,
-		Cal: Calibration{Testbed: &Testbed{Cores: 2, ThroughClients: 40, ThroughTPS: 950, Pgbench: true, Server: 25 * time.Microsecond,
+		Cal: Calibration{Testbed: &Testbed{Cores: 2, ThroughClients: 40, ThroughTPS: 950, ThroughBusy: 0.93, Pgbench: true, Server: 25 * time.Microsecond,
 			WakeCurve: []system.WakePoint{{Idle: 40 * sim.Microsecond, Wake: 12 * sim.Microsecond}, {Idle: 130 * sim.Microsecond, Wake: 40 * sim.Microsecond}},
 			Together:  &Arrangement{TPS: 22000, Placement: &Placement{Samples: 150, Shared: 1}, Model: system.Metrics{TPS: 21500}},
 			Apart:     &Arrangement{Apart: true, TPS: 13000, Model: system.Metrics{TPS: 12500}}}},
@@ -374,7 +374,10 @@ func TestReportHasNoBadVerbs(t *testing.T) {
 	// (990/s), the loop's model (940/s) against its loop (950/s) and the
 	// loop against the run; the run's CPU per statement the model ran;
 	// the wake-up curve the models took.
-	for _, want := range []string{"| 1000 | 940 | 950 | 990 | +1.0 | -1.1 | -4.0 |", "| 21.0 µs / 24.0 µs / 40.0 µs |", "12.0 µs after 40.0 µs idle, 40.0 µs after 130.0 µs idle"} {
+	// The machine's busy CPUs in the loop (the through column) and in the
+	// run beside the calibrated model's cores (Diagnostics).
+	for _, want := range []string{"| 40 → 950, CPUs 93 % busy |", "CPUs 95% busy (this process 20%, steal 0%), the calibrated model's cores 88%;",
+		"| 1000 | 940 | 950 | 990 | +1.0 | -1.1 | -4.0 |", "| 21.0 µs / 24.0 µs / 40.0 µs |", "12.0 µs after 40.0 µs idle, 40.0 µs after 130.0 µs idle"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
