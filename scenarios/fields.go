@@ -263,7 +263,7 @@ var fields = []field{
 	{"testbed.wakeup", "live validation on one machine: how long an idle core takes to wake for a backend woken from another core (testbed.scheduler per_core): the backend waits that long before its statement runs; on its waker's core or a busy one it starts at once, a duration (default 0)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Testbed.Wakeup, n)
 	}},
-	{"testbed.idle_balance", "live validation on one machine: whether a core that runs out of work takes a thread queued on another that has not run for 0.5 ms, as Linux's balancing on a newly idle core does (testbed.scheduler per_core): true (at every chance), false (never: every queued thread stays on its core) or a duration (at most once per that) - measured through PgBouncer with pgbench -S (/proc/PID/sched se.nr_migrations), the kernel moved PgBouncer and its servers between cores 0-80 times a second, 0.0000-0.0042 times a transaction (default true)", func(c *system.Config, n *yaml.Node) error {
+	{"testbed.idle_balance", "live validation on one machine: whether a core that runs out of work takes a thread queued on another that has not run for 0.5 ms, as Linux's balancing on a newly idle core does (testbed.scheduler per_core): true (at every chance), false (never: every queued thread stays on its core) or a duration (at most once per that) - poolsim validate fits it per row so that the model of its through loop keeps the cores as busy as the machine's CPUs were in that loop (default true)", func(c *system.Config, n *yaml.Node) error {
 		s, err := scalar(n)
 		if err != nil {
 			return err

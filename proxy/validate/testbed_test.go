@@ -423,3 +423,45 @@ func TestTestbedConfigKeepsThreadsWhereTheKernelDid(t *testing.T) {
 		}
 	}
 }
+
+// TestFitBalance: the idle balancing of a row's model is the rate whose
+// model of the through loop keeps the cores as busy as the machine was in
+// that loop: a machine busier than the model can be takes the most
+// frequent rate, one idler than it can be none; the fit sets the rate the
+// row's model then runs.
+func TestFitBalance(t *testing.T) {
+	cfg := system.Default()
+	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Pooler.DefaultPoolSize = 50, 200, 8
+	cfg.Server.Cores, cfg.Server.MaxConnections = 2, 48
+	mk := func(busy float64) *Testbed {
+		return &Testbed{Cores: 2, ThroughClients: 50, ThroughTPS: 20000, ThroughBusy: busy, Driver: 15 * time.Microsecond,
+			Server: 40 * time.Microsecond, Pooler: 12 * time.Microsecond, Migrations: 0.0001, MigrationsOK: true}
+	}
+	var utils []float64
+	for _, b := range []float64{1.5, 0.05} {
+		tb := mk(b)
+		cal := Calibration{Hop: 30 * time.Microsecond, Connect: time.Millisecond, Testbed: tb}
+		fitBalance(cfg, cal)
+		if !tb.balanceSet {
+			t.Fatalf("busy %.2f: no fit", b)
+		}
+		// Busier than any: one of the two most frequent rates (they keep
+		// the cores as busy); idler than any: none.
+		if ok := tb.Balance == -1; b > 1 {
+			ok = tb.Balance >= 0 && tb.Balance <= 100*sim.Microsecond
+			if !ok {
+				t.Errorf("loop's CPUs %.0f %% busy: balance %v, want 100µs or every chance", 100*b, tb.Balance)
+			}
+		} else if !ok {
+			t.Errorf("loop's CPUs %.0f %% busy: balance %v, want none (-1)", 100*b, tb.Balance)
+		}
+		cc := testbedConfig(cfg, cal, tb)
+		if cc.Testbed.NoIdleBalance != (tb.Balance < 0) || cc.Testbed.IdleBalanceEvery != max(0, tb.Balance) {
+			t.Errorf("balance %v: the row's model runs never %v, every %v", tb.Balance, cc.Testbed.NoIdleBalance, cc.Testbed.IdleBalanceEvery)
+		}
+		utils = append(utils, system.Run(cc).Metrics.CPUUtil)
+	}
+	if utils[0] <= utils[1] {
+		t.Errorf("the cores' use at every chance %.3f, never %.3f: balancing more should keep them busier", utils[0], utils[1])
+	}
+}

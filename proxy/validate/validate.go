@@ -451,9 +451,10 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	}
 	if testbed {
 		fitTestbed(a.cal.Testbed, c)
+		fitBalance(c, a.cal)
 		modelArrangements(c, a.cal)
 		tb := a.cal.Testbed
-		l.logf("validate: testbed fit: latency %v, σ %.4f, κ %.5f; direct model %s", tb.Latency, tb.Contention, tb.Coherency, tb.pointsText())
+		l.logf("validate: testbed fit: latency %v, σ %.4f, κ %.5f; direct model %s%s", tb.Latency, tb.Contention, tb.Coherency, tb.pointsText(), tb.balanceLog())
 	}
 	var waitBefore int64
 	if t.bouncer != nil {
