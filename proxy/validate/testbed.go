@@ -1027,34 +1027,19 @@ func combineTestbed(cs []Calibration) *Testbed {
 	t.Background = medianOf(tbs, func(x *Testbed) float64 { return x.Background })
 	t.ThroughTPS = medianOf(tbs, func(x *Testbed) float64 { return x.ThroughTPS })
 	t.ThroughBusy = medianOf(tbs, func(x *Testbed) float64 { return x.ThroughBusy })
-	var fit []*Testbed
-	for _, x := range tbs {
-		if x.balanceSet {
-			fit = append(fit, x)
-		}
-	}
+	fit := testbedsWhere(tbs, func(x *Testbed) bool { return x.balanceSet })
 	t.balanceSet = len(fit) > 0
 	if t.balanceSet {
 		t.Balance = sim.Time(medianOf(fit, func(x *Testbed) float64 { return float64(x.Balance) }))
 	}
-	var inRun []*Testbed
-	for _, x := range tbs {
-		if x.Run.OK {
-			inRun = append(inRun, x)
-		}
-	}
+	inRun := testbedsWhere(tbs, func(x *Testbed) bool { return x.Run.OK })
 	t.Run = RunCPU{OK: len(inRun) > 0}
 	if t.Run.OK {
 		t.Run.Driver = medianDur(inRun, func(x *Testbed) time.Duration { return x.Run.Driver })
 		t.Run.Pooler = medianDur(inRun, func(x *Testbed) time.Duration { return x.Run.Pooler })
 		t.Run.Server = medianDur(inRun, func(x *Testbed) time.Duration { return x.Run.Server })
 	}
-	var moved []*Testbed
-	for _, x := range tbs {
-		if x.MigrationsOK {
-			moved = append(moved, x)
-		}
-	}
+	moved := testbedsWhere(tbs, func(x *Testbed) bool { return x.MigrationsOK })
 	t.MigrationsOK = len(moved) > 0
 	if t.MigrationsOK {
 		t.Migrations = medianOf(moved, func(x *Testbed) float64 { return x.Migrations })
@@ -1062,12 +1047,7 @@ func combineTestbed(cs []Calibration) *Testbed {
 	t.Contention = medianOf(tbs, func(x *Testbed) float64 { return x.Contention })
 	t.Coherency = medianOf(tbs, func(x *Testbed) float64 { return x.Coherency })
 	t.Spread = medianOf(tbs, func(x *Testbed) float64 { return x.Spread })
-	var placed []*Testbed
-	for _, x := range tbs {
-		if x.ThroughPlacement != nil {
-			placed = append(placed, x)
-		}
-	}
+	placed := testbedsWhere(tbs, func(x *Testbed) bool { return x.ThroughPlacement != nil })
 	t.ThroughPlacement = nil
 	if len(placed) > 0 {
 		t.ThroughPlacement = &Placement{Shared: medianOf(placed, func(x *Testbed) float64 { return x.ThroughPlacement.Shared })}
@@ -1094,4 +1074,16 @@ func combineTestbed(cs []Calibration) *Testbed {
 		t.Points[i].ModelP99 = medianDur(tbs, func(x *Testbed) time.Duration { return pt(x).ModelP99 })
 	}
 	return &t
+}
+
+// testbedsWhere are the runs' testbeds that keep, in order: those whose
+// optional reading was taken, for its median.
+func testbedsWhere(tbs []*Testbed, keep func(*Testbed) bool) []*Testbed {
+	var out []*Testbed
+	for _, x := range tbs {
+		if keep(x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
