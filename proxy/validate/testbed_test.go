@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/scenarios"
 	"github.com/poolsim/poolsim/sim"
@@ -463,5 +464,33 @@ func TestFitBalance(t *testing.T) {
 	}
 	if utils[0] <= utils[1] {
 		t.Errorf("the cores' use at every chance %.3f, never %.3f: balancing more should keep them busier", utils[0], utils[1])
+	}
+}
+
+// TestTestbedConfigCountsContentionOnce: a pooled row's model runs its
+// servers' CPU per statement as measured where the row runs, contention
+// in it, so the direct points' σ and κ are not applied again; a direct
+// row's model, on one connection's cost, runs them. Here the model
+// runs 19,900/s without them, 12,300/s with them.
+func TestTestbedConfigCountsContentionOnce(t *testing.T) {
+	cfg := system.Default()
+	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Pooler.DefaultPoolSize = 50, 200, 16
+	cfg.Server.Cores, cfg.Server.MaxConnections = 2, 48
+	tb := &Testbed{Cores: 2, ThroughClients: 50, Driver: 15 * time.Microsecond, Server: 70 * time.Microsecond,
+		Pooler: 14 * time.Microsecond, Contention: 0.17, Coherency: 0.001}
+	cal := Calibration{Hop: 30 * time.Microsecond, Connect: time.Millisecond, Testbed: tb}
+	pooled := testbedConfig(cfg, cal, tb)
+	if pooled.Server.Contention != 0 || pooled.Server.Coherency != 0 {
+		t.Errorf("pooled row: σ %.3f, κ %.4f; want none (the measured CPU per statement has them)", pooled.Server.Contention, pooled.Server.Coherency)
+	}
+	// The model's cores then carry the measured CPU: near 2 cores over
+	// the 99 µs of a statement, not the σ-slowed half of that.
+	if x := system.Run(pooled).Metrics.TPS; x < 14000 {
+		t.Errorf("pooled row at 99 µs of CPU per statement on 2 cores: %.0f/s, want the cores' 14,000/s or more", x)
+	}
+	d := cfg
+	d.Pooler.PoolMode = poolmode.Direct
+	if dc := testbedConfig(d, cal, tb); dc.Server.Contention != 0.17 || dc.Server.Coherency != 0.001 {
+		t.Errorf("direct row: σ %.3f, κ %.4f; want the fitted 0.17, 0.001", dc.Server.Contention, dc.Server.Coherency)
 	}
 }

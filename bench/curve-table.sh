@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The README's table of a CPU-bound curve: for each point (clients, pool
+# size) of two `poolsim validate` runs of the same scenario, one through
+# the proxy and one through PgBouncer (their rows.csv), the calibrated
+# model's TPS against the measured median and the calibrated model's p50
+# and p99 errors; then, per target, at how many points each is inside its
+# tolerance (TPS and p50 10 %, p99 25 %) and how many rows pass.
+#
+# Usage: bench/curve-table.sh PROXY/rows.csv PGBOUNCER/rows.csv
+set -euo pipefail
+[ $# -eq 2 ] || { echo "usage: $0 PROXY/rows.csv PGBOUNCER/rows.csv" >&2; exit 2; }
+for f in "$@"; do [ -r "$f" ] || { echo "$0: cannot read $f" >&2; exit 1; }; done
+exec python3 - "$@" <<'PY'
+import csv, sys
+
+def load(path):
+    pts, verdict = {}, {}
+    for r in csv.DictReader(open(path)):
+        pool = r["row"].rsplit("=", 1)[-1]
+        key = (int(r["clients"]), int(pool))
+        pts.setdefault(key, {})[r["metric"]] = r
+        verdict[key] = verdict.get(key, True) and r["pass"] == "true"
+    if not pts:
+        sys.exit(f"curve-table: {path} has no rows")
+    return pts, verdict
+
+def err(r):
+    return float(r["err_calibrated_pct"])
+
+def pct(e):
+    return ("%+.1f %%" % e).replace("-", "\u2212")
+
+def cell(p):
+    t = p["tps"]
+    return "%.0f / %.0f (%s)" % (float(t["calibrated"]), float(t["measured"]), pct(err(t))), \
+        pct(err(p["p50_ms"])), pct(err(p["p99_ms"]))
+
+(px, pxv), (pb, pbv) = load(sys.argv[1]), load(sys.argv[2])
+if sorted(px) != sorted(pb):
+    sys.exit("curve-table: the two files have different points")
+print("| clients | pool | TPS calibrated / proxy (err) | p50 err | p99 err | TPS calibrated / PgBouncer (err) | p50 err | p99 err |")
+print("|---|---|---|---|---|---|---|---|")
+for k in sorted(px):
+    print("| %d | %d | %s | %s | %s | %s | %s | %s |" % (k + cell(px[k]) + cell(pb[k])))
+for name, pts, v in (("proxy", px, pxv), ("PgBouncer", pb, pbv)):
+    n = len(pts)
+    tps = sum(abs(err(p["tps"])) <= 10 for p in pts.values())
+    p50 = sum(abs(err(p["p50_ms"])) <= 10 for p in pts.values())
+    p99 = sum(abs(err(p["p99_ms"])) <= 25 for p in pts.values())
+    print(f"{name}: TPS within 10 % at {tps} of {n} points, p50 within 10 % at {p50}, p99 within 25 % at {p99}; {sum(v.values())} of {n} rows pass")
+PY
