@@ -713,6 +713,7 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 	case pg != nil && t.px != nil:
 		// pgbench is a process of its own: this process is the proxy.
 		r.pooler, r.driver, r.server = per(lc.proc), per(lc.self), per(lc.watched)
+		l.logf("validate: through the proxy, CPU per statement: this process %v, its event loop's thread %v", r.pooler, per(t.px.LoopCPU()-loop0))
 	case t.px != nil:
 		loop := t.px.LoopCPU() - loop0
 		r.pooler, r.driver = per(loop), per(lc.self-loop)
