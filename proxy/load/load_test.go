@@ -204,3 +204,33 @@ func TestOpenArrivalsFollowTheModel(t *testing.T) {
 		t.Errorf("%d arrivals live, %d sessions in the model; want the same, above 0", res.Clients, model.Sessions)
 	}
 }
+
+// TestClosedWarmsBeforeTimeZero: Spec.Warm runs on every connection
+// before time zero (a 300 ms warm statement is not in a run whose wall is
+// a few milliseconds), and a warm statement that fails fails its client
+// as a failed login does, with no transaction run.
+func TestClosedWarmsBeforeTimeZero(t *testing.T) {
+	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 4, SuperuserReservedConnections: pgcluster.ReserveNone})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec := Spec{DSN: c.UserDSN(), Workload: workload(3, 1, 1, time.Millisecond, 0), Blocks: true,
+		Statement: Statement{Kind: KindSleep}, Warm: "SELECT pg_sleep(0.3)"}
+	res, err := Run(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OKTxns != 3 || res.Failed != 0 {
+		t.Fatalf("warmed: ok %d, failed %d (%v); want 3, 0", res.OKTxns, res.Failed, res.Errors)
+	}
+	if w := res.Wall(); w >= 300*time.Millisecond {
+		t.Errorf("warmed: wall %v, want under the 300 ms warm statement (it runs before time zero)", w)
+	}
+	spec.Warm = "SELECT no_such_column"
+	res, err = Run(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OKTxns != 0 || res.Stmts != 0 || len(res.Errors) == 0 {
+		t.Errorf("a failing warm statement: ok %d, statements %d, errors %v; want 0, 0 and the error", res.OKTxns, res.Stmts, res.Errors)
+	}
+}

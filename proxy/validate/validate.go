@@ -497,6 +497,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 			Statement: stmt,
 			Settle:    settle,
 			Started:   func() { t.waits() },
+			Warm:      warmText(mode, stmt),
 		})
 	}
 	cpu1 := sampleCPU()
@@ -768,7 +769,7 @@ func stampedCommit() (string, bool) {
 // notes explain how the live run differs from the model by construction.
 func notes(target string, points []scenarios.Point) []string {
 	n := []string{
-		"Time zero is 200 ms after every client of a closed workload has tried to connect (a barrier, then a pause so that refused backends have exited): the clients' own logins are outside the measurement, so the calibrated model gives direct rows server.connect = 0 and pooled rows the measured connect for the pooler's server logins.",
+		"Time zero is 200 ms after every client of a closed workload has tried to connect (a barrier, then a pause so that refused backends have exited): the clients' own logins are outside the measurement, so the calibrated model gives direct rows server.connect = 0 and pooled rows the measured connect for the pooler's server logins. In the direct rows each connection also runs the statement once at no cost (SELECT pg_sleep(0), or the row's own) before time zero: a new backend loads its catalog caches on its first statement, part of the connection, not of the run.",
 		"In the pooled rows the pooler opens its first server connection before time zero (to answer the first login, and for the hop measurement), so the live pool starts with one server where the model starts with none.",
 		"hop_ms_per_txn is not measurable from outside the pooler and is left out; the hop enters the calibrated model as measured above.",
 		"Transaction blocks travel inside the first and last statements' Query messages (BEGIN; ... and ...; COMMIT), so a transaction costs stmts_per_txn round trips, as in the model; statement mode runs the statements as autocommit statements, as the model does.",
@@ -825,4 +826,17 @@ func (rep *Report) WriteDir(dir string) error {
 			return err
 		}),
 	)
+}
+
+// warmText is what a direct row's connections run before time zero (the
+// statement at no cost: SELECT pg_sleep(0), or the row's own): a new
+// backend loads its catalog caches on its first statement, part of the
+// connection, which the model's direct clients open before time zero.
+// Pooled rows' servers are the pooler's to open, during the run, as in
+// the model.
+func warmText(mode poolmode.Mode, st load.Statement) string {
+	if mode != poolmode.Direct {
+		return ""
+	}
+	return st.Text(0)
 }
