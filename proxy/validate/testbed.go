@@ -769,9 +769,10 @@ func calibratedTestbed(cfg system.Config, cal Calibration) system.Metrics {
 // testbed tb's parts.
 func testbedConfig(cfg system.Config, cal Calibration, tb *Testbed) system.Config {
 	cc := cfg
-	sigma, kappa := tb.Contention, tb.Coherency
+	applyTestbed(&cc, tb, tb.Contention, tb.Coherency)
+	cc.Server.Connect = sim.ConstDist(0) // direct clients connect before time zero
 	if cfg.Pooler.PoolMode.Pooled() {
-		// A pooled row's servers' CPU per statement was measured where the
+		// The pool's servers' CPU per statement was measured where the
 		// row runs (the through loop, or the run itself): whatever their
 		// contention costs at the row's concurrency is in it already, and
 		// σ and κ, fitted to the direct points from one connection's cost,
@@ -779,11 +780,7 @@ func testbedConfig(cfg system.Config, cal Calibration, tb *Testbed) system.Confi
 		// 36,700/s at 2 connections to 8,300 at 32, σ of 0.07-0.22 left the
 		// model at half its own through loop's throughput at pools 16 and
 		// 32).
-		sigma, kappa = 0, 0
-	}
-	applyTestbed(&cc, tb, sigma, kappa)
-	cc.Server.Connect = sim.ConstDist(0) // direct clients connect before time zero
-	if cfg.Pooler.PoolMode.Pooled() {
+		cc.Server.Contention, cc.Server.Coherency = 0, 0
 		// A statement is a request, a response and an assignment on the
 		// pooler's thread: a third each (PgBouncer reads a waiting
 		// client's query again once it has a server, so a hand-off costs
