@@ -283,6 +283,11 @@ var fields = []field{
 	{"testbed.wake_curve", "live validation on one machine: an idle core's wake-up by how long it idled, instead of testbed.wakeup and pooler.wakeup (testbed.scheduler per_core): a list of [idle, wake-up] duration pairs, idle rising; a backend or the pooler's thread woken onto an idle core from another waits the curve's wake-up at that core's idle time, linear between the points and flat beyond them (bench/wake-pingpong.sh measures one) (default none)", func(c *system.Config, n *yaml.Node) error {
 		return wakeCurveInto(&c.Testbed.WakeCurve, n)
 	}},
+	{"testbed.servers_open", "live validation: servers each pool already has open and idle at time zero, within its pool size and server.max_connections in all - a live pooler keeps the server the first client's login opened (PgBouncer caches its welcome) and those the validator's calibration through it opened, which poolsim validate counts at PostgreSQL right before each run; a direct pool ignores it (0..100000; default 0: every pool starts empty)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 0, 100000)
+		c.Testbed.ServersOpen = int(v)
+		return err
+	}},
 	{"live.statement", "how poolsim validate spends workload.query at the real server: sleep (pg_sleep, whole milliseconds), cpu (a CPU-bound statement calibrated on the spot), sql (live.sql) or pgbench-select (pgbench -S's statement against a database pgbench -i initialises; its CPU is measured and the calibrated model runs it on server.cores with the pooler and the load driver)", func(c *system.Config, n *yaml.Node) error {
 		names := []string{"sleep", "cpu", "sql", "pgbench-select"}
 		return choiceInto(&c.Live.Statement, n, names, names)

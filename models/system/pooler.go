@@ -361,6 +361,31 @@ func (m *model) loginRefused(s *sim.Sim, pi int) {
 	}
 }
 
+// openAtStart opens testbed.servers_open idle servers in every pool at
+// time zero, pool by pool, each within its pool's limit and all within
+// server.max_connections.
+func (m *model) openAtStart(s *sim.Sim) {
+	n := m.cfg.Testbed.ServersOpen
+	if n <= 0 {
+		return
+	}
+	for pi := range m.pools {
+		p := &m.pools[pi]
+		if !m.specs[p.spec].Mode.Pooled() {
+			continue
+		}
+		for range min(n, m.specLim[p.spec]) {
+			if m.srv.backends >= m.cfg.Server.MaxConnections || !m.roomFor(s, pi) {
+				return
+			}
+			p.queue.Launch()
+			m.countServer(pi, 1)
+			m.srv.openBackend(s.Now())
+			m.loginDone(s, pi)
+		}
+	}
+}
+
 // loginDone is a new server ready: it goes to the oldest waiter, and the
 // pool may launch the next login.
 func (m *model) loginDone(s *sim.Sim, pi int) {

@@ -213,6 +213,7 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 	m.srv.initSpeed(cfg.Testbed, cfg.Seed)
 	var s sim.Sim
 	m.window.init(m, &s, o.pilot)
+	m.openAtStart(&s)
 	m.done = o.done
 	if o.trace {
 		m.trace = map[uint64][]sim.Time{}

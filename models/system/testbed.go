@@ -110,6 +110,15 @@ type Testbed struct {
 	// (PerCore only): the kernel's rate of moves, where it was measured,
 	// in place of one at every chance.
 	IdleBalanceEvery sim.Time
+	// ServersOpen is how many servers each pool already has open and idle
+	// at time zero (at most its limit, and no more in all than
+	// server.max_connections): a live run's pooler opens one for the
+	// first client's login (PgBouncer caches that server's welcome) and
+	// keeps those the validator's calibration through it opened, so its
+	// first clients do not wait for a login as a model's empty pool
+	// makes them. Not CPU: it does not turn the testbed on. A direct
+	// row has no pool and ignores it. 0: every pool starts empty.
+	ServersOpen int
 }
 
 // WakePoint is a point of Testbed.WakeCurve: after Idle of idle, a core
@@ -236,6 +245,9 @@ func (t Testbed) validate(cores int, bad func(string, ...any)) {
 	}
 	if t.NoIdleBalance && t.Scheduler != PerCore {
 		bad("testbed.idle_balance false keeps queued threads on their cores: it needs testbed.scheduler per_core")
+	}
+	if t.ServersOpen < 0 {
+		bad("testbed.servers_open must be 0 (every pool starts empty) or more, got %d", t.ServersOpen)
 	}
 	if t.IdleBalanceEvery < 0 {
 		bad("testbed.idle_balance must be true, false or a positive duration, got %v", t.IdleBalanceEvery)

@@ -41,6 +41,20 @@ type Calibration struct {
 	// Hop is half the extra round trip of an empty query through the target
 	// over the direct one (0 for direct rows); HopRTT is that round trip.
 	Hop, HopRTT time.Duration
+	// ServersOpen is how many servers the target's pool had open right
+	// before the load started (pooled rows; counted at PostgreSQL): the
+	// one the hop's connection through it opened, and a CPU-bound row's
+	// through loop's. The calibrated model's pool starts with them
+	// (testbed.servers_open).
+	ServersOpen int
+	// Pooled rows of a sleep, cpu or sql statement (calibrateHold): Hold
+	// is how long a statement held its server, as the target saw it, in a
+	// loop of HoldConns connections through it (HoldQueries requests);
+	// ConnectLoaded the median gap between its HoldLogins servers'
+	// starts in that loop (0 with fewer than two).
+	Hold, ConnectLoaded   time.Duration
+	HoldConns, HoldLogins int
+	HoldQueries           int64
 	// Concurrency is how many connections ran statements and think times at
 	// once while Query and Think were measured, and Samples how many
 	// statements they ran.

@@ -285,9 +285,23 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 		specs = append(specs, load.Spec{DSN: dsns[p.alias], Workload: cl.Workload, Seed: c.Seed, Blocks: p.mode != poolmode.Statement,
 			Statement: stmt, Settle: settle, SessionBase: uint64(i) << 40, Hold: hold[cl.Name], ArrivalStream: "arrivals/" + cl.Name})
 	}
-	specs[0].Started = func() { t.waits() }
+	// Each pool's first login opened a server for its welcome: count
+	// them at time zero, after every class has logged in.
+	var openErr error
+	specs[0].Started = func() {
+		t.waits()
+		for i, cl := range classes {
+			p := pools[poolIndex(c, cl)]
+			if p.mode.Pooled() && openErr == nil {
+				a.cals[i].ServersOpen, openErr = vv.serversOpen(ctx, p.user, p.database)
+			}
+		}
+	}
 	cpu0 := sampleCPU()
 	res, err := load.RunGroups(ctx, specs)
+	if err == nil {
+		err = openErr
+	}
 	if err != nil {
 		return a, err
 	}
@@ -408,7 +422,22 @@ func calibratedMulti(cfg system.Config, cals []Calibration) system.Result {
 	}
 	cc.Server.Connect = sim.ConstDist(sim.FromDuration(cals[0].Connect))
 	cc.Pooler.Hop = sim.FromDuration(cals[0].Hop)
+	cc.Testbed.ServersOpen = classesOpen(cals)
 	return system.Run(cc)
+}
+
+// classesOpen is the servers every pool of the calibrated model starts
+// with: the fewest any class's pool held at time zero (its first login's,
+// in a run without a calibration through it; the model has one number
+// for every pool).
+func classesOpen(cals []Calibration) int {
+	n := -1
+	for _, c := range cals {
+		if c.ServersOpen > 0 && (n < 0 || c.ServersOpen < n) {
+			n = c.ServersOpen
+		}
+	}
+	return max(n, 0)
 }
 
 // multiRow runs one point of a scenario with classes: a row for all the

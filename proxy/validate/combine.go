@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -91,6 +92,8 @@ func combineMeasured(xs []Measured, model system.Metrics) Measured {
 		{&m.StmtMeanMs, func(x Measured) float64 { return x.StmtMeanMs }},
 		{&m.StmtP99Ms, func(x Measured) float64 { return x.StmtP99Ms }},
 		{&m.ThinkMeanMs, func(x Measured) float64 { return x.ThinkMeanMs }},
+		{&m.HoldMs, func(x Measured) float64 { return x.HoldMs }},
+		{&m.StartGapMs, func(x Measured) float64 { return x.StartGapMs }},
 		{&m.AppMeanMs, func(x Measured) float64 { return x.AppMeanMs }},
 		{&m.ReqTPS, func(x Measured) float64 { return x.ReqTPS }},
 		{&m.ReqP50Ms, func(x Measured) float64 { return x.ReqP50Ms }},
@@ -104,6 +107,8 @@ func combineMeasured(xs []Measured, model system.Metrics) Measured {
 		*f.dst = medianOf(xs, f.get)
 	}
 	m.Assignments = int64(medianOf(xs, func(x Measured) float64 { return float64(x.Assignments) }))
+	m.HoldQueries = int64(medianOf(xs, func(x Measured) float64 { return float64(x.HoldQueries) }))
+	m.StartsInRun = int(medianOf(xs, func(x Measured) float64 { return float64(x.StartsInRun) }))
 	m.Prepared.ServerParses = int64(medianOf(xs, func(x Measured) float64 { return float64(x.Prepared.ServerParses) }))
 	m.Prepared.StmtExecs = int64(medianOf(xs, func(x Measured) float64 { return float64(x.Prepared.StmtExecs) }))
 	return m
@@ -164,6 +169,9 @@ func combineCal(cs []Calibration) Calibration {
 	c.ThinkMean = medianDur(cs, func(x Calibration) time.Duration { return x.ThinkMean })
 	c.Hop = medianDur(cs, func(x Calibration) time.Duration { return x.Hop })
 	c.HopRTT = medianDur(cs, func(x Calibration) time.Duration { return x.HopRTT })
+	c.ServersOpen = int(math.Round(medianOf(cs, func(x Calibration) float64 { return float64(x.ServersOpen) })))
+	c.Hold = medianDur(cs, func(x Calibration) time.Duration { return x.Hold })
+	c.ConnectLoaded = medianDur(cs, func(x Calibration) time.Duration { return x.ConnectLoaded })
 	c.RTT = medianDur(cs, func(x Calibration) time.Duration { return x.RTT })
 	c.Unnamed = medianDur(cs, func(x Calibration) time.Duration { return x.Unnamed })
 	c.Parse = medianDur(cs, func(x Calibration) time.Duration { return x.Parse })
@@ -183,9 +191,29 @@ func calibrated(cfg system.Config, cal Calibration) system.Metrics {
 	if cfg.Pooler.PoolMode.Pooled() {
 		cc.Pooler.Hop = sim.FromDuration(cal.Hop)
 		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.Connect))
+		cc.Testbed.ServersOpen = cal.ServersOpen
+		heldAtPooler(&cc, cal)
 	}
 	if cal.Prepared {
 		calibratedPrepared(&cc, cfg.Workload, cal)
 	}
 	return system.Run(cc).Metrics
+}
+
+// heldAtPooler gives a pooled row's model what its pooler saw of the
+// statement (calibrateHold): the server is held for the statement's time
+// at the pooler, the scenario's shape scaled to that mean, and the rest
+// of the driver's round trip straight to PostgreSQL (its own wake-ups)
+// is the client's, half on each hop, so that a client's round trip stays
+// the one measured; the pool's logins take as long as they did with the
+// machine busy.
+func heldAtPooler(cc *system.Config, cal Calibration) {
+	if cal.Hold <= 0 || cal.QueryMean <= 0 {
+		return
+	}
+	cc.Workload.Query = scaleDist(cc.Workload.Query, float64(cal.Hold)/float64(cal.QueryMean))
+	cc.Pooler.Hop = sim.FromDuration(max(0, cal.Hop+(cal.QueryMean-cal.Hold)/2))
+	if cal.ConnectLoaded > 0 {
+		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.ConnectLoaded))
+	}
 }

@@ -125,6 +125,14 @@ type Measured struct {
 	WaitMeanOnly bool // WaitMeanMs measured, percentiles not
 	Assignments  int64
 	// Diagnostics: statement round trips and think times under load.
+	// HoldMs is how long a request held its server on average, from the
+	// target's SHOW STATS (total_query_time less total_wait_time, per
+	// request; HoldQueries requests); StartsInRun servers started during
+	// the run, StartGapMs the median gap between their backend_starts.
+	HoldMs      float64
+	HoldQueries int64
+	StartsInRun int
+	StartGapMs  float64
 	StmtMeanMs  float64
 	StmtP99Ms   float64
 	ThinkMeanMs float64
@@ -512,12 +520,16 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	p("Measured right before each live run and put into that run's calibrated model; the table shows the medians over a row's runs: ")
 	p("connect = median time to open one PostgreSQL connection as the load's role, one at a time (pooled rows only: direct clients connect before time zero); ")
 	p("query and think = the scenario's statement straight to PostgreSQL (round trip included: the model's direct statement) and the driver's think timer, alternating on several connections at once so that pg_sleep and the timers see the concurrency of a full pool, fitted as a lognormal (mean, σ of the logs); ")
-	p("hop = (empty query round trip through the target − direct) / 2, timed alternately.")
+	p("hop = (empty query round trip through the target − direct) / 2, timed alternately; ")
+	p("open = the servers the target's pool held right before the load started, counted at PostgreSQL (pooled rows: the hop's connection through it opened one, a CPU-bound row's through loop up to its pool size), with which the calibrated model's pool starts (testbed.servers_open).")
+	if rep.held() {
+		p(" In pooled rows of a sleep, cpu or sql statement the same loop then runs through a fresh start of the target (as many connections as the direct loop, at most the pool size; 20 statements each): held = how long a statement held its server as the target saw it (SHOW STATS (total_query_time − total_wait_time) / total_query_count), and the connect column's second figure the median gap between the backend starts of the servers the pool opened one after another for it, a login with the machine busy. The calibrated model of such a row holds the server for held (the scenario's shape scaled to it), takes the rest of the direct round trip (this driver's own wake-ups, outside the server's time behind a pooler) as the client's, half on each hop, and opens its servers at the loaded connect.")
+	}
 	if rep.prepared() {
 		p(" In prepared-statement rows the query column is a prepared execution of the statement and think is the driver's timer alone, both measured as described below the table (1 connection).")
 	}
 	p("\n\n")
-	p("| row | connect | query (scenario → measured mean, p99) | think (scenario → measured mean) | hop | connections × statements |\n|---|---|---|---|---|---|\n")
+	p("| row | connect | query (scenario → measured mean, p99) | think (scenario → measured mean) | hop | open | connections × statements |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		if r.Skipped != "" || r.Class == allClasses {
 			continue
@@ -527,8 +539,19 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		if c.App {
 			app = "app "
 		}
-		p("| %s | %s | %s → %s, %s | %s%s → %s | %s | %d × %d |\n", r.Title(), ms(c.Connect), ms(c.QueryNominal), ms(c.QueryMean), ms(c.QueryP99),
-			app, ms(c.ThinkNominal), ms(c.ThinkMean), us(c.Hop), c.Concurrency, c.Samples)
+		open := "—"
+		if r.Mode.Pooled() {
+			open = strconv.Itoa(c.ServersOpen)
+		}
+		connect, held := ms(c.Connect), ""
+		if c.ConnectLoaded > 0 {
+			connect += " → " + ms(c.ConnectLoaded) + " loaded"
+		}
+		if c.Hold > 0 {
+			held = ", held " + ms(c.Hold)
+		}
+		p("| %s | %s | %s → %s, %s%s | %s%s → %s | %s | %s | %d × %d |\n", r.Title(), connect, ms(c.QueryNominal), ms(c.QueryMean), ms(c.QueryP99), held,
+			app, ms(c.ThinkNominal), ms(c.ThinkMean), us(c.Hop), open, c.Concurrency, c.Samples)
 	}
 	if rep.classes() {
 		p("\nWith classes each class is calibrated on its own, as its pool's user on its database, with as many connections at once as its pool has servers. For a class with requests and workload.app the think column is its app pause (marked app): those timers are measured, and its think between requests gets the same overshoot in the calibrated model. One hop (through the first pool) serves every class.\n")
@@ -610,6 +633,16 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		default:
 			p("\n\nDiagnostics: hop %s (empty query round trip through the target %s); statements after a transaction's first %.3f ms mean, %.3f ms p99 under load%s (calibrated query + 2 hops %.3f ms); think %.3f ms mean (calibrated %.3f ms); wall %.1f ms; %d wait timeouts, %d failed clients",
 				us(r.Cal.Hop), us(r.Cal.HopRTT), x.StmtMeanMs, x.StmtP99Ms, stmtNote, r.calStmt, x.ThinkMeanMs, r.calThinkMs, x.WallMs, x.WaitTimeouts, x.Failed)
+		}
+		if x.HoldQueries > 0 {
+			p("; a statement held its server %.3f ms at the target (%d requests; calibrated %.3f ms)", x.HoldMs, x.HoldQueries, float64(r.Cal.Hold)/1e6)
+		}
+		if x.StartsInRun > 1 {
+			cal := r.Cal.ConnectLoaded
+			if cal == 0 {
+				cal = r.Cal.Connect
+			}
+			p("; the pool opened %d servers during the run, one every %.3f ms (median gap of their backend starts; calibrated %.3f ms)", x.StartsInRun, x.StartGapMs, float64(cal)/1e6)
 		}
 		if x.WaitMeanOnly {
 			p("; wait percentiles: PgBouncer reports only a mean (SHOW STATS total_wait_time / %d assignments counted by the driver)", x.Assignments)
@@ -790,6 +823,17 @@ func (rep *Report) writeClassSummary(b *strings.Builder) {
 func (rep *Report) prepared() bool {
 	for _, r := range rep.Rows {
 		if r.Prepared {
+			return true
+		}
+	}
+	return false
+}
+
+// held reports whether a row's calibration has a statement's hold at
+// the target (calibrateHold).
+func (rep *Report) held() bool {
+	for _, r := range rep.Rows {
+		if r.Cal.Hold > 0 {
 			return true
 		}
 	}

@@ -179,40 +179,96 @@ func startBouncer(ctx context.Context, srv server, ps poolSettings, logf func(st
 // bouncerStats reads SHOW STATS totals for database db: total_wait_time in
 // microseconds and total_xact_count.
 func bouncerStats(ctx context.Context, b *pgbouncer.PgBouncer, db string) (waitUs, xacts int64, err error) {
+	v, err := bouncerTotals(ctx, b, db, "total_wait_time", "total_xact_count")
+	if err != nil {
+		return 0, 0, err
+	}
+	return v[0], v[1], nil
+}
+
+// bouncerTotals reads SHOW STATS columns cols for database db, summed
+// over its rows.
+func bouncerTotals(ctx context.Context, b *pgbouncer.PgBouncer, db string, cols ...string) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	conn, err := pgconn.Connect(ctx, b.AdminDSN())
 	if err != nil {
-		return 0, 0, fmt.Errorf("pgbouncer admin: %w", err)
+		return nil, fmt.Errorf("pgbouncer admin: %w", err)
 	}
 	defer closeConn(conn)
 	rs, err := conn.Exec(ctx, "SHOW STATS").ReadAll()
 	if err != nil {
-		return 0, 0, fmt.Errorf("pgbouncer SHOW STATS: %w", err)
+		return nil, fmt.Errorf("pgbouncer SHOW STATS: %w", err)
 	}
 	if len(rs) != 1 {
-		return 0, 0, errors.New("pgbouncer SHOW STATS: no result")
+		return nil, errors.New("pgbouncer SHOW STATS: no result")
 	}
 	col := map[string]int{}
 	for i, f := range rs[0].FieldDescriptions {
 		col[f.Name] = i
 	}
-	wi, ok1 := col["total_wait_time"]
-	xi, ok2 := col["total_xact_count"]
-	di, ok3 := col["database"]
-	if !ok1 || !ok2 || !ok3 {
-		return 0, 0, errors.New("pgbouncer SHOW STATS: no total_wait_time, total_xact_count or database column")
+	di, ok := col["database"]
+	if !ok {
+		return nil, errors.New("pgbouncer SHOW STATS: no database column")
 	}
+	idx := make([]int, len(cols))
+	for i, c := range cols {
+		if idx[i], ok = col[c]; !ok {
+			return nil, fmt.Errorf("pgbouncer SHOW STATS: no %s column", c)
+		}
+	}
+	out := make([]int64, len(cols))
 	for _, row := range rs[0].Rows {
 		if string(row[di]) != db {
 			continue
 		}
-		w, _ := strconv.ParseInt(string(row[wi]), 10, 64)
-		x, _ := strconv.ParseInt(string(row[xi]), 10, 64)
-		waitUs += w
-		xacts += x
+		for i, j := range idx {
+			v, _ := strconv.ParseInt(string(row[j]), 10, 64)
+			out[i] += v
+		}
 	}
-	return waitUs, xacts, nil
+	return out, nil
+}
+
+// serverTimes is the target's SHOW STATS account of database db's
+// statements: the time from each request's first message to its
+// ReadyForQuery (total_query_time, waits for a server included), the
+// waits (total_wait_time) and the requests (total_query_count).
+type serverTimes struct {
+	query, wait time.Duration
+	queries     int64
+}
+
+// times reads the target's serverTimes for database db.
+func (t *running) times(ctx context.Context, db string) (serverTimes, error) {
+	if t.px != nil {
+		var st serverTimes
+		for _, ps := range t.px.Stats() {
+			if ps.Database == db {
+				// The proxy's query time starts at the assignment: its
+				// wait is added back, as PgBouncer counts it.
+				st.query += ps.Counters.QueryTime + ps.Counters.WaitTime
+				st.wait += ps.Counters.WaitTime
+				st.queries += ps.Counters.Queries
+			}
+		}
+		return st, nil
+	}
+	v, err := bouncerTotals(ctx, t.bouncer, db, "total_query_time", "total_wait_time", "total_query_count")
+	if err != nil {
+		return serverTimes{}, err
+	}
+	return serverTimes{query: time.Duration(v[0]) * time.Microsecond, wait: time.Duration(v[1]) * time.Microsecond, queries: v[2]}, nil
+}
+
+// holdMs is the mean time a request held its server between two reads
+// (query time less the wait, per request), in ms; 0 without requests.
+func holdMs(before, after serverTimes) float64 {
+	n := after.queries - before.queries
+	if n <= 0 {
+		return 0
+	}
+	return float64((after.query-before.query)-(after.wait-before.wait)) / 1e6 / float64(n)
 }
 
 // closeConn closes a connection politely (Terminate), within a second.

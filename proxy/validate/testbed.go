@@ -796,6 +796,7 @@ func testbedConfig(cfg system.Config, cal Calibration, tb *Testbed) system.Confi
 		cc.Pooler.Hop = 0
 		cc.Pooler.Wakeup = sim.FromDuration(max(0, cal.Hop-per))
 		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.Connect))
+		cc.Testbed.ServersOpen = cal.ServersOpen
 		// With the cores' wake-up measured, a backend or the pooler's
 		// thread woken onto an idle core from another waits it by the
 		// core's idle time, in place of the pooler's constant wake-up.

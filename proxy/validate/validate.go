@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -337,6 +339,74 @@ func (l *lab) quiesce(ctx context.Context) error {
 	return l.backendGone(ctx, pid)
 }
 
+// serversOpen counts the client backends of user on database at
+// PostgreSQL: right before a pooled run, the servers the target's pool
+// holds (quiesce left no other; the watch connection is not counted).
+func (l *lab) serversOpen(ctx context.Context, user, database string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgconn.Connect(ctx, l.watchDSN)
+	if err != nil {
+		return 0, fmt.Errorf("validate: count the pool's servers: %w", err)
+	}
+	pid := conn.PID()
+	rs := conn.ExecParams(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND usename = $1 AND datname = $2",
+		[][]byte{[]byte(user), []byte(database)}, nil, nil, nil).Read()
+	closeConn(conn)
+	if rs.Err != nil {
+		return 0, fmt.Errorf("validate: count the pool's servers: %w", rs.Err)
+	}
+	n := 0
+	if len(rs.Rows) == 1 {
+		n, err = strconv.Atoi(string(rs.Rows[0][0]))
+	}
+	if len(rs.Rows) != 1 || err != nil {
+		return 0, fmt.Errorf("validate: count the pool's servers: unexpected answer %q", rs.Rows)
+	}
+	// The watch connection's max_connections slot must be free before
+	// the load starts.
+	return n, l.backendGone(ctx, pid)
+}
+
+// serverStarts reads when the servers of user on database that started
+// after since started (pg_stat_activity's backend_start) and returns
+// their number and the median gap between one start and the next. It
+// asks through the target (dsn): the pool may hold every
+// max_connections slot, and a role sees its own sessions' starts.
+func serverStarts(ctx context.Context, dsn, user, database string, since time.Time) (int, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgconn.Connect(ctx, dsn)
+	if err != nil {
+		return 0, 0, fmt.Errorf("validate: read the servers' starts: %w", err)
+	}
+	defer closeConn(conn)
+	rs := conn.ExecParams(ctx, "SELECT (extract(epoch FROM backend_start) * 1e6)::int8 FROM pg_stat_activity WHERE backend_type = 'client backend' AND usename = $1 AND datname = $2 ORDER BY 1",
+		[][]byte{[]byte(user), []byte(database)}, nil, nil, nil).Read()
+	if rs.Err != nil {
+		return 0, 0, fmt.Errorf("validate: read the servers' starts: %w", rs.Err)
+	}
+	var starts []time.Time
+	for _, row := range rs.Rows {
+		us, err := strconv.ParseInt(string(row[0]), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("validate: read the servers' starts: %w", err)
+		}
+		if at := time.UnixMicro(us); !at.Before(since) {
+			starts = append(starts, at)
+		}
+	}
+	if len(starts) < 2 {
+		return len(starts), 0, nil
+	}
+	gaps := make([]time.Duration, 0, len(starts)-1)
+	for i := 1; i < len(starts); i++ {
+		gaps = append(gaps, starts[i].Sub(starts[i-1]))
+	}
+	slices.Sort(gaps)
+	return len(starts), load.Median(gaps), nil
+}
+
 // row runs one point.
 func (l *lab) row(ctx context.Context, p scenarios.Point, model system.Metrics, stmt load.Statement, samples int) (Row, error) {
 	c := p.Config
@@ -428,6 +498,13 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	if prepared {
 		l.logf("validate: calibrated: connect %v, prepared execution %v (trivial %v), unnamed %v, parse %v, think %v", a.cal.Connect, a.cal.QueryMean, a.cal.RTT, a.cal.Unnamed, a.cal.Parse, a.cal.ThinkMean)
 	}
+	// A pooled row of a plain statement: what the pooler sees of it.
+	held := mode.Pooled() && !testbed && !prepared
+	if held {
+		if err := l.calibrateHold(ctx, c, stmt, &a.cal); err != nil {
+			return a, err
+		}
+	}
 	t, err := startTarget(ctx, l.o.Target, l.srv, poolSettings{pooling: c.Pooler.Pooling, bouncerVersion: l.bouncerVersion}, l.logf)
 	if err != nil {
 		return a, err
@@ -466,6 +543,25 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	var sp0, b0, cp0 int64
 	if tracked {
 		if sp0, b0, cp0, err = proxyStats(ctx, t.px, l.srv.database); err != nil {
+			return a, err
+		}
+	}
+	if mode.Pooled() {
+		if a.cal.ServersOpen, err = l.serversOpen(ctx, l.srv.user, l.srv.database); err != nil {
+			return a, err
+		}
+	}
+	var times0 serverTimes
+	switch {
+	case !held:
+	case t.bouncer != nil:
+		// PgBouncer's SHOW STATS totals move once a second, and this
+		// start of it has run only the hop's empty queries: those, each
+		// held for about the empty round trip less its two hops, are the
+		// run's baseline.
+		times0 = serverTimes{queries: int64(samples), query: time.Duration(samples) * max(0, a.cal.HopRTT-2*a.cal.Hop)}
+	default:
+		if times0, err = t.times(ctx, l.srv.database); err != nil {
 			return a, err
 		}
 	}
@@ -553,6 +649,19 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 			x.WaitMeanOnly = true
 			x.WaitMeanMs = float64(waitAfter-waitBefore) / 1e3 / float64(x.Assignments)
 		}
+	}
+	if held {
+		times1, err := t.times(ctx, l.srv.database)
+		if err != nil {
+			return a, err
+		}
+		x.HoldMs, x.HoldQueries = holdMs(times0, times1), times1.queries-times0.queries
+		var gap time.Duration
+		if x.StartsInRun, gap, err = serverStarts(ctx, t.dsn, l.srv.user, l.srv.database, res.Start); err != nil {
+			return a, err
+		}
+		x.StartGapMs = float64(gap) / 1e6
+		l.logf("validate: in the run: a statement held its server %.3f ms (%d requests; calibrated %v), %d servers opened, one every %.3f ms (calibrated %v)", x.HoldMs, x.HoldQueries, a.cal.Hold, x.StartsInRun, x.StartGapMs, a.cal.ConnectLoaded)
 	}
 	if err := t.close(); err != nil {
 		return a, err
@@ -770,7 +879,7 @@ func stampedCommit() (string, bool) {
 func notes(target string, points []scenarios.Point) []string {
 	n := []string{
 		"Time zero is 200 ms after every client of a closed workload has tried to connect (a barrier, then a pause so that refused backends have exited): the clients' own logins are outside the measurement, so the calibrated model gives direct rows server.connect = 0 and pooled rows the measured connect for the pooler's server logins. In the direct rows each connection also runs the statement once at no cost (SELECT pg_sleep(0), or the row's own) before time zero: a new backend loads its catalog caches on its first statement, part of the connection, not of the run.",
-		"In the pooled rows the pooler opens its first server connection before time zero (to answer the first login, and for the hop measurement), so the live pool starts with one server where the model starts with none.",
+		"In the pooled rows the pooler opens its first server connection before time zero (to answer the first login, and for the hop measurement): the validator counts the servers the pool holds right before the load starts (the calibration's open column) and the calibrated model's pool starts with them (testbed.servers_open); the scenario's model starts empty.",
 		"hop_ms_per_txn is not measurable from outside the pooler and is left out; the hop enters the calibrated model as measured above.",
 		"Transaction blocks travel inside the first and last statements' Query messages (BEGIN; ... and ...; COMMIT), so a transaction costs stmts_per_txn round trips, as in the model; statement mode runs the statements as autocommit statements, as the model does.",
 	}
