@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/sim"
 )
 
 // inRunRow is a pooled CPU-bound row's config and a calibration whose
@@ -76,5 +77,31 @@ func TestArrangementsAtRunCPU(t *testing.T) {
 	}
 	if tb.Together.Server != 36*time.Microsecond || tb.Apart.Server != 44*time.Microsecond {
 		t.Errorf("the arrangements' measured costs were overwritten: %v, %v", tb.Together.Server, tb.Apart.Server)
+	}
+}
+
+func TestHeldAtPooler(t *testing.T) {
+	// The driver's round trip straight to PostgreSQL was 5.4 ms, the
+	// pooler saw the statement hold its server 4.8 ms: the model holds it
+	// 4.8 ms in the scenario's shape, and the 0.6 ms left over are the
+	// client's, 0.3 ms more on each hop - the client's round trip through
+	// the pooler stays query + 2 hops as measured. Logins take the loaded
+	// time.
+	cfg := system.Default()
+	cfg.Workload.Query = sim.Dist{Kind: sim.Lognormal, Mean: 3 * sim.Millisecond, Sigma: 0.4}
+	cal := Calibration{QueryMean: 5400 * time.Microsecond, Hop: 40 * time.Microsecond, Hold: 4800 * time.Microsecond, ConnectLoaded: 21 * time.Millisecond}
+	cfg.Workload.Query = scaleDist(cfg.Workload.Query, 5.4/3) // calibrated() sets the measured query first
+	heldAtPooler(&cfg, cal)
+	q := cfg.Workload.Query
+	if q.Kind != sim.Lognormal || q.Sigma != 0.4 || q.Mean != 4800*sim.Microsecond {
+		t.Errorf("query %+v; want the lognormal of σ 0.4 at mean 4.8 ms", q)
+	}
+	if cfg.Pooler.Hop != 340*sim.Microsecond || cfg.Server.Connect.Mean != 21*sim.Millisecond {
+		t.Errorf("hop %v, connect %v; want 340µs and 21ms", cfg.Pooler.Hop, cfg.Server.Connect.Mean)
+	}
+	before := cfg
+	heldAtPooler(&cfg, Calibration{QueryMean: 5 * time.Millisecond, Hop: 40 * time.Microsecond})
+	if cfg.Workload.Query != before.Workload.Query || cfg.Pooler.Hop != before.Pooler.Hop {
+		t.Errorf("without a hold measured the model changed: %+v", cfg)
 	}
 }

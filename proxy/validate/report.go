@@ -523,7 +523,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	p("hop = (empty query round trip through the target − direct) / 2, timed alternately; ")
 	p("open = the servers the target's pool held right before the load started, counted at PostgreSQL (pooled rows: the hop's connection through it opened one, a CPU-bound row's through loop up to its pool size), with which the calibrated model's pool starts (testbed.servers_open).")
 	if rep.held() {
-		p(" In pooled rows of a sleep, cpu or sql statement the same loop then runs through a fresh start of the target (as many connections as the direct loop, at most the pool size; 20 statements each): held = how long a statement held its server as the target saw it (SHOW STATS (total_query_time − total_wait_time) / total_query_count), and the connect column's second figure the median gap between the backend starts of the servers the pool opened one after another for it, a login with the machine busy. The calibrated model of such a row holds the server for held (the scenario's shape scaled to it), takes the rest of the direct round trip (this driver's own wake-ups, outside the server's time behind a pooler) as the client's, half on each hop, and opens its servers at the loaded connect.")
+		p(" In pooled rows of a sleep, cpu or sql statement the same loop then runs through a fresh start of the target (as many connections as the direct loop, at most the pool size; 20 statements each): held = how long a statement held its server as the target saw it (SHOW STATS (total_query_time − total_wait_time) / total_query_count), and the connect column's second figure the median gap between the backend starts of the servers the pool opened one after another for it, a login with the machine busy. The calibrated model of such a row holds the server as long as the run itself showed (the target's SHOW STATS over the run; Diagnostics), the scenario's shape scaled to it, takes the rest of the direct round trip (this driver's own wake-ups, outside the server's time behind a pooler) as the client's, half on each hop, and opens its servers one every gap between the run's own server starts — how long pg_sleep and a login take moves with what else the machine runs, as a CPU-bound row's CPU per statement does; the model from held and the loaded connect alone, before the run, is given below each such row.")
 	}
 	if rep.prepared() {
 		p(" In prepared-statement rows the query column is a prepared execution of the statement and think is the driver's timer alone, both measured as described below the table (1 connection).")
@@ -652,6 +652,10 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			p(", the calibrated model's cores %.0f%%", 100*r.Calibrated.CPUUtil)
 		}
 		p("; machine load average (1, 5, 15 min) %s.\n", r.Load)
+		if b := r.Before; b != nil && r.Cal.Testbed == nil && r.Cal.Hold > 0 {
+			p("\nBefore the run alone (held %.3f ms, a login every %.3f ms, from the loop through the target): the calibrated model gives tps %.1f (%+.1f %%), p50 %.2f ms (%+.1f %%), p99 %.2f ms (%+.1f %%).\n",
+				float64(r.Cal.Hold)/1e6, float64(r.Cal.ConnectLoaded)/1e6, b.TPS, 100*relErr(b.TPS, x.TPS), b.P50Ms, 100*relErr(b.P50Ms, x.P50Ms), b.P99Ms, 100*relErr(b.P99Ms, x.P99Ms))
+		}
 		if len(r.Repeats) > 1 {
 			p("\nRuns (measured / calibrated model; the table holds their medians):")
 			for i, y := range r.Repeats {

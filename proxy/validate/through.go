@@ -56,13 +56,16 @@ func (l *lab) calibrateHold(ctx context.Context, c system.Config, stmt load.Stat
 	if _, _, err := loop(ctx, t.dsn, c, stmt, conc, conc*holdPerConn, gone); err != nil {
 		return err
 	}
-	if t.bouncer != nil {
-		// SHOW STATS totals move every stats_period (1 s here).
-		if err := probe.Sleep(ctx, 1100*time.Millisecond); err != nil {
-			return err
+	// The touch's query, then each connection's untimed first statement
+	// and its timed ones.
+	want := int64(1 + conc*(1+holdPerConn))
+	st, err := t.times(ctx, l.srv.database)
+	// PgBouncer's SHOW STATS totals move once per stats_period (1 s here).
+	for deadline := time.Now().Add(2 * time.Second); err == nil && t.bouncer != nil && st.queries < want && time.Now().Before(deadline); {
+		if err = probe.Sleep(ctx, 50*time.Millisecond); err == nil {
+			st, err = t.times(ctx, l.srv.database)
 		}
 	}
-	st, err := t.times(ctx, l.srv.database)
 	if err != nil {
 		return err
 	}

@@ -436,7 +436,8 @@ func (l *lab) row(ctx context.Context, p scenarios.Point, model system.Metrics, 
 	for _, a := range runs {
 		xs, cals = append(xs, a.x), append(cals, a.cal)
 		models = append(models, calibratedRun(c, a))
-		if tb := a.cal.Testbed; tb != nil && tb.Run.OK {
+		_, held := heldInRun(a)
+		if tb := a.cal.Testbed; held || tb != nil && tb.Run.OK {
 			before = append(before, beforeRun(c, a))
 		}
 	}

@@ -109,6 +109,15 @@ func TestValidateLive(t *testing.T) {
 	if got := rep.Rows[1].Measured; !got.WaitKnown || got.Assignments != 6 {
 		t.Errorf("transaction: waits known %v, %d assignments; want the proxy's record of 6", got.WaitKnown, got.Assignments)
 	}
+	// The pooled row's calibration through the proxy: the pool kept the
+	// hop's server, a statement held its server at least its sleep, and
+	// the run's own account of it was read.
+	if c := rep.Rows[1].Cal; c.ServersOpen != 1 || c.Hold < c.QueryNominal || c.HoldQueries < int64(c.HoldConns*holdPerConn) {
+		t.Errorf("transaction: %d servers open at time zero, held %v for a %v sleep in %d requests of %d connections; want 1, at least the sleep, %d a connection", c.ServersOpen, c.Hold, c.QueryNominal, c.HoldQueries, c.HoldConns, holdPerConn)
+	}
+	if x := rep.Rows[1].Measured; x.HoldQueries < 6*2 || x.HoldMs < 2 {
+		t.Errorf("transaction: the run's hold %.3f ms over %d requests; want at least the 2 ms sleep over the run's 12 statements", x.HoldMs, x.HoldQueries)
+	}
 	if rep.Versions.PostgreSQL == "" || rep.Versions.CPUs < 1 {
 		t.Errorf("versions not filled: %+v", rep.Versions)
 	}
