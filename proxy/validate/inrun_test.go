@@ -105,3 +105,27 @@ func TestHeldAtPooler(t *testing.T) {
 		t.Errorf("without a hold measured the model changed: %+v", cfg)
 	}
 }
+
+func TestHeldInRun(t *testing.T) {
+	// The run's own hold and login pace replace the loop's; a run with
+	// no account of its requests (a direct or CPU-bound row) keeps the
+	// calibration as it was.
+	a := attempt{cal: Calibration{Hold: 4400 * time.Microsecond, ConnectLoaded: 19 * time.Millisecond, Connect: 12 * time.Millisecond},
+		x: Measured{HoldMs: 5.1, HoldQueries: 720, StartsInRun: 17, StartGapMs: 24.5}}
+	cal, ok := heldInRun(a)
+	if !ok || cal.Hold != 5100*time.Microsecond || cal.ConnectLoaded != 24500*time.Microsecond || cal.Connect != 12*time.Millisecond {
+		t.Errorf("held in run: %v, hold %v, loaded connect %v, connect %v; want true, 5.1ms, 24.5ms, 12ms", ok, cal.Hold, cal.ConnectLoaded, cal.Connect)
+	}
+	a.x.StartsInRun = 1 // one login: no gap measured, the loop's stays
+	if cal, _ := heldInRun(a); cal.ConnectLoaded != 19*time.Millisecond {
+		t.Errorf("one login in the run: loaded connect %v, want the loop's 19ms", cal.ConnectLoaded)
+	}
+	a.x.HoldQueries = 0
+	if _, ok := heldInRun(a); ok {
+		t.Error("a run without the target's account of its requests took the in-run hold")
+	}
+	a = attempt{x: Measured{HoldMs: 5.1, HoldQueries: 720}}
+	if _, ok := heldInRun(a); ok {
+		t.Error("a row without a loop through the target took the in-run hold")
+	}
+}
