@@ -317,17 +317,17 @@ func (l *lab) quiesce(ctx context.Context) error {
 		return fmt.Errorf("validate: wait for idle server: %w", err)
 	}
 	pid := conn.PID()
-	q := "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+	filter := ""
 	if l.cluster == nil {
-		q += " AND usename = current_user"
+		filter = " AND usename = current_user"
 	}
 	for {
-		rs, err := conn.Exec(ctx, q).ReadAll()
+		n, err := countBackends(ctx, conn, filter)
 		if err != nil {
 			closeConn(conn)
 			return fmt.Errorf("validate: wait for idle server: %w", err)
 		}
-		if len(rs) == 1 && len(rs[0].Rows) == 1 && string(rs[0].Rows[0][0]) == "0" {
+		if n == 0 {
 			break
 		}
 		if err := probe.Sleep(ctx, 20*time.Millisecond); err != nil {
@@ -350,22 +350,36 @@ func (l *lab) serversOpen(ctx context.Context, user, database string) (int, erro
 		return 0, fmt.Errorf("validate: count the pool's servers: %w", err)
 	}
 	pid := conn.PID()
-	rs := conn.ExecParams(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND usename = $1 AND datname = $2",
-		[][]byte{[]byte(user), []byte(database)}, nil, nil, nil).Read()
+	n, err := countBackends(ctx, conn, " AND usename = $1 AND datname = $2", user, database)
 	closeConn(conn)
-	if rs.Err != nil {
-		return 0, fmt.Errorf("validate: count the pool's servers: %w", rs.Err)
-	}
-	n := 0
-	if len(rs.Rows) == 1 {
-		n, err = strconv.Atoi(string(rs.Rows[0][0]))
-	}
-	if len(rs.Rows) != 1 || err != nil {
-		return 0, fmt.Errorf("validate: count the pool's servers: unexpected answer %q", rs.Rows)
+	if err != nil {
+		return 0, fmt.Errorf("validate: count the pool's servers: %w", err)
 	}
 	// The watch connection's max_connections slot must be free before
 	// the load starts.
 	return n, l.backendGone(ctx, pid)
+}
+
+// countBackends counts the client backends other than conn's own that
+// match filter (SQL appended to the WHERE clause, $1... bound to args).
+func countBackends(ctx context.Context, conn *pgconn.PgConn, filter string, args ...string) (int, error) {
+	params := make([][]byte, len(args))
+	for i, a := range args {
+		params[i] = []byte(a)
+	}
+	rs := conn.ExecParams(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"+filter,
+		params, nil, nil, nil).Read()
+	if rs.Err != nil {
+		return 0, rs.Err
+	}
+	if len(rs.Rows) != 1 {
+		return 0, fmt.Errorf("unexpected answer %q", rs.Rows)
+	}
+	n, err := strconv.Atoi(string(rs.Rows[0][0]))
+	if err != nil {
+		return 0, fmt.Errorf("unexpected answer %q: %w", rs.Rows[0][0], err)
+	}
+	return n, nil
 }
 
 // serverStarts reads when the servers of user on database that started
