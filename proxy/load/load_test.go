@@ -234,3 +234,56 @@ func TestClosedWarmsBeforeTimeZero(t *testing.T) {
 		t.Errorf("a failing warm statement: ok %d, statements %d, errors %v; want 0, 0 and the error", res.OKTxns, res.Stmts, res.Errors)
 	}
 }
+
+// TestClosedKeepsConnsUntilEverySessionEnds: with Spec.KeepConns no
+// client's backend goes before the run's last statement - every
+// statement, each counting the load role's backends into a table, sees
+// all of them, though the sessions end at different times (random
+// thinks) - and the connections are closed once the run is over.
+func TestClosedKeepsConnsUntilEverySessionEnds(t *testing.T) {
+	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 8, SuperuserReservedConnections: pgcluster.ReserveNone})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := pgconn.Connect(ctx, c.SuperuserDSN(pgcluster.UserDatabase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeConn(admin)
+	if _, err := admin.Exec(ctx, "CREATE TABLE seen (n int); GRANT INSERT ON seen TO PUBLIC").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	const clients = 4
+	w := workload(clients, 3, 1, 0, 0)
+	w.Think = sim.ExpDist(sim.FromDuration(5 * time.Millisecond))
+	count := "(SELECT count(*) FROM pg_stat_activity WHERE usename = current_user AND backend_type = 'client backend')"
+	res, err := Run(ctx, Spec{DSN: c.UserDSN(), Workload: w, Seed: 3, KeepConns: true,
+		Statement: Statement{Kind: KindSQL, SQL: "INSERT INTO seen SELECT " + count}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OKTxns != clients*3 || res.Failed != 0 {
+		t.Fatalf("ok %d, failed %d (%v); want %d, 0", res.OKTxns, res.Failed, res.Errors, clients*3)
+	}
+	rows, err := admin.Exec(ctx, "SELECT count(*), min(n) FROM seen").ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprintf("%s %s", rows[0].Rows[0][0], rows[0].Rows[0][1]); got != fmt.Sprintf("%d %d", clients*3, clients) {
+		t.Errorf("statements and the fewest backends one saw: %s; want %d %d", got, clients*3, clients)
+	}
+	// Closed after the run: the backends exit (waited for, not slept on).
+	for {
+		rows, err := admin.Exec(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename <> current_user AND backend_type = 'client backend'").ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(rows[0].Rows[0][0]) == "0" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the load's %s backends are still there a minute on", rows[0].Rows[0][0])
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

@@ -127,7 +127,7 @@ func QueueExec(conn *pgconn.PgConn, name, sql string, parse bool, params ...stri
 // preparedSession runs c's transactions with prepared statements and
 // closes its connection.
 func (r *run) preparedSession(ctx context.Context, c *client) {
-	defer closeConn(c.conn)
+	defer r.hangUp(c)
 	w := r.spec.Workload
 	st := r.spec.Statement
 	blocks := r.spec.Blocks && w.StmtsPerTxn > 1

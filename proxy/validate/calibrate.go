@@ -251,6 +251,44 @@ func measureHop(ctx context.Context, dsn, directDSN string, n int, backendGone f
 // pg_sleep are measured under the load they will see.
 const calibrationConcurrency = 20
 
+// loopOut is one connection's part of a calibration loop.
+type loopOut struct {
+	q, t []time.Duration
+	pid  uint32
+	err  error
+}
+
+// run is connection i's part of the loop: staggered over one think time,
+// per statements, each followed by its think.
+func (o *loopOut) run(ctx context.Context, conn *pgconn.PgConn, base system.Config, st load.Statement, i, conc, per int) error {
+	// Stagger the connections over one think time, as the clients of
+	// a run drift apart after their first statements.
+	if err := probe.Sleep(ctx, time.Duration(i)*base.Workload.Think.MeanValue().Duration()/time.Duration(conc)); err != nil {
+		return err
+	}
+	qr := sim.NewRand(base.Seed, fmt.Sprintf("validate calibrate query %d", i))
+	tr := sim.NewRand(base.Seed, fmt.Sprintf("validate calibrate think %d", i))
+	for range per {
+		sql := st.Text(base.Workload.Query.Sample(qr).Duration())
+		t := time.Now()
+		if _, err := conn.Exec(ctx, sql).ReadAll(); err != nil {
+			return fmt.Errorf("calibrate statement %q: %w", sql, err)
+		}
+		o.q = append(o.q, time.Since(t))
+		d := base.Workload.Think.Sample(tr).Duration()
+		if d <= 0 {
+			o.t = append(o.t, 0)
+			continue
+		}
+		t = time.Now()
+		if err := probe.Sleep(ctx, d); err != nil {
+			return err
+		}
+		o.t = append(o.t, time.Since(t))
+	}
+	return nil
+}
+
 // loop runs conc connections straight to PostgreSQL, each alternating the
 // scenario's statement and think time, until n statements have run, and
 // returns every statement's round trip and every think's real length.
@@ -258,60 +296,56 @@ func loop(ctx context.Context, dsn string, base system.Config, st load.Statement
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	per := max(1, n/conc)
-	type out struct {
-		q, t []time.Duration
-		pid  uint32
-		err  error
-	}
-	outs := make([]out, conc)
-	var wg sync.WaitGroup
+	outs := make([]loopOut, conc)
+	// Every connection logs in and warms up before any statement is timed,
+	// and none closes before the last is done: a login (a backend's fork)
+	// or a close (its exit) takes the cores from the statements of the
+	// connections running at the time, which the run's clients do not
+	// see (they connect before time zero and keep their connections to
+	// the end: load.Spec.KeepConns).
+	var wg, ready, finished sync.WaitGroup
+	ready.Add(conc)
+	finished.Add(conc)
+	start, over := make(chan struct{}), make(chan struct{})
 	for i := range conc {
 		wg.Add(1)
-		go func() { // owner: loop; ends after per statements or on error
+		go func() { // owner: loop; ends after per statements and the others' end, or on error
 			defer wg.Done()
 			o := &outs[i]
 			conn, err := pgconn.Connect(ctx, dsn)
+			if err == nil {
+				o.pid = conn.PID()
+				defer closeConn(conn)
+				// A new backend's first statement loads its caches: not timed.
+				if _, err = conn.Exec(ctx, st.Text(0)).ReadAll(); err != nil {
+					err = fmt.Errorf("calibrate: %w", err)
+				}
+			} else {
+				err = fmt.Errorf("calibrate: %w", err)
+			}
+			ready.Done()
 			if err != nil {
-				o.err = fmt.Errorf("calibrate: %w", err)
-				return
-			}
-			o.pid = conn.PID()
-			defer closeConn(conn)
-			// A new backend's first statement loads its caches: not timed.
-			if _, err := conn.Exec(ctx, st.Text(0)).ReadAll(); err != nil {
-				o.err = fmt.Errorf("calibrate: %w", err)
-				return
-			}
-			// Stagger the connections over one think time, as the clients of
-			// a run drift apart after their first statements.
-			if err := probe.Sleep(ctx, time.Duration(i)*base.Workload.Think.MeanValue().Duration()/time.Duration(conc)); err != nil {
 				o.err = err
+				finished.Done()
 				return
 			}
-			qr := sim.NewRand(base.Seed, fmt.Sprintf("validate calibrate query %d", i))
-			tr := sim.NewRand(base.Seed, fmt.Sprintf("validate calibrate think %d", i))
-			for range per {
-				sql := st.Text(base.Workload.Query.Sample(qr).Duration())
-				t := time.Now()
-				if _, err := conn.Exec(ctx, sql).ReadAll(); err != nil {
-					o.err = fmt.Errorf("calibrate statement %q: %w", sql, err)
-					return
-				}
-				o.q = append(o.q, time.Since(t))
-				d := base.Workload.Think.Sample(tr).Duration()
-				if d <= 0 {
-					o.t = append(o.t, 0)
-					continue
-				}
-				t = time.Now()
-				if err := probe.Sleep(ctx, d); err != nil {
-					o.err = err
-					return
-				}
-				o.t = append(o.t, time.Since(t))
+			select {
+			case <-start:
+				o.err = o.run(ctx, conn, base, st, i, conc, per)
+			case <-ctx.Done():
+				o.err = ctx.Err()
+			}
+			finished.Done()
+			select {
+			case <-over:
+			case <-ctx.Done():
 			}
 		}()
 	}
+	ready.Wait()
+	close(start)
+	finished.Wait()
+	close(over)
 	wg.Wait()
 	for _, o := range outs {
 		if o.pid != 0 {

@@ -609,6 +609,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 			Settle:    settle,
 			Started:   func() { t.waits() },
 			Warm:      warmText(mode, stmt),
+			KeepConns: mode == poolmode.Direct,
 		})
 	}
 	cpu1 := sampleCPU()
