@@ -133,6 +133,15 @@ type Metrics struct {
 	ServerMemPeakMB float64 `json:"server_mem_peak_mb"`
 	CPUUtil         float64 `json:"cpu_util"`   // mean busy cores / cores (server.cores > 0); with a testbed the driver's, the pooler's and the background's too
 	CPUJobsL        float64 `json:"cpu_jobs_L"` // mean statements (and backend start-ups) running on the CPU
+	// With per-core run queues (testbed.scheduler: per_core): how long the
+	// backends, the pooler's threads and the load driver's threads waited
+	// in a core's queue before running, per statement run, in µs, over
+	// the whole run (Linux's schedstat run delay, which validate measures
+	// beside it). A thread that goes on with more work without leaving its
+	// core has not waited.
+	RunQueueServerUs float64 `json:"run_queue_server_us,omitempty"`
+	RunQueuePoolerUs float64 `json:"run_queue_pooler_us,omitempty"`
+	RunQueueDriverUs float64 `json:"run_queue_driver_us,omitempty"`
 
 	// The pooler's processes: their threads' utilisation (the busiest and
 	// the mean), how unevenly so_reuseport spread the clients (busiest /

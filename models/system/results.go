@@ -197,6 +197,10 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 		}
 		mt.CPUJobsL = level(lvJobs)
 	}
+	if n := v.rqJobs[jobStatement]; v.cpus != nil && n > 0 {
+		per := func(k jobKind) float64 { return float64(v.rqWait[k]) / float64(n) / 1e3 }
+		mt.RunQueueServerUs, mt.RunQueuePoolerUs, mt.RunQueueDriverUs = per(jobStatement), per(jobPooler), per(jobDriver)
+	}
 	for i, cl := range m.classes {
 		if sc.class >= 0 && i != sc.class {
 			continue

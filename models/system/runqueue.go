@@ -146,6 +146,7 @@ func (v *server) place(j cpuJob) {
 		// that core to wake (testbed.wakeup).
 		j.wake = v.wakeup
 	}
+	j.queued = v.last
 	c.q = append(c.q, j)
 	if c.on && math.IsInf(c.slice, 1) {
 		c.slice = float64(timeSlice)
@@ -193,8 +194,10 @@ func (v *server) dispatch() {
 		if len(c.q) == 0 && (v.noSteal || !v.steal(k, now)) {
 			continue
 		}
-		if !c.cont {
+		if !c.cont { // a thread that keeps its core has not waited
 			c.slice = float64(timeSlice)
+			v.rqWait[c.q[0].kind] += now - c.q[0].queued
+			v.rqJobs[c.q[0].kind]++
 		}
 		c.on, c.job, c.cont = true, c.q[0], false
 		c.q = c.q[1:]
@@ -346,6 +349,7 @@ func (v *server) cpuDoneCores(handle func(cpuJob)) {
 				c.slice = math.Inf(1)
 				continue
 			}
+			c.job.queued = v.last
 			c.q = append(c.q, c.job)
 			c.on = false
 			v.ran[v.entity(c.job)] = v.last

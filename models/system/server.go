@@ -57,6 +57,8 @@ type server struct {
 	stealEvery sim.Time            // testbed.idle_balance as a duration (0: at every chance)
 	lastSteal  sim.Time            // when a core last took a queued thread (-1: never)
 	idleAt     []sim.Time          // when each core last finished a job (per-core)
+	rqWait     [4]sim.Time         // per job kind: how long its jobs waited in a core's queue (per-core)
+	rqJobs     [4]int64            // per job kind: jobs started on a core (per-core)
 }
 
 // jobKind says whose CPU work a job is. Statements and start-ups are the
@@ -81,6 +83,8 @@ type cpuJob struct {
 	// before its work starts (testbed.wakeup, per-core queues only), in
 	// nanoseconds of time, not work.
 	wake float64
+	// queued is when the job joined its core's queue (per-core queues).
+	queued sim.Time
 }
 
 // rate is the job's rate of the two a scheduler gives: a backend's

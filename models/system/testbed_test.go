@@ -352,3 +352,21 @@ func TestTestbedStallsKeepThroughput(t *testing.T) {
 		t.Errorf("1 %% stalls: p99 %.3f ms, want above the constant speed's %.3f ms", m.P99Ms, plain.P99Ms)
 	}
 }
+
+// TestRunQueueWaits: with per-core run queues, 4 clients back to back on
+// one core, each statement 100 µs of CPU and nothing else, take turns: each
+// statement waits for the other three, 300 µs, in the core's queue; on 8
+// cores none waits.
+func TestRunQueueWaits(t *testing.T) {
+	c := cpuBound(poolmode.Direct, 4, 500, 0, 100*sim.Microsecond, 1)
+	c.Testbed.Scheduler = PerCore
+	one := Run(c).Metrics
+	within(t, "1 core: run-queue wait per statement (µs)", one.RunQueueServerUs, 300, 0.01)
+	if one.RunQueuePoolerUs != 0 || one.RunQueueDriverUs != 0 {
+		t.Errorf("no pooler or driver threads: their waits %v and %v µs, want 0", one.RunQueuePoolerUs, one.RunQueueDriverUs)
+	}
+	c.Server.Cores = 8
+	if w := Run(c).Metrics.RunQueueServerUs; w != 0 {
+		t.Errorf("8 cores: run-queue wait per statement %v µs, want 0", w)
+	}
+}

@@ -106,6 +106,18 @@ func combineMeasured(xs []Measured, model system.Metrics) Measured {
 	} {
 		*f.dst = medianOf(xs, f.get)
 	}
+	if m.RunDelay.OK {
+		for _, f := range []struct {
+			dst *time.Duration
+			get func(RunDelay) time.Duration
+		}{
+			{&m.RunDelay.Server, func(d RunDelay) time.Duration { return d.Server }},
+			{&m.RunDelay.Pooler, func(d RunDelay) time.Duration { return d.Pooler }},
+			{&m.RunDelay.Driver, func(d RunDelay) time.Duration { return d.Driver }},
+		} {
+			*f.dst = time.Duration(medianOf(xs, func(x Measured) float64 { return float64(f.get(x.RunDelay)) }))
+		}
+	}
 	m.Assignments = int64(medianOf(xs, func(x Measured) float64 { return float64(x.Assignments) }))
 	m.HoldQueries = int64(medianOf(xs, func(x Measured) float64 { return float64(x.HoldQueries) }))
 	m.StartsInRun = int(medianOf(xs, func(x Measured) float64 { return float64(x.StartsInRun) }))
@@ -151,6 +163,9 @@ func combineModels(ms []system.Metrics, model system.Metrics) system.Metrics {
 		{&c.ReqP99Ms, func(x system.Metrics) float64 { return x.ReqP99Ms }},
 		{&c.PreparedHitRate, func(x system.Metrics) float64 { return x.PreparedHitRate }},
 		{&c.ServerParsesPerS, func(x system.Metrics) float64 { return x.ServerParsesPerS }},
+		{&c.RunQueueServerUs, func(x system.Metrics) float64 { return x.RunQueueServerUs }},
+		{&c.RunQueuePoolerUs, func(x system.Metrics) float64 { return x.RunQueuePoolerUs }},
+		{&c.RunQueueDriverUs, func(x system.Metrics) float64 { return x.RunQueueDriverUs }},
 	} {
 		*f.dst = medianOf(ms, f.get)
 	}

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"os"
 	"slices"
 	"time"
 
@@ -44,6 +45,8 @@ type runWatch struct {
 	bouncer bool
 	e0      []time.Duration
 	ok      bool
+	d0      []map[int]time.Duration // each pid's threads' run delay at the start
+	self0   map[int]time.Duration   // this process's
 }
 
 // watchRun starts a run's CPU reading: PgBouncer's process (if the target
@@ -60,6 +63,10 @@ func (l *lab) watchRun(ctx context.Context, t *running) (*runWatch, error) {
 	}
 	w.pids = append(w.pids, servers...)
 	w.e0, w.ok = eachCPU(w.pids)
+	for _, p := range w.pids {
+		w.d0 = append(w.d0, threadDelays(p))
+	}
+	w.self0 = threadDelays(os.Getpid())
 	return w, nil
 }
 
@@ -164,4 +171,58 @@ func arrangementsAtRunCPU(cfg system.Config, cal Calibration, share float64) (to
 		x.Model, x.lat = r.Metrics, latQuantiles(lat, latGrid)
 	}
 	return &t, &a
+}
+
+// delays is the run's waits for a core per statement (rundelay.go): the
+// pool's servers' (a server the run opened counting whole), the pooler's
+// (PgBouncer's, or this process's through the in-process proxy) and the
+// driver's (pgbench's, pg, or this process's). OK is false when any was
+// not read.
+func (w *runWatch) delays(ctx context.Context, stmts int64, pg pgbenchUse, pgbench bool) RunDelay {
+	first := 0
+	if w.bouncer {
+		first = 1
+	}
+	if stmts <= 0 || len(w.pids) == first {
+		return RunDelay{}
+	}
+	var server time.Duration
+	for i := first; i < len(w.pids); i++ {
+		now := threadDelays(w.pids[i])
+		if now == nil || w.d0[i] == nil {
+			return RunDelay{}
+		}
+		server += delaySince(w.d0[i], now)
+	}
+	if now, err := w.l.serverPids(ctx); err == nil {
+		for _, p := range now {
+			if !slices.Contains(w.pids[first:], p) {
+				server += delaySince(nil, threadDelays(p))
+			}
+		}
+	}
+	self := threadDelays(os.Getpid())
+	if self == nil || w.self0 == nil || pgbench && !pg.DelayOK {
+		return RunDelay{}
+	}
+	per := func(d time.Duration) time.Duration { return d / time.Duration(stmts) }
+	r := RunDelay{Server: per(server), OK: true}
+	switch {
+	case w.bouncer:
+		now := threadDelays(w.pids[0])
+		if now == nil || w.d0[0] == nil {
+			return RunDelay{}
+		}
+		r.Pooler = per(delaySince(w.d0[0], now))
+		if pgbench {
+			r.Driver = per(pg.Delay)
+		} else {
+			r.Driver = per(delaySince(w.self0, self))
+		}
+	case pgbench:
+		r.Pooler, r.Driver = per(delaySince(w.self0, self)), per(pg.Delay)
+	default:
+		r.Driver, r.SelfBoth = per(delaySince(w.self0, self)), true
+	}
+	return r
 }

@@ -188,31 +188,40 @@ func pgbenchResult(txns []pgbenchTxn, clients int) *load.Result {
 // pgbenchGuard bounds one pgbench-driven run.
 const pgbenchGuard = 20 * time.Minute
 
+// pgbenchUse is what a pgbench run used of the machine: its CPU time,
+// all its threads' (its rusage), and their waits for a core (schedstat run
+// delay, if DelayOK).
+type pgbenchUse struct {
+	CPU, Delay time.Duration
+	DelayOK    bool
+}
+
 // runPgbenchLoad is a pgbench-driven row's run: clients connections, each
-// running txns transactions; cpu is pgbench's own CPU time, all its
-// threads' (its rusage). exited, if not nil, is called as soon as pgbench
-// has exited, before its log is read.
-func runPgbenchLoad(ctx context.Context, bin, dsn string, clients, txns int, seed uint64, exited func()) (res *load.Result, cpu time.Duration, err error) {
+// running txns transactions. exited, if not nil, is called as soon as
+// pgbench has exited, before its log is read.
+func runPgbenchLoad(ctx context.Context, bin, dsn string, clients, txns int, seed uint64, exited func()) (res *load.Result, use pgbenchUse, err error) {
 	// A guard: a pooler that stops answering must not hold the run
 	// forever (pgbench has no timeout of its own).
 	ctx, cancel := context.WithTimeout(ctx, pgbenchGuard)
 	defer cancel()
 	p, err := startPgbench(ctx, bin, dsn, clients, seed, "-t", strconv.Itoa(txns))
 	if err != nil {
-		return nil, 0, err
+		return nil, use, err
 	}
 	p.exited = exited
+	dw := watchDelay(ctx, p.Pid())
 	t, err := p.Wait()
+	use.Delay, use.DelayOK = dw.total()
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return nil, 0, fmt.Errorf("%w (stopped after %v)", err, pgbenchGuard)
+			return nil, use, fmt.Errorf("%w (stopped after %v)", err, pgbenchGuard)
 		}
-		return nil, 0, err
+		return nil, use, err
 	}
 	if st := p.cmd.ProcessState; st != nil {
-		cpu = st.UserTime() + st.SystemTime()
+		use.CPU = st.UserTime() + st.SystemTime()
 	}
-	return pgbenchResult(t, clients), cpu, nil
+	return pgbenchResult(t, clients), use, nil
 }
 
 // lastLines is s's last n lines, on one line.

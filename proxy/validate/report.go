@@ -133,6 +133,9 @@ type Measured struct {
 	HoldQueries int64
 	StartsInRun int
 	StartGapMs  float64
+	// RunDelay is a CPU-bound pooled row's waits for a core per statement
+	// (rundelay.go).
+	RunDelay    RunDelay
 	StmtMeanMs  float64
 	StmtP99Ms   float64
 	ThinkMeanMs float64
@@ -650,6 +653,15 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		p("; CPUs %.0f%% busy (this process %.0f%%, steal %.0f%%)", 100*x.CPUBusy, 100*x.CPUSelf, 100*x.CPUSteal)
 		if r.Cal.Testbed != nil && r.Calibrated.CPUUtil > 0 {
 			p(", the calibrated model's cores %.0f%%", 100*r.Calibrated.CPUUtil)
+		}
+		if d, m := x.RunDelay, r.Calibrated; d.OK && m.RunQueueServerUs > 0 {
+			micros := func(t time.Duration) float64 { return float64(t) / 1e3 }
+			p("; waits for a core per statement (schedstat run delay; the calibrated model's in parentheses): servers %.0f µs (%.0f)", micros(d.Server), m.RunQueueServerUs)
+			if d.SelfBoth {
+				p(", driver and pooler (this process) %.0f µs (%.0f)", micros(d.Driver), m.RunQueueDriverUs+m.RunQueuePoolerUs)
+			} else {
+				p(", pooler %.0f µs (%.0f), driver %.0f µs (%.0f)", micros(d.Pooler), m.RunQueuePoolerUs, micros(d.Driver), m.RunQueueDriverUs)
+			}
 		}
 		p("; machine load average (1, 5, 15 min) %s.\n", r.Load)
 		if b := r.Before; b != nil && r.Cal.Testbed == nil && r.Cal.Hold > 0 {

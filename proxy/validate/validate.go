@@ -592,12 +592,12 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	}
 	cpu0 := sampleCPU()
 	var res *load.Result
-	var pgbenchCPU time.Duration
+	var pgUse pgbenchUse
 	var ended cpuSample // the run's end, before pgbench's log is read
 	pg := l.pgbench(c)
 	if pg != nil {
 		t.waits()
-		res, pgbenchCPU, err = runPgbenchLoad(ctx, pg.bin, t.dsn, c.Workload.Clients, c.Workload.TxnsPerSession, c.Seed, func() { ended = sampleCPU() })
+		res, pgUse, err = runPgbenchLoad(ctx, pg.bin, t.dsn, c.Workload.Clients, c.Workload.TxnsPerSession, c.Seed, func() { ended = sampleCPU() })
 	} else {
 		res, err = load.Run(ctx, load.Spec{
 			Prepared:  prepared,
@@ -620,15 +620,18 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	if err != nil {
 		return a, err
 	}
+	var rd RunDelay
 	if rw != nil {
 		tb := a.cal.Testbed
-		tb.Run = rw.finish(ctx, res.Stmts, ended.self-cpu0.self, pgbenchCPU, pg != nil, tb)
+		tb.Run = rw.finish(ctx, res.Stmts, ended.self-cpu0.self, pgUse.CPU, pg != nil, tb)
+		rd = rw.delays(ctx, res.Stmts, pgUse, pg != nil)
 		if tb.Run.OK {
 			l.logf("validate: CPU per statement in the run: driver %v, pooler %v, server %v (through loop: %v, %v, %v)", tb.Run.Driver, tb.Run.Pooler, tb.Run.Server, tb.Driver, tb.Pooler, tb.Server)
 		}
 	}
 	x := measured(res)
 	x.Placement = place
+	x.RunDelay = rd
 	x.CPUBusy, x.CPUSelf = cpuUse(cpu0, cpu1, runtime.NumCPU())
 	x.CPUSteal = stealUse(cpu0, cpu1)
 	if prepared {

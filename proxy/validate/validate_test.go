@@ -439,6 +439,10 @@ func TestValidatePgbenchSelect(t *testing.T) {
 		if !tb.Run.OK || tb.Run.Server <= 0 || tb.Run.Pooler <= 0 || tb.Run.Driver < 0 {
 			t.Errorf("%s: the run's CPU per statement %+v: want the servers', the proxy's and the driver's read", r.Title(), tb.Run)
 		}
+		// And their waits for a core (this process is driver and proxy).
+		if d := r.Repeats[0].RunDelay; !d.OK || !d.SelfBoth || d.Server < 0 || d.Driver < 0 {
+			t.Errorf("%s: the run's waits for a core %+v: want the servers' and this process's read", r.Title(), d)
+		}
 		if r.Before == nil || !(r.Before.TPS > 0) {
 			t.Errorf("%s: no model from the through loop alone", r.Title())
 		}
@@ -518,6 +522,9 @@ func TestValidatePool1Arrangements(t *testing.T) {
 	}
 	if !tb.Run.OK || tb.Run.Server <= 0 || tb.Run.Pooler <= 0 || tb.Run.Driver <= 0 {
 		t.Errorf("the run's CPU per statement %+v: want PgBouncer's, the server's and pgbench's read", tb.Run)
+	}
+	if d := r.Repeats[0].RunDelay; !d.OK || d.SelfBoth || d.Server < 0 || d.Pooler < 0 || d.Driver < 0 {
+		t.Errorf("the run's waits for a core %+v: want PgBouncer's, the server's and pgbench's read", d)
 	}
 	var md strings.Builder
 	if err := rep.WriteMarkdown(&md); err != nil {

@@ -1,0 +1,120 @@
+package validate
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Waits for a core. A CPU-bound pooled row's Diagnostics set, beside the
+// calibrated model's (system.Metrics.RunQueue*), how long the run's
+// processes waited in the kernel's run queues, per statement: the pool's
+// servers, the pooler (PgBouncer, or this process through the in-process
+// proxy) and pgbench, from the second field of each thread's
+// /proc/PID/task/TID/schedstat (run delay: time runnable but not
+// running). The model's latency is its processes' CPU, their waits for a
+// core and their waits for each other; where its throughput is right and
+// its latencies' shape is not, these say which wait it has too much or
+// too little of.
+
+// RunDelay is the run's waits for a core per statement, if OK: the pool's
+// servers', the pooler's and the driver's. Through the in-process proxy
+// with poolsim's own driver this process is both, and Pooler is 0 with
+// Driver the two together (SelfBoth).
+type RunDelay struct {
+	Server, Pooler, Driver time.Duration
+	SelfBoth               bool
+	OK                     bool
+}
+
+// taskDelay is one task's run delay from its schedstat file.
+func taskDelay(path string) (time.Duration, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(v), true
+}
+
+// threadDelays is every thread of pid's run delay, by thread id; nil
+// when they cannot be read.
+func threadDelays(pid int) map[int]time.Duration {
+	ts, err := tasks(pid)
+	if err != nil {
+		return nil
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	out := make(map[int]time.Duration, len(ts))
+	for _, t := range ts {
+		if d, ok := taskDelay(dir + strconv.Itoa(t) + "/schedstat"); ok {
+			out[t] = d
+		}
+	}
+	return out
+}
+
+// delaySince is the threads' run delay since before: a thread not read
+// before counts whole.
+func delaySince(before, now map[int]time.Duration) time.Duration {
+	var sum time.Duration
+	for t, d := range now {
+		sum += d - before[t]
+	}
+	return max(0, sum)
+}
+
+// delayWatch follows a short-lived process's threads' run delay: pgbench's
+// threads exit as their clients finish, taking their counters with them,
+// so it reads them every few milliseconds and keeps each thread's first
+// and last reading.
+type delayWatch struct {
+	stop, done  chan struct{}
+	first, last map[int]time.Duration
+}
+
+// watchDelay starts following pid's threads; total stops and sums them.
+func watchDelay(ctx context.Context, pid int) *delayWatch {
+	w := &delayWatch{stop: make(chan struct{}), done: make(chan struct{}), first: map[int]time.Duration{}, last: map[int]time.Duration{}}
+	go func() { // owner: the watch; ends at total or with ctx
+		defer close(w.done)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for t, d := range threadDelays(pid) {
+				if _, seen := w.first[t]; !seen {
+					w.first[t] = d
+				}
+				w.last[t] = d
+			}
+			select {
+			case <-w.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return w
+}
+
+// total stops the watch (call it once) and sums the threads' run delay
+// between their first and last readings (0 and false if none was read).
+func (w *delayWatch) total() (time.Duration, bool) {
+	close(w.stop)
+	<-w.done
+	if len(w.last) == 0 {
+		return 0, false
+	}
+	return delaySince(w.first, w.last), true
+}

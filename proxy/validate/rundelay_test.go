@@ -1,0 +1,72 @@
+package validate
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestTaskDelay(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	if err := os.WriteFile(good, []byte("123456 7890 42\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := taskDelay(good); !ok || d != 7890 {
+		t.Errorf("taskDelay: %v, %v; want 7890ns, true", d, ok)
+	}
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("123456\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := taskDelay(short); ok {
+		t.Error("taskDelay of a one-field file: ok, want not")
+	}
+	if _, ok := taskDelay(filepath.Join(dir, "missing")); ok {
+		t.Error("taskDelay of a missing file: ok, want not")
+	}
+}
+
+// TestDelaySince: a thread read before counts its growth, one not read
+// before counts whole, one gone since counts nothing.
+func TestDelaySince(t *testing.T) {
+	before := map[int]time.Duration{1: 100, 2: 50, 3: 70}
+	now := map[int]time.Duration{1: 160, 2: 50, 4: 30}
+	if got := delaySince(before, now); got != 90 {
+		t.Errorf("delaySince: %v, want 90ns (60 + 0 + 30)", got)
+	}
+	if got := delaySince(nil, now); got != 240 {
+		t.Errorf("delaySince from nothing: %v, want 240ns", got)
+	}
+}
+
+// TestWatchDelay follows this process's threads while two goroutines
+// keep more threads runnable than there are cores for a while: the
+// watch reads them, and their waits are not negative.
+func TestWatchDelay(t *testing.T) {
+	if threadDelays(os.Getpid()) == nil {
+		t.Skip("no /proc/PID/task/TID/schedstat here")
+	}
+	w := watchDelay(context.Background(), os.Getpid())
+	stop := time.Now().Add(50 * time.Millisecond)
+	done := make(chan struct{})
+	for range 4 {
+		go func() { // owner: this test; ends at stop
+			for time.Now().Before(stop) {
+			}
+			done <- struct{}{}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	d, ok := w.total()
+	if !ok || d < 0 {
+		t.Errorf("watch of this process: %v, %v; want a reading of at least 0", d, ok)
+	}
+	if len(w.first) == 0 || len(w.first) != len(w.last) {
+		t.Errorf("threads read: first %d, last %d; want the same, above 0", len(w.first), len(w.last))
+	}
+}
