@@ -2,9 +2,7 @@ package validate
 
 import (
 	"context"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -30,21 +28,7 @@ type RunDelay struct {
 }
 
 // taskDelay is one task's run delay from its schedstat file.
-func taskDelay(path string) (time.Duration, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return time.Duration(v), true
-}
+func taskDelay(path string) (time.Duration, bool) { return schedstatField(path, 1) }
 
 // threadDelays is every thread of pid's run delay, by thread id; nil
 // when they cannot be read.

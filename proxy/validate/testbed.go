@@ -151,7 +151,6 @@ func schedCPU(pid int) (time.Duration, bool) {
 	return sum, true
 }
 
-// taskCPU is one task's time on a CPU from its schedstat file.
 // idleBalance sets how often the model's cores out of work may take a
 // thread queued on another: the rate fitBalance chose, if it did; else
 // as often as the kernel moved the pooler and
@@ -214,16 +213,21 @@ func schedField(text, name string) (int64, bool) {
 	return 0, false
 }
 
-func taskCPU(path string) (time.Duration, bool) {
+// taskCPU is one task's time on a CPU from its schedstat file.
+func taskCPU(path string) (time.Duration, bool) { return schedstatField(path, 0) }
+
+// schedstatField is field i of a task's schedstat file: 0 its time on a
+// CPU, 1 its time waiting in a run queue (ns).
+func schedstatField(path string, i int) (time.Duration, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
 	}
 	f := strings.Fields(string(b))
-	if len(f) == 0 {
+	if len(f) <= i {
 		return 0, false
 	}
-	v, err := strconv.ParseInt(f[0], 10, 64)
+	v, err := strconv.ParseInt(f[i], 10, 64)
 	if err != nil {
 		return 0, false
 	}
