@@ -138,10 +138,11 @@ type Metrics struct {
 	// in a core's queue before running, per statement run, in µs, over
 	// the whole run (Linux's schedstat run delay, which validate measures
 	// beside it). A thread that goes on with more work without leaving its
-	// core has not waited.
-	RunQueueServerUs float64 `json:"run_queue_server_us,omitempty"`
-	RunQueuePoolerUs float64 `json:"run_queue_pooler_us,omitempty"`
-	RunQueueDriverUs float64 `json:"run_queue_driver_us,omitempty"`
+	// core has not waited. A diagnostic for validate, not one of the
+	// reported metrics (json "-": not in Fields, so not in run's output).
+	RunQueueServerUs float64 `json:"-"`
+	RunQueuePoolerUs float64 `json:"-"`
+	RunQueueDriverUs float64 `json:"-"`
 
 	// The pooler's processes: their threads' utilisation (the busiest and
 	// the mean), how unevenly so_reuseport spread the clients (busiest /
@@ -207,11 +208,14 @@ type Field struct {
 
 var fields = func() []Field {
 	t := reflect.TypeOf(Metrics{})
-	out := make([]Field, t.NumField())
-	for i := range out {
+	var out []Field
+	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		out[i] = Field{Name: name, Count: f.Type.Kind() == reflect.Int64, index: i}
+		if name == "-" {
+			continue // a diagnostic, not a reported metric
+		}
+		out = append(out, Field{Name: name, Count: f.Type.Kind() == reflect.Int64, index: i})
 	}
 	return out
 }()
