@@ -289,6 +289,20 @@ func (o *loopOut) run(ctx context.Context, conn *pgconn.PgConn, base system.Conf
 	return nil
 }
 
+// connectWarm opens a connection and runs the statement once untimed (a
+// new backend's first statement loads its caches). On an error after the
+// login it returns the connection too, for the caller to close.
+func connectWarm(ctx context.Context, dsn string, st load.Statement) (*pgconn.PgConn, error) {
+	conn, err := pgconn.Connect(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	if _, err := conn.Exec(ctx, st.Text(0)).ReadAll(); err != nil {
+		return conn, fmt.Errorf("calibrate: %w", err)
+	}
+	return conn, nil
+}
+
 // loop runs conc connections straight to PostgreSQL, each alternating the
 // scenario's statement and think time, until n statements have run, and
 // returns every statement's round trip and every think's real length.
@@ -312,16 +326,10 @@ func loop(ctx context.Context, dsn string, base system.Config, st load.Statement
 		go func() { // owner: loop; ends after per statements and the others' end, or on error
 			defer wg.Done()
 			o := &outs[i]
-			conn, err := pgconn.Connect(ctx, dsn)
-			if err == nil {
+			conn, err := connectWarm(ctx, dsn, st)
+			if conn != nil {
 				o.pid = conn.PID()
 				defer closeConn(conn)
-				// A new backend's first statement loads its caches: not timed.
-				if _, err = conn.Exec(ctx, st.Text(0)).ReadAll(); err != nil {
-					err = fmt.Errorf("calibrate: %w", err)
-				}
-			} else {
-				err = fmt.Errorf("calibrate: %w", err)
 			}
 			ready.Done()
 			if err != nil {

@@ -47,6 +47,7 @@ type runWatch struct {
 	ok      bool
 	d0      []map[int]time.Duration // each pid's threads' run delay at the start
 	self0   map[int]time.Duration   // this process's
+	added   []int                   // the servers the run opened (finish finds them)
 }
 
 // watchRun starts a run's CPU reading: PgBouncer's process (if the target
@@ -95,6 +96,7 @@ func (w *runWatch) finish(ctx context.Context, stmts int64, self, driver time.Du
 				added = append(added, p)
 			}
 		}
+		w.added = added
 		if e, ok := eachCPU(added); ok {
 			for _, d := range e {
 				server += d
@@ -177,8 +179,8 @@ func arrangementsAtRunCPU(cfg system.Config, cal Calibration, share float64) (to
 // pool's servers' (a server the run opened counting whole), the pooler's
 // (PgBouncer's, or this process's through the in-process proxy) and the
 // driver's (pgbench's, pg, or this process's). OK is false when any was
-// not read.
-func (w *runWatch) delays(ctx context.Context, stmts int64, pg pgbenchUse, pgbench bool) RunDelay {
+// not read. It follows finish, which found the servers the run opened.
+func (w *runWatch) delays(stmts int64, pg pgbenchUse, pgbench bool) RunDelay {
 	first := 0
 	if w.bouncer {
 		first = 1
@@ -194,12 +196,8 @@ func (w *runWatch) delays(ctx context.Context, stmts int64, pg pgbenchUse, pgben
 		}
 		server += delaySince(w.d0[i], now)
 	}
-	if now, err := w.l.serverPids(ctx); err == nil {
-		for _, p := range now {
-			if !slices.Contains(w.pids[first:], p) {
-				server += delaySince(nil, threadDelays(p))
-			}
-		}
+	for _, p := range w.added {
+		server += delaySince(nil, threadDelays(p))
 	}
 	self := threadDelays(os.Getpid())
 	if self == nil || w.self0 == nil || pgbench && !pg.DelayOK {

@@ -624,7 +624,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	if rw != nil {
 		tb := a.cal.Testbed
 		tb.Run = rw.finish(ctx, res.Stmts, ended.self-cpu0.self, pgUse.CPU, pg != nil, tb)
-		rd = rw.delays(ctx, res.Stmts, pgUse, pg != nil)
+		rd = rw.delays(res.Stmts, pgUse, pg != nil)
 		if tb.Run.OK {
 			l.logf("validate: CPU per statement in the run: driver %v, pooler %v, server %v (through loop: %v, %v, %v)", tb.Run.Driver, tb.Run.Pooler, tb.Run.Server, tb.Driver, tb.Pooler, tb.Server)
 		}
