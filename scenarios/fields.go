@@ -257,6 +257,9 @@ var fields = []field{
 		c.Testbed.DriverThreads = int(v)
 		return err
 	}},
+	{"testbed.driver_scan", "live validation on one machine: each driver thread (testbed.driver_threads) works as pgbench's does - it polls, reads the results its poll found in client order, starts the next transaction of the clients whose transaction ended in a second pass, and times each transaction from that start to the reading of its last result; a result that comes during the passes waits for the next poll (default false: each thread takes its clients in the order they became ready)", func(c *system.Config, n *yaml.Node) error {
+		return boolInto(&c.Testbed.DriverScan, n)
+	}},
 	{"testbed.affinity", "live validation on one machine: pin the pooler's thread and the backends to cores as taskset does (testbed.scheduler per_core, testbed.pooler_on_cores): free (the scheduler places them), together (both on core 0) or apart (the pooler on core 0, the backends on the others) - with one server the kernel keeps one of the two arrangements for a run, each at costs of its own (default free)", func(c *system.Config, n *yaml.Node) error {
 		return choiceInto(&c.Testbed.Affinity, n, []string{"free", "together", "apart"}, []system.Affinity{system.Free, system.Together, system.Apart})
 	}},

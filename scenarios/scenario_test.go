@@ -138,6 +138,7 @@ func TestParseErrors(t *testing.T) {
 		{"testbed bool", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  pooler_on_cores: sometimes\n", "want true or false"},
 		{"testbed scheduler", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: fair\n", `want shared or per_core, got "fair"`},
 		{"testbed driver threads", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  driver_threads: 2\n", "testbed.driver_threads is set without testbed.driver_cpu"},
+		{"testbed driver scan", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  driver_cpu: 10us\n  driver_scan: true\n", "testbed.driver_scan is set without testbed.driver_threads"},
 		{"testbed affinity", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  affinity: pinned\n", `want free, together or apart, got "pinned"`},
 		{"testbed wake curve without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wake_curve: [[40us, 15us]]\n", "testbed.wake_curve is an idle core's wake-up by how long it idled: it needs testbed.scheduler per_core"},
 		{"testbed wake curve not a pair", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wake_curve: [40us, 15us]\n", "entry 1: want a pair [idle, wake-up] of durations such as [40us, 15us]"},
@@ -295,6 +296,9 @@ func TestTestbedKeys(t *testing.T) {
 	}
 	if err := s.Set("testbed.driver_threads", "2"); err != nil || s.Base.Testbed.DriverThreads != 2 {
 		t.Errorf("--set testbed.driver_threads=2: %v, got %v", err, s.Base.Testbed.DriverThreads)
+	}
+	if err := s.Set("testbed.driver_scan", "true"); err != nil || !s.Base.Testbed.DriverScan {
+		t.Errorf("--set testbed.driver_scan=true: %v, got %v", err, s.Base.Testbed.DriverScan)
 	}
 	for _, c := range []struct {
 		v     string

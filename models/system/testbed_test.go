@@ -146,7 +146,7 @@ func TestTestbedMM1PS(t *testing.T) {
 
 func TestTestbedPartsAddUp(t *testing.T) {
 	for _, app := range []AppPoolMode{NoAppPool, QueuePool} {
-		for _, mode := range poolmode.Modes {
+		for i, mode := range poolmode.Modes {
 			c := closed(mode, 40, 4, 3, 0, 0)
 			c.Workload.Query = sim.ExpDist(200 * sim.Microsecond)
 			c.Workload.CPU = sim.ExpDist(300 * sim.Microsecond)
@@ -163,6 +163,9 @@ func TestTestbedPartsAddUp(t *testing.T) {
 			c.Pooler.CPUPerAssign = 3 * sim.Microsecond
 			c.Pooler.Wakeup = 20 * sim.Microsecond
 			c.Testbed = Testbed{DriverCPU: sim.ExpDist(100 * sim.Microsecond), PoolerOnCores: true, Background: 0.3}
+			if i%2 == 1 { // pgbench's threads
+				c.Testbed.DriverThreads, c.Testbed.DriverScan = 2, true
+			}
 			m, s := simulate(c)
 			if m.results.partsOff != 0 {
 				t.Errorf("app pool %v, %v: %d of %d transactions' parts do not add up to their latency", app, mode, m.results.partsOff, m.results.m.OKTxns)
@@ -208,6 +211,7 @@ func TestTestbedValidation(t *testing.T) {
 		{Testbed{Scheduler: PerCore}, 0, "set server.cores above 0"},
 		{Testbed{DriverCPU: sim.ConstDist(sim.Millisecond), DriverThreads: -1}, 2, "testbed.driver_threads must be 0"},
 		{Testbed{DriverThreads: 2}, 2, "testbed.driver_threads is set without testbed.driver_cpu"},
+		{Testbed{DriverCPU: sim.ConstDist(sim.Millisecond), DriverScan: true}, 2, "testbed.driver_scan is set without testbed.driver_threads"},
 		{Testbed{Affinity: Together, PoolerOnCores: true}, 2, "testbed.affinity together pins the pooler's thread and the backends to cores: it needs testbed.scheduler per_core"},
 		{Testbed{Affinity: Apart, Scheduler: PerCore}, 2, "it needs testbed.scheduler per_core and testbed.pooler_on_cores true"},
 		{Testbed{Affinity: Apart, Scheduler: PerCore, PoolerOnCores: true}, 1, "testbed.affinity apart puts the backends on other cores than the pooler's: it needs server.cores 2 or more, got 1"},

@@ -28,6 +28,9 @@ type user struct {
 	done      bool     // session over
 	drvDemand sim.Time // testbed: the driver's CPU for the statement it is sending
 	drvStart  sim.Time // testbed: when that CPU job began
+	drvEnd    sim.Time // testbed.driver_scan: the driver's CPU to read the transaction's last result
+	reading   bool     // testbed.driver_scan: the driver's job under way reads a result
+	readDone  bool     // testbed.driver_scan: the driver has read the result recv is given
 }
 
 func newUser(session uint64, cls int16) user {
@@ -195,6 +198,9 @@ func (m *model) reply(s *sim.Sim, c int32) {
 func (m *model) recv(s *sim.Sim, u int32) {
 	us := &m.users[u]
 	k := &m.classes[us.cls]
+	if (int(us.stmt)+1 == k.stmts || us.txnFailed) && m.driverRead(s, u) {
+		return // in the driver's hands first
+	}
 	pause := &k.pause
 	stream := m.appGap
 	if !k.appSet {
