@@ -25,7 +25,10 @@
 // cores in a live validation, where PostgreSQL, the pooler and the load
 // driver run on one machine; it is zero for a production what-if. The
 // driver's CPU per statement (a job per client, before the statement is
-// sent; with DriverThreads, one job at a time per thread) and, with
+// sent; with DriverThreads, one job at a time per thread; with
+// DriverScan, as pgbench's threads take their clients: a pass in client
+// order over the results a poll found, the next transactions started in a
+// pass of their own and timed from there) and, with
 // PoolerOnCores, each pooler thread's work (one job at a time per
 // process) run on Server.Cores beside the backends' statements and
 // start-ups: processor sharing (Scheduler Shared) gives each of the n

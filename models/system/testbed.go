@@ -76,10 +76,10 @@ type Testbed struct {
 	// that ended, and pgbench's clock for it starts there: the time
 	// between is in neither transaction's latency. The driver's CPU per
 	// statement is split between the two, half reading and half sending.
-	// Measured through the proxy (pgbench -S -c 50 -j 2 -t 600, pool 16,
-	// its log): the latencies pgbench logged added up to 85-90 % of its
-	// clients' time, the rest between a transaction's end and the next
-	// one's start. Without it (the Go driver) each thread takes its
+	// Measured (bench/pgbench-passes.sh: pgbench -S -c 50 -j 2 -t 600 -l
+	// at pool 16): the latencies pgbench logged added up to 96-97 % of
+	// its clients' time through PgBouncer, whose threads read 4 results
+	// a pass, and 75-88 % through poolsim's proxy, 7-10 a pass. Without it (the Go driver) each thread takes its
 	// clients in the order they became ready and times a transaction from
 	// the moment its client is ready to send.
 	DriverScan bool

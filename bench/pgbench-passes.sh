@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# How pgbench's threads take their clients, through PgBouncer and through
+# poolsim's proxy, seen in pgbench's own transaction log: what
+# testbed.driver_scan models.
+#
+# Usage: bench/pgbench-passes.sh
+#
+# Starts a throwaway PostgreSQL (pgbench -i -s 1), a real PgBouncer and
+# `poolsim proxy` (both transaction mode, default_pool_size $POOL), opens
+# each pool with a one-second run, then $RUNS times, alternating, runs
+# `pgbench -S -n -c $CLIENTS -j 2 -t $TXNS -l` (as poolsim validate's
+# pgbench driver runs a row) through each, and prints from its log:
+#   - TPS, the latency pgbench logged (mean, p50) and its share of the
+#     clients' time (the mean latency over the clients' mean cycle,
+#     clients / TPS): what pgbench's clock leaves out of its latency;
+#   - a thread's passes: pgbench polls, then reads the results its poll
+#     found in client order, logging each transaction as it reads its
+#     result, so a pass is a run of log lines of one thread with rising
+#     client numbers - results per pass, and the gap between a
+#     transaction's end and its client's next start (from the next line's
+#     end less its latency: mean, p50, p90);
+#   - the clients' finish, first and last (ms after the first start), and
+#     the first client's transactions per second over the last's: each
+#     thread's first clients go first in every pass.
+# Needs the PostgreSQL server binaries, pgbench, pgbouncer and poolsim (on
+# PATH, or POOLSIM); as root, the servers run as postgres. Everything it
+# starts is stopped and removed on exit.
+#
+# Environment: POOL (16), CLIENTS (50), TXNS (600), RUNS (3), POOLSIM.
+set -euo pipefail
+POOL=${POOL:-16} CLIENTS=${CLIENTS:-50} TXNS=${TXNS:-600} RUNS=${RUNS:-3}
+POOLSIM=${POOLSIM:-$(command -v poolsim || true)}
+die() { echo "$0: $*" >&2; exit 1; }
+[ -n "$POOLSIM" ] && [ -x "$POOLSIM" ] || die "poolsim not found: go build -o /usr/local/bin/poolsim ./cmd/poolsim, or set POOLSIM"
+command -v python3 >/dev/null || die "python3 not found: it reads pgbench's log"
+. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack
+start_pgbench_stack poolsim-passes "$POOL"
+pport=$(free_port)
+proxy_pid=
+before_cleanup() { [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null; true; }
+"$POOLSIM" proxy --upstream "postgres://postgres@127.0.0.1:$pgport/postgres" --listen "127.0.0.1:$pport" \
+  --mode transaction --pool-size "$POOL" --max-client-conn 1000 --auth-type trust >"$tmp/proxy.log" 2>&1 &
+proxy_pid=$!
+wait_port "$pport" "poolsim proxy" "$tmp/proxy.log"
+for port in "$bport" "$pport"; do
+  "$pgbench" -S -n -c "$CLIENTS" -j 2 -T 1 -h 127.0.0.1 -p "$port" -U postgres postgres >/dev/null 2>&1
+done
+echo "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), $("$bouncer" --version | head -n 1), poolsim $POOLSIM, kernel $(uname -r), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "pgbench -S -n -c $CLIENTS -j 2 -t $TXNS -l, transaction pooling at pool $POOL"
+for r in $(seq "$RUNS"); do
+  for target in pgbouncer:$bport proxy:$pport; do
+    name=${target%%:*} port=${target##*:}
+    rm -f "$tmp"/txn*
+    (cd "$tmp" && "$pgbench" -S -n -c "$CLIENTS" -j 2 -t "$TXNS" -l --log-prefix "$tmp/txn" -h 127.0.0.1 -p "$port" -U postgres postgres >"$tmp/out" 2>&1) \
+      || { cat "$tmp/out" >&2; die "pgbench failed through $name"; }
+    python3 - "$name" "$r" "$CLIENTS" "$tmp"/txn* <<'PY'
+import statistics as st, sys
+name, run, clients, files = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+lat, per_pass, gaps = [], [], []
+start, fin, count = {}, {}, {}
+for f in files:  # one log per thread, in the order it read the results
+    prev, n, last_end = None, 0, {}
+    for line in open(f):
+        p = line.split()
+        c, l = int(p[0]), int(p[2])
+        end = int(p[4]) * 1_000_000 + int(p[5])
+        lat.append(l)
+        if c in last_end:
+            gaps.append(end - l - last_end[c])
+        last_end[c] = end
+        start[c] = min(start.get(c, end - l), end - l)
+        fin[c] = max(fin.get(c, 0), end)
+        count[c] = count.get(c, 0) + 1
+        if prev is not None and c <= prev:
+            per_pass.append(n)
+            n = 0
+        n, prev = n + 1, c
+    per_pass.append(n)
+t0 = min(start.values())
+wall = (max(fin.values()) - t0) / 1e6
+tps = len(lat) / wall
+cycle = clients / tps * 1e3  # ms
+lat.sort()
+gaps.sort()
+q = lambda v, x: v[min(len(v) - 1, int(x * len(v)))]
+order = sorted(fin, key=fin.get)
+rate = lambda c: count[c] / ((fin[c] - start[c]) / 1e6)
+first, last = min(fin), max(fin)  # the first thread's first client, the last thread's last
+print(f"{name:9} run {run}: {tps:7.0f} TPS; latency mean {st.mean(lat)/1e3:.2f} ms, p50 {q(lat, .5)/1e3:.2f} ms, "
+      f"{st.mean(lat)/1e3/cycle*100:.0f} % of the cycle ({cycle:.2f} ms); "
+      f"{st.mean(per_pass):.1f} results per pass; end to next start {st.mean(gaps):.0f} us mean, "
+      f"p50 {q(gaps, .5)}, p90 {q(gaps, .9)}; finish {(fin[order[0]]-t0)/1e3:.0f}..{(fin[order[-1]]-t0)/1e3:.0f} ms "
+      f"(first clients to finish {order[:3]}, last {order[-3:]}); client {first}'s rate over client {last}'s {rate(first)/rate(last):.2f}")
+PY
+  done
+done
