@@ -40,7 +40,6 @@ type model struct {
 
 	driver   sim.Streams // testbed.driver_cpu
 	driverOn bool        // the load driver's CPU is modelled (testbed)
-	scan     bool        // testbed.driver_scan
 	drv      []drvThread // testbed.driver_threads: the driver's threads
 	thread   bool        // the pooler's threads are modelled (pooler.cpu_per_msg, wakeup or cpu_per_assign)
 
@@ -193,7 +192,6 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 		parse:     sim.NewStreams(cfg.Seed, "parse"),
 		driver:    sim.NewStreams(cfg.Seed, "driver"),
 		driverOn:  cfg.Testbed.DriverCPU.MeanValue() > 0,
-		scan:      cfg.Testbed.DriverScan,
 		thread:    cfg.Pooler.CPUPerMsg != 0 || cfg.Pooler.Wakeup != 0 || cfg.Pooler.CPUPerAssign != 0,
 		connect:   sim.NewRand(cfg.Seed, "connect"),
 		reuseport: sim.NewRand(cfg.Seed, "reuseport"),

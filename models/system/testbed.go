@@ -79,9 +79,10 @@ type Testbed struct {
 	// Measured (bench/pgbench-passes.sh: pgbench -S -c 50 -j 2 -t 600 -l
 	// at pool 16): the latencies pgbench logged added up to 96-97 % of
 	// its clients' time through PgBouncer, whose threads read 4 results
-	// a pass, and 75-88 % through poolsim's proxy, 7-10 a pass. Without it (the Go driver) each thread takes its
-	// clients in the order they became ready and times a transaction from
-	// the moment its client is ready to send.
+	// a pass, and 75-88 % through poolsim's proxy, 7-10 a pass. Without
+	// it (the Go driver) each thread takes its clients in the order they
+	// became ready and times a transaction from the moment its client is
+	// ready to send.
 	DriverScan bool
 	// Affinity pins the pooler's thread and the backends to cores, as
 	// taskset does (PerCore only): Free (the default) lets the
@@ -430,7 +431,7 @@ func (m *model) driverStart(s *sim.Sim, u int32) bool {
 		return false
 	}
 	us := &m.users[u]
-	if m.scan && int(us.stmt)+1 == m.classes[us.cls].stmts {
+	if m.cfg.Testbed.DriverScan && int(us.stmt)+1 == m.classes[us.cls].stmts {
 		us.drvEnd = d - d/2
 		d /= 2
 	}
@@ -446,7 +447,7 @@ func (m *model) driverJob(s *sim.Sim, u int32, d sim.Time) {
 	if len(m.drv) > 0 {
 		k := int(u) % len(m.drv)
 		t := &m.drv[k]
-		if m.scan {
+		if m.cfg.Testbed.DriverScan {
 			if !us.reading && us.stmt == 0 {
 				t.starts = append(t.starts, u)
 			} else {
@@ -471,9 +472,9 @@ func (m *model) driverJob(s *sim.Sim, u int32, d sim.Time) {
 
 // driverNext starts driver thread k's next job, taken off its queue.
 func (m *model) driverNext(s *sim.Sim, k int) {
-	u := m.drv[k].next(m.scan)
+	u := m.drv[k].next(m.cfg.Testbed.DriverScan)
 	us := &m.users[u]
-	if m.scan && !us.reading && us.stmt == 0 && us.part == (parts{}) {
+	if m.cfg.Testbed.DriverScan && !us.reading && us.stmt == 0 && us.part == (parts{}) {
 		// pgbench's clock starts as its thread starts the transaction,
 		// not as the last one ended: the pass between is not in its
 		// latency.
@@ -490,17 +491,18 @@ func (m *model) driverNext(s *sim.Sim, k int) {
 // counts as the client's, the rest as time lost to sharing the cores;
 // the statement goes (or, reading a result, the client has it).
 func (m *model) driverDone(s *sim.Sim, u int32) {
-	if len(m.drv) > 0 && m.drv[int(u)%len(m.drv)].polling {
-		m.drv[int(u)%len(m.drv)].polling = false
-		m.driverNext(s, int(u)%len(m.drv))
-		return
-	}
 	if len(m.drv) > 0 {
+		k := int(u) % len(m.drv)
+		t := &m.drv[k]
+		if t.polling { // the thread's poll, not u's job: its pass starts
+			t.polling = false
+			m.driverNext(s, k)
+			return
+		}
 		// The thread goes on to its next client's statement first: it
 		// keeps its core (per-core run queues) while the statement it
 		// sent wakes the pooler.
-		k := int(u) % len(m.drv)
-		if t := &m.drv[k]; len(t.q) > 0 || len(t.pass) > 0 || len(t.starts) > 0 {
+		if len(t.q) > 0 || len(t.pass) > 0 || len(t.starts) > 0 {
 			m.driverNext(s, k)
 		} else {
 			t.busy = false
@@ -510,8 +512,8 @@ func (m *model) driverDone(s *sim.Sim, u int32) {
 	us.part.think += us.drvDemand
 	us.part.cpuQueue += s.Now() - us.drvStart - us.drvDemand
 	if us.reading {
-		us.reading, us.readDone = false, true
-		m.recv(s, u)
+		us.reading = false
+		m.received(s, u)
 		return
 	}
 	m.dispatch(s, u)
@@ -523,8 +525,7 @@ func (m *model) driverDone(s *sim.Sim, u int32) {
 // there - the next one starts in the pass after.
 func (m *model) driverRead(s *sim.Sim, u int32) bool {
 	us := &m.users[u]
-	if !m.scan || us.readDone || us.drvEnd <= 0 {
-		us.readDone = false
+	if !m.cfg.Testbed.DriverScan || us.drvEnd <= 0 {
 		return false
 	}
 	us.reading = true

@@ -30,7 +30,6 @@ type user struct {
 	drvStart  sim.Time // testbed: when that CPU job began
 	drvEnd    sim.Time // testbed.driver_scan: the driver's CPU to read the transaction's last result
 	reading   bool     // testbed.driver_scan: the driver's job under way reads a result
-	readDone  bool     // testbed.driver_scan: the driver has read the result recv is given
 }
 
 func newUser(session uint64, cls int16) user {
@@ -192,15 +191,24 @@ func (m *model) reply(s *sim.Sim, c int32) {
 	s.After(m.cfg.Pooler.Hop, evRecv, u, 0)
 }
 
-// recv is the client holding a statement's result. Between the statements
-// of a transaction and between the transactions of a request it pauses for
-// the application (Workload.AppPause); between requests it thinks.
+// recv is a statement's result reaching its client: with
+// testbed.driver_scan a transaction's last result waits for the driver to
+// read it (driverRead), which hands it on to received.
 func (m *model) recv(s *sim.Sim, u int32) {
 	us := &m.users[u]
-	k := &m.classes[us.cls]
-	if (int(us.stmt)+1 == k.stmts || us.txnFailed) && m.driverRead(s, u) {
-		return // in the driver's hands first
+	if (int(us.stmt)+1 == m.classes[us.cls].stmts || us.txnFailed) && m.driverRead(s, u) {
+		return
 	}
+	m.received(s, u)
+}
+
+// received is the client holding a statement's result. Between the
+// statements of a transaction and between the transactions of a request
+// it pauses for the application (Workload.AppPause); between requests it
+// thinks.
+func (m *model) received(s *sim.Sim, u int32) {
+	us := &m.users[u]
+	k := &m.classes[us.cls]
 	pause := &k.pause
 	stream := m.appGap
 	if !k.appSet {
