@@ -16,11 +16,12 @@ type cpuSample struct {
 	busy, total float64 // machine-wide clock ticks (all CPUs), /proc/stat
 	steal       float64 // ticks the hypervisor gave to other guests
 	self        time.Duration
+	instr       time.Duration // of self, the instruments' (instruments.go)
 	ok          bool
 }
 
 func sampleCPU() cpuSample {
-	s := cpuSample{at: time.Now()}
+	s := cpuSample{at: time.Now(), instr: instrumentCPU()}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 
@@ -35,6 +36,11 @@ import (
 type RunCPU struct {
 	Driver, Pooler, Server time.Duration
 	OK                     bool
+	// Other is the cores busy with other work over the run (otherCores:
+	// this process's instruments among it), the calibrated model's
+	// background, if OtherOK.
+	Other   float64
+	OtherOK bool
 }
 
 // runWatch reads the processes' CPU counters before a pooled CPU-bound
@@ -72,11 +78,13 @@ func (l *lab) watchRun(ctx context.Context, t *running) (*runWatch, error) {
 }
 
 // finish is the run's CPU per statement: stmts statements, self this
-// process's CPU over the run, driver pgbench's (with live.driver pgbench),
-// tb the row's testbed (through the in-process proxy with poolsim's own
-// driver, this process is driver and pooler both: split as the through
-// loop measured them). A server the run opened counts whole.
-func (w *runWatch) finish(ctx context.Context, stmts int64, self, driver time.Duration, pgbench bool, tb *Testbed) RunCPU {
+// process's CPU over the run less its instruments', driver pgbench's
+// (with live.driver pgbench), tb the row's testbed (through the in-process
+// proxy with poolsim's own driver, this process is driver and pooler both:
+// split as the through loop measured them). A server the run opened
+// counts whole. busy is the machine's busy cores over the run's wall
+// time, less all that the run's other work.
+func (w *runWatch) finish(ctx context.Context, stmts int64, self, driver time.Duration, pgbench bool, tb *Testbed, busy float64, wall time.Duration) RunCPU {
 	first := 0 // the first server's index in pids
 	if w.bouncer {
 		first = 1
@@ -125,6 +133,7 @@ func (w *runWatch) finish(ctx context.Context, stmts int64, self, driver time.Du
 		r.Pooler = time.Duration(f * float64(all))
 		r.Driver = all - r.Pooler
 	}
+	r.Other, r.OtherOK = otherCores(busy, (r.Driver+r.Pooler+r.Server)*time.Duration(stmts), wall, runtime.NumCPU()), busy > 0
 	return r
 }
 
@@ -136,6 +145,9 @@ func withRunCPU(tb *Testbed) *Testbed {
 	}
 	c := *tb
 	c.Driver, c.Pooler, c.Server = tb.Run.Driver, tb.Run.Pooler, tb.Run.Server
+	if tb.Run.OtherOK {
+		c.Background = tb.Run.Other
+	}
 	return &c
 }
 
@@ -147,6 +159,12 @@ func withRunCPU(tb *Testbed) *Testbed {
 // run again.
 func arrangementsAtRunCPU(cfg system.Config, cal Calibration, share float64) (tog, apart *Arrangement) {
 	tb := cal.Testbed
+	if tb.Run.OtherOK {
+		// The run's other work, as its costs: the background of both.
+		c := *tb
+		c.Background = tb.Run.Other
+		cal.Testbed, tb = &c, &c
+	}
 	t, a := *tb.Together, *tb.Apart
 	share = min(1, max(0, share))
 	// The run's statements come from each arrangement in proportion to

@@ -129,3 +129,48 @@ func TestHeldInRun(t *testing.T) {
 		t.Error("a row without a loop through the target took the in-run hold")
 	}
 }
+
+// TestCalibratedRunTakesTheRunsOtherWork: the run's other work (this
+// process's instruments among it) is the calibrated model's background in
+// place of the direct points': a tenth of the two cores busy elsewhere
+// slows a row the cores limit, and the through loop's testbed keeps its
+// own background.
+func TestCalibratedRunTakesTheRunsOtherWork(t *testing.T) {
+	cfg, cal := inRunRow(20*time.Microsecond, 24*time.Microsecond, 40*time.Microsecond)
+	tb := cal.Testbed
+	a := attempt{cal: cal}
+	tb.Run = RunCPU{Driver: tb.Driver, Pooler: tb.Pooler, Server: tb.Server, OK: true}
+	none := calibratedRun(cfg, a)
+	tb.Run.Other, tb.Run.OtherOK = 0.2, true
+	busy := calibratedRun(cfg, a)
+	if r := busy.TPS / none.TPS; r > 0.95 || r < 0.85 {
+		t.Errorf("0.2 of 2 cores busy with other work in the run: %.0f/s against %.0f/s (×%.3f), want about ×0.9", busy.TPS, none.TPS, r)
+	}
+	if tb.Background != 0 {
+		t.Errorf("the testbed's background was overwritten: %v", tb.Background)
+	}
+	tb.Run.OtherOK = false
+	if got := calibratedRun(cfg, a).TPS; got != none.TPS {
+		t.Errorf("the run's other work not read: %.0f/s, want %.0f/s", got, none.TPS)
+	}
+}
+
+// TestOtherCores: the machine's busy cores less the test's processes'
+// CPU over the window, never below 0 nor above 90 % of the cores.
+func TestOtherCores(t *testing.T) {
+	for _, c := range []struct {
+		busy       float64
+		work, wall time.Duration
+		want       float64
+	}{
+		{1.8, 1700 * time.Millisecond, time.Second, 0.1},
+		{1.8, 1900 * time.Millisecond, time.Second, 0}, // clocks read apart
+		{1.9, 0, time.Second, 1.8},                     // bounded
+		{1.0, time.Second, 0, 0},                       // no window
+		{1.5, 2400 * time.Millisecond, 2 * time.Second, 0.3},
+	} {
+		if got := otherCores(c.busy, c.work, c.wall, 2); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("otherCores(%v, %v, %v, 2) = %v, want %v", c.busy, c.work, c.wall, got, c.want)
+		}
+	}
+}

@@ -338,7 +338,7 @@ func (d *pgbenchDriver) loopOnce(ctx context.Context, dsn string, n, want int, s
 		}
 	}
 	out.wall = m1.at.Sub(m0.at)
-	out.proc = m1.self - m0.self
+	out.proc, out.instr = m1.self-m0.self, m1.instr-m0.instr
 	out.watchedOK = ok0 && ok1 && len(backends) > 0
 	if out.watchedOK {
 		out.self = e1[0] - e0[0]

@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"os"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -26,6 +27,22 @@ func TestParseLastCore(t *testing.T) {
 	}
 	if c, ok := lastCore(os.Getpid()); !ok || c < 0 {
 		t.Errorf("lastCore(self) = %d, %v", c, ok)
+	}
+	// Through an open file, twice: the second read is a fresh one from
+	// the start; a process that is not there reads nothing.
+	var s statFiles
+	defer s.close()
+	for range 2 {
+		if c, ok := s.lastCore(os.Getpid()); !ok || c < 0 || c >= runtime.NumCPU() {
+			t.Errorf("statFiles.lastCore(self) = %d, %v", c, ok)
+		}
+	}
+	if _, ok := s.lastCore(1 << 30); ok {
+		t.Error("statFiles.lastCore of no process is ok")
+	}
+	s.keep(nil)
+	if len(s.fds) != 0 {
+		t.Errorf("keep(nil) left %d files open", len(s.fds))
 	}
 }
 

@@ -331,8 +331,12 @@ func coresWhy(x Measured, util float64, tb *Testbed) string {
 	if tb.Run.OK {
 		costs = "as read over the run itself"
 	}
-	s := fmt.Sprintf("the machine's CPUs were %.0f%% busy during the run (this process — %s — %.0f%% of them), the calibrated model's cores %.0f%% (the driver's, the pooler's and the backends' CPU per statement %s, and the other work measured before it)",
-		100*x.CPUBusy, who, 100*x.CPUSelf, 100*util, costs)
+	other := "the other work measured before it"
+	if tb.Run.OtherOK {
+		other = "the other work over the run"
+	}
+	s := fmt.Sprintf("the machine's CPUs were %.0f%% busy during the run (this process — %s — %.0f%% of them), the calibrated model's cores %.0f%% (the driver's, the pooler's and the backends' CPU per statement %s, and %s)",
+		100*x.CPUBusy, who, 100*x.CPUSelf, 100*util, costs, other)
 	switch d := util - x.CPUBusy; {
 	case d < -coresApart:
 		return s + fmt.Sprintf(": the model's cores idled %.0f%% of the time, the machine's %.0f%% — with the same CPU per statement, cores left idler run fewer statements, and how the model queues the threads on its cores (testbed.scheduler, testbed.idle_balance) is where they idle", 100*(1-util), 100*(1-x.CPUBusy))

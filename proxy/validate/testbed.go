@@ -92,6 +92,12 @@ type Testbed struct {
 	// fraction of all of them (/proc/stat), to set beside the run's and
 	// the calibrated model's cores (each row's Diagnostics).
 	ThroughBusy float64
+	// ThroughOther is the cores busy with other work during that loop
+	// (otherCores, if throughOtherSet): the pooled row's model's
+	// background, in place of the direct points' - this process's
+	// instruments watch a pooled loop (placement.go), not a direct one.
+	ThroughOther    float64
+	throughOtherSet bool
 	// Balance is the idle balancing fitBalance chose (-1: none, 0: at
 	// every chance, else at most once per Balance), if balanceSet.
 	Balance    sim.Time
@@ -268,6 +274,7 @@ type loopCPU struct {
 	speed         []float64     // the machine's speed per speedStep, in time order (speedTimeline)
 	p50, p99      time.Duration // the statements' round trips measured
 	proc          time.Duration // this process's CPU when the driver is pgbench (the in-process proxy's)
+	instr         time.Duration // of this process's CPU (self or proc), its instruments' (instruments.go)
 	migr          int64         // the watched processes' moves between cores (migrations), if migrOK
 	migrOK        bool
 }
@@ -387,6 +394,7 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 	}
 	out.p50, out.p99 = medianP99(rt)
 	out.self, out.watchedOK = m1.self-m0.self, ok0 && ok1
+	out.instr = m1.instr - m0.instr
 	if out.watchedOK {
 		out.addWatched(e0, e1)
 	}
@@ -485,6 +493,9 @@ func fitTestbed(tb *Testbed, cfg system.Config) {
 	fitDirect(&d, cfg)
 	tb.Latency, tb.Contention, tb.Coherency, tb.Spread = d.Latency, d.Contention, d.Coherency, d.Spread
 	tb.USL, tb.Background = d.USL, d.Background
+	if tb.throughOtherSet {
+		tb.Background = tb.ThroughOther
+	}
 }
 
 // fitDirect fits the testbed d's background, latency, σ, κ and spread to
@@ -643,6 +654,7 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 		return err
 	}
 	tb.ThroughClients, tb.ThroughTPS, tb.ThroughBusy = r.clients, r.tps, r.busy
+	tb.ThroughOther, tb.throughOtherSet = r.other, r.busy > 0
 	if r.speed != nil {
 		tb.Speed = r.speed
 	}
@@ -665,6 +677,7 @@ type throughCPU struct {
 	migr                   float64 // the kernel's moves of the pooler and the servers between cores per statement, if migrOK
 	migrOK                 bool
 	busy                   float64 // the machine's CPUs busy during the loop, a fraction of all
+	other                  float64 // cores busy with other work during the loop (otherCores)
 }
 
 // throughLoop runs the row's clients (as many as max_client_conn admits)
@@ -718,21 +731,38 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 	r.busy = lc.busy / float64(runtime.NumCPU())
 	switch {
 	case pg != nil && t.px != nil:
-		// pgbench is a process of its own: this process is the proxy.
-		r.pooler, r.driver, r.server = per(lc.proc), per(lc.self), per(lc.watched)
-		l.logf("validate: through the proxy, CPU per statement: this process %v, its event loop's thread %v", r.pooler, per(t.px.LoopCPU()-loop0))
+		// pgbench is a process of its own: this process is the proxy
+		// (and the instruments, which are other work).
+		r.pooler, r.driver, r.server = per(lc.proc-lc.instr), per(lc.self), per(lc.watched)
+		l.logf("validate: through the proxy, CPU per statement: this process %v less its instruments', its event loop's thread %v", r.pooler, per(t.px.LoopCPU()-loop0))
 	case t.px != nil:
 		loop := t.px.LoopCPU() - loop0
-		r.pooler, r.driver = per(loop), per(lc.self-loop)
+		r.pooler, r.driver = per(loop), per(lc.self-loop-lc.instr)
 		r.server = per(lc.watched)
 	default:
-		r.driver = per(lc.self)
+		r.driver = per(lc.self) // pgbench's
+		if pg == nil {
+			r.driver = per(lc.self - lc.instr) // this process's
+		}
 		r.pooler, r.server = per(lc.each[0]), per(lc.watched-lc.each[0])
 	}
 	// Clocks read at slightly different moments can leave a small part
 	// below zero on a busy machine: a process's CPU is never negative.
 	r.driver, r.pooler, r.server = max(0, r.driver), max(0, r.pooler), max(0, r.server)
+	r.other = otherCores(lc.busy, (r.driver+r.pooler+r.server)*time.Duration(lc.stmts), lc.wall, runtime.NumCPU())
 	return r, nil
+}
+
+// otherCores is how many cores were busy with other work over a window of
+// wall: the machine's busy cores less the test's processes' CPU (work),
+// this process's instruments, the kernel's work for no process and other
+// processes alike; from 0 to 90 % of the cores (testbed.background's
+// bound).
+func otherCores(busy float64, work, wall time.Duration, cores int) float64 {
+	if wall <= 0 {
+		return 0
+	}
+	return min(max(0, busy-work.Seconds()/wall.Seconds()), 0.9*float64(cores))
 }
 
 // serverPids are the PostgreSQL backends of the load's role other than
@@ -924,7 +954,7 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		return
 	}
 	p("## Testbed\n\n")
-	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on an idle core, else in the shortest queue, and waits there; a thread with more work keeps its core; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs); only the direct model runs σ and κ: a pooled row's servers' CPU per statement, measured where the row runs, holds what their contention costs there. Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ), because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). The row's model runs the same processes' CPU per statement read over the run itself (the run's column: the servers' and PgBouncer's schedstat, pgbench's rusage, this process's; these are the kernel's counters, not the run's throughput or latencies, which the model must still produce): this shared machine's speed drifts between a loop and the run after it by more than the tolerances, and the drift is in what a statement costs, not in how busy the cores are (bench/loop-noise.sh); the model from the through loop alone is in the next section. A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, with its stalls cut out of them (a gap between consecutive statements' ends of more than 0.5 ms and 4 times the loop's 99th-percentile gap: nothing finished, every connection stopped at once; not looked for where that percentile is over 1 ms, a loop whose statements end in bursts), millisecond by millisecond in time order, are the speed column (its 5th, 50th and 95th percentiles and the milliseconds under half speed), and the calibrated model plays them in that order from a start its seed draws for all the jobs on the cores (testbed.speed) — the latencies' tail: slow stretches outlast a 20 ms window, and a stall of a millisecond or more stops every transaction in flight, which a window's count spreads as a slowdown of a tenth. The through column also says how busy the machine's CPUs were during that loop (/proc/stat), to set beside the run's and the calibrated model's busy cores in the row's Diagnostics. The moves column is how often the kernel moved the pooler or a pool's server to another core during the through loop, per statement (/proc/PID/task/TID/sched se.nr_migrations), and how often a core out of work in the row's model may take a thread queued on the other (one that has not run for 0.5 ms; testbed.idle_balance): the rate, of none, once per 100, 30, 10, 3 or 1 ms, 300 or 100 µs, or every chance, whose model of the through loop keeps the cores as busy as the machine's CPUs were in that loop (the through column) — a counter read before the run, as the CPU per statement is; the kernel's own moves, far fewer than a model needs to keep its cores as busy, decide only where the loop's busy CPUs were not read (one over the moves per second). The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone; and the model's driver threads work as pgbench's (testbed.driver_scan): each polls, reads the results its poll found in client order, starts the transactions that ended in a second pass, and times a transaction from that start to the reading of its last result — the wait between a transaction's end and the next one's start is in neither's latency, as in pgbench's log. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. A pooled row's Diagnostics set the run's waits for a core per statement (each thread's run delay in /proc/PID/task/TID/schedstat: the pool's servers', the pooler's, the driver's) beside the calibrated model's waits in its cores' queues: where the model's throughput is right and its latencies' shape is not, they say which wait it has too much or too little of. Medians over each row's runs.\n\n")
+	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on an idle core, else in the shortest queue, and waits there; a thread with more work keeps its core; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs); only the direct model runs σ and κ: a pooled row's servers' CPU per statement, measured where the row runs, holds what their contention costs there. Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ), because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). The row's model runs the same processes' CPU per statement read over the run itself (the run's column: the servers' and PgBouncer's schedstat, pgbench's rusage, this process's; these are the kernel's counters, not the run's throughput or latencies, which the model must still produce): this shared machine's speed drifts between a loop and the run after it by more than the tolerances, and the drift is in what a statement costs, not in how busy the cores are (bench/loop-noise.sh); the model from the through loop alone is in the next section. Its background is the other work over the run in the same way: the machine's busy cores (/proc/stat) less those processes' CPU - the kernel's work for no process, other processes, and this process's instruments (pgbench's threads' run delay and the pooler's and servers' cores, each read every 20 ms on a thread of its own whose CPU is counted apart: through the in-process proxy they are not the pooler's CPU); a pooled row's other work column is the same over its through loop, the model from the loop's, and a direct row's the direct points' (the machine's busy cores less the driver's and the backends' CPU). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, with its stalls cut out of them (a gap between consecutive statements' ends of more than 0.5 ms and 4 times the loop's 99th-percentile gap: nothing finished, every connection stopped at once; not looked for where that percentile is over 1 ms, a loop whose statements end in bursts), millisecond by millisecond in time order, are the speed column (its 5th, 50th and 95th percentiles and the milliseconds under half speed), and the calibrated model plays them in that order from a start its seed draws for all the jobs on the cores (testbed.speed) — the latencies' tail: slow stretches outlast a 20 ms window, and a stall of a millisecond or more stops every transaction in flight, which a window's count spreads as a slowdown of a tenth. The through column also says how busy the machine's CPUs were during that loop (/proc/stat), to set beside the run's and the calibrated model's busy cores in the row's Diagnostics. The moves column is how often the kernel moved the pooler or a pool's server to another core during the through loop, per statement (/proc/PID/task/TID/sched se.nr_migrations), and how often a core out of work in the row's model may take a thread queued on the other (one that has not run for 0.5 ms; testbed.idle_balance): the rate, of none, once per 100, 30, 10, 3 or 1 ms, 300 or 100 µs, or every chance, whose model of the through loop keeps the cores as busy as the machine's CPUs were in that loop (the through column) — a counter read before the run, as the CPU per statement is; the kernel's own moves, far fewer than a model needs to keep its cores as busy, decide only where the loop's busy CPUs were not read (one over the moves per second). The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is this whole process's (getrusage), not the event loop's alone; and the model's driver threads work as pgbench's (testbed.driver_scan): each polls, reads the results its poll found in client order, starts the transactions that ended in a second pass, and times a transaction from that start to the reading of its last result — the wait between a transaction's end and the next one's start is in neither's latency, as in pgbench's log. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. A pooled row's Diagnostics set the run's waits for a core per statement (each thread's run delay in /proc/PID/task/TID/schedstat: the pool's servers', the pooler's, the driver's) beside the calibrated model's waits in its cores' queues: where the model's throughput is right and its latencies' shape is not, they say which wait it has too much or too little of. Medians over each row's runs.\n\n")
 	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU | through the target: clients → statements/s, CPUs busy | CPU per statement in the run (the model's): driver / pooler / server | moves between cores per statement; the model's idle balancing | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		tb := r.Cal.Testbed
@@ -1047,6 +1077,9 @@ func combineTestbed(cs []Calibration) *Testbed {
 	t.Background = medianOf(tbs, func(x *Testbed) float64 { return x.Background })
 	t.ThroughTPS = medianOf(tbs, func(x *Testbed) float64 { return x.ThroughTPS })
 	t.ThroughBusy = medianOf(tbs, func(x *Testbed) float64 { return x.ThroughBusy })
+	if other := testbedsWhere(tbs, func(x *Testbed) bool { return x.throughOtherSet }); len(other) > 0 {
+		t.ThroughOther, t.throughOtherSet = medianOf(other, func(x *Testbed) float64 { return x.ThroughOther }), true
+	}
 	fit := testbedsWhere(tbs, func(x *Testbed) bool { return x.balanceSet })
 	t.balanceSet = len(fit) > 0
 	if t.balanceSet {
@@ -1058,6 +1091,9 @@ func combineTestbed(cs []Calibration) *Testbed {
 		t.Run.Driver = medianDur(inRun, func(x *Testbed) time.Duration { return x.Run.Driver })
 		t.Run.Pooler = medianDur(inRun, func(x *Testbed) time.Duration { return x.Run.Pooler })
 		t.Run.Server = medianDur(inRun, func(x *Testbed) time.Duration { return x.Run.Server })
+	}
+	if other := testbedsWhere(tbs, func(x *Testbed) bool { return x.Run.OtherOK }); len(other) > 0 {
+		t.Run.Other, t.Run.OtherOK = medianOf(other, func(x *Testbed) float64 { return x.Run.Other }), true
 	}
 	moved := testbedsWhere(tbs, func(x *Testbed) bool { return x.MigrationsOK })
 	t.MigrationsOK = len(moved) > 0

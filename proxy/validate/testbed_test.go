@@ -46,18 +46,23 @@ func TestFitTestbedRecoversContention(t *testing.T) {
 // TestFitTestbedThroughRow: a row that measured its CPU per statement
 // through the target (larger than the direct loops') still fits σ and the
 // latency to the direct points with the direct loops' own costs, and
-// keeps the through costs for its run.
+// keeps the through costs, and the through loop's other work, for its
+// run.
 func TestFitTestbedThroughRow(t *testing.T) {
 	cfg := system.Default()
 	cfg.Server.MaxConnections = 20
 	truth := &Testbed{Cores: 2, Driver: 20 * time.Microsecond, Server: 30 * time.Microsecond, Latency: 25 * time.Microsecond}
 	const sigma = 0.1
-	tb := &Testbed{Cores: 2, ThroughClients: 50, Driver: 35 * time.Microsecond, Server: 45 * time.Microsecond, Pooler: 20 * time.Microsecond}
+	tb := &Testbed{Cores: 2, ThroughClients: 50, Driver: 35 * time.Microsecond, Server: 45 * time.Microsecond, Pooler: 20 * time.Microsecond,
+		ThroughOther: 0.12, throughOtherSet: true}
 	for _, n := range []int{1, 2, 4, 8} {
 		x := directTPS(truth, cfg, n, sigma, 0)
 		tb.Points = append(tb.Points, TestbedPoint{N: n, TPS: x, Driver: truth.Driver, Server: truth.Server})
 	}
 	fitTestbed(tb, cfg)
+	if tb.Background != 0.12 {
+		t.Errorf("background %v, want the through loop's other work 0.12 cores (the direct points had none)", tb.Background)
+	}
 	if math.Abs(tb.Contention-sigma) > 0.015 {
 		t.Errorf("σ: fitted %.4f, want %.2f", tb.Contention, sigma)
 	}

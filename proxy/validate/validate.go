@@ -623,10 +623,10 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	var rd RunDelay
 	if rw != nil {
 		tb := a.cal.Testbed
-		tb.Run = rw.finish(ctx, res.Stmts, ended.self-cpu0.self, pgUse.CPU, pg != nil, tb)
+		tb.Run = rw.finish(ctx, res.Stmts, ended.self-cpu0.self-(ended.instr-cpu0.instr), pgUse.CPU, pg != nil, tb, busyCores(cpu0, ended), ended.at.Sub(cpu0.at))
 		rd = rw.delays(res.Stmts, pgUse, pg != nil)
 		if tb.Run.OK {
-			l.logf("validate: CPU per statement in the run: driver %v, pooler %v, server %v (through loop: %v, %v, %v)", tb.Run.Driver, tb.Run.Pooler, tb.Run.Server, tb.Driver, tb.Pooler, tb.Server)
+			l.logf("validate: CPU per statement in the run: driver %v, pooler %v, server %v, other work %.3f cores (this process %.3f, its instruments %.3f; through loop: %v, %v, %v, %.3f cores)", tb.Run.Driver, tb.Run.Pooler, tb.Run.Server, tb.Run.Other, (ended.self-cpu0.self).Seconds()/ended.at.Sub(cpu0.at).Seconds(), (ended.instr-cpu0.instr).Seconds()/ended.at.Sub(cpu0.at).Seconds(), tb.Driver, tb.Pooler, tb.Server, tb.ThroughOther)
 		}
 	}
 	x := measured(res)
