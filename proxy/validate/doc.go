@@ -16,7 +16,9 @@
 // process's load driver — each measured from /proc and run by the
 // calibrated model on server.cores — through a pooler, each process's CPU
 // per statement read over the run itself (inrun.go; the through loop's
-// alone gives the report's model from before the run) —
+// alone gives the report's model from before the run), and the machine's
+// other work over the run as its background, this process's instruments
+// among it (instruments.go: each on a thread of its own, counted apart) —
 // with the latencies' spread measured too (noise.go); a sweep along the
 // pool size is reported as a curve (curve.go). Through PgBouncer each such
 // run and the calibration's loop through it also sample the core
