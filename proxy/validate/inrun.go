@@ -83,7 +83,7 @@ func (l *lab) watchRun(ctx context.Context, t *running) (*runWatch, error) {
 // proxy with poolsim's own driver, this process is driver and pooler both:
 // split as the through loop measured them). A server the run opened
 // counts whole. busy is the machine's busy cores over the run's wall
-// time, less all that the run's other work.
+// time: what the processes' CPU leaves of it is the run's other work.
 func (w *runWatch) finish(ctx context.Context, stmts int64, self, driver time.Duration, pgbench bool, tb *Testbed, busy float64, wall time.Duration) RunCPU {
 	first := 0 // the first server's index in pids
 	if w.bouncer {
@@ -138,16 +138,25 @@ func (w *runWatch) finish(ctx context.Context, stmts int64, self, driver time.Du
 }
 
 // withRunCPU is testbed tb with the run's CPU per statement in place of
-// the through loop's (tb itself if the run's was not read).
+// the through loop's, and the run's other work as its background (tb
+// itself if the run's CPU was not read).
 func withRunCPU(tb *Testbed) *Testbed {
 	if tb == nil || !tb.Run.OK {
 		return tb
 	}
-	c := *tb
+	c := *withRunOther(tb)
 	c.Driver, c.Pooler, c.Server = tb.Run.Driver, tb.Run.Pooler, tb.Run.Server
-	if tb.Run.OtherOK {
-		c.Background = tb.Run.Other
+	return &c
+}
+
+// withRunOther is testbed tb with the run's other work as its background
+// (tb itself if it was not read).
+func withRunOther(tb *Testbed) *Testbed {
+	if !tb.Run.OtherOK {
+		return tb
 	}
+	c := *tb
+	c.Background = tb.Run.Other
 	return &c
 }
 
@@ -158,13 +167,8 @@ func withRunCPU(tb *Testbed) *Testbed {
 // arrangements kept, the machine's drift since taken out. Each model is
 // run again.
 func arrangementsAtRunCPU(cfg system.Config, cal Calibration, share float64) (tog, apart *Arrangement) {
-	tb := cal.Testbed
-	if tb.Run.OtherOK {
-		// The run's other work, as its costs: the background of both.
-		c := *tb
-		c.Background = tb.Run.Other
-		cal.Testbed, tb = &c, &c
-	}
+	tb := withRunOther(cal.Testbed) // the background of both, as their costs are the run's
+	cal.Testbed = tb
 	t, a := *tb.Together, *tb.Apart
 	share = min(1, max(0, share))
 	// The run's statements come from each arrangement in proportion to

@@ -93,11 +93,10 @@ type Testbed struct {
 	// the calibrated model's cores (each row's Diagnostics).
 	ThroughBusy float64
 	// ThroughOther is the cores busy with other work during that loop
-	// (otherCores, if throughOtherSet): the pooled row's model's
+	// (otherCores, read where ThroughBusy was): the pooled row's model's
 	// background, in place of the direct points' - this process's
 	// instruments watch a pooled loop (placement.go), not a direct one.
-	ThroughOther    float64
-	throughOtherSet bool
+	ThroughOther float64
 	// Balance is the idle balancing fitBalance chose (-1: none, 0: at
 	// every chance, else at most once per Balance), if balanceSet.
 	Balance    sim.Time
@@ -493,7 +492,7 @@ func fitTestbed(tb *Testbed, cfg system.Config) {
 	fitDirect(&d, cfg)
 	tb.Latency, tb.Contention, tb.Coherency, tb.Spread = d.Latency, d.Contention, d.Coherency, d.Spread
 	tb.USL, tb.Background = d.USL, d.Background
-	if tb.throughOtherSet {
+	if tb.ThroughBusy > 0 {
 		tb.Background = tb.ThroughOther
 	}
 }
@@ -654,7 +653,7 @@ func (l *lab) calibrateThrough(ctx context.Context, t *running, cfg system.Confi
 		return err
 	}
 	tb.ThroughClients, tb.ThroughTPS, tb.ThroughBusy = r.clients, r.tps, r.busy
-	tb.ThroughOther, tb.throughOtherSet = r.other, r.busy > 0
+	tb.ThroughOther = r.other
 	if r.speed != nil {
 		tb.Speed = r.speed
 	}
@@ -1077,8 +1076,8 @@ func combineTestbed(cs []Calibration) *Testbed {
 	t.Background = medianOf(tbs, func(x *Testbed) float64 { return x.Background })
 	t.ThroughTPS = medianOf(tbs, func(x *Testbed) float64 { return x.ThroughTPS })
 	t.ThroughBusy = medianOf(tbs, func(x *Testbed) float64 { return x.ThroughBusy })
-	if other := testbedsWhere(tbs, func(x *Testbed) bool { return x.throughOtherSet }); len(other) > 0 {
-		t.ThroughOther, t.throughOtherSet = medianOf(other, func(x *Testbed) float64 { return x.ThroughOther }), true
+	if other := testbedsWhere(tbs, func(x *Testbed) bool { return x.ThroughBusy > 0 }); len(other) > 0 {
+		t.ThroughOther = medianOf(other, func(x *Testbed) float64 { return x.ThroughOther })
 	}
 	fit := testbedsWhere(tbs, func(x *Testbed) bool { return x.balanceSet })
 	t.balanceSet = len(fit) > 0

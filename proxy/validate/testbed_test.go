@@ -54,7 +54,7 @@ func TestFitTestbedThroughRow(t *testing.T) {
 	truth := &Testbed{Cores: 2, Driver: 20 * time.Microsecond, Server: 30 * time.Microsecond, Latency: 25 * time.Microsecond}
 	const sigma = 0.1
 	tb := &Testbed{Cores: 2, ThroughClients: 50, Driver: 35 * time.Microsecond, Server: 45 * time.Microsecond, Pooler: 20 * time.Microsecond,
-		ThroughOther: 0.12, throughOtherSet: true}
+		ThroughBusy: 0.9, ThroughOther: 0.12}
 	for _, n := range []int{1, 2, 4, 8} {
 		x := directTPS(truth, cfg, n, sigma, 0)
 		tb.Points = append(tb.Points, TestbedPoint{N: n, TPS: x, Driver: truth.Driver, Server: truth.Server})
