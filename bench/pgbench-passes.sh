@@ -26,18 +26,39 @@
 # PATH, or POOLSIM); as root, the servers run as postgres. Everything it
 # starts is stopped and removed on exit.
 #
-# Environment: POOL (16), CLIENTS (50), TXNS (600), RUNS (3), POOLSIM.
+# SCHED=thread turns the kernel's autogroup off for the script's runs and
+# back to what it was at the end (root), as poolsim validate does for a
+# CPU-bound run; SCHED=asis (the default) leaves the kernel as it is. With
+# autogroup on (most distributions' default) a busy core is shared between
+# sessions first: here every PostgreSQL backend and PgBouncer (-d) are
+# sessions of their own, pgbench and the proxy share this script's.
+#
+# Environment: POOL (16), CLIENTS (50), TXNS (600), RUNS (3), POOLSIM,
+# SCHED (asis).
 set -euo pipefail
-POOL=${POOL:-16} CLIENTS=${CLIENTS:-50} TXNS=${TXNS:-600} RUNS=${RUNS:-3}
+POOL=${POOL:-16} CLIENTS=${CLIENTS:-50} TXNS=${TXNS:-600} RUNS=${RUNS:-3} SCHED=${SCHED:-asis}
 POOLSIM=${POOLSIM:-$(command -v poolsim || true)}
 die() { echo "$0: $*" >&2; exit 1; }
 [ -n "$POOLSIM" ] && [ -x "$POOLSIM" ] || die "poolsim not found: go build -o /usr/local/bin/poolsim ./cmd/poolsim, or set POOLSIM"
 command -v python3 >/dev/null || die "python3 not found: it reads pgbench's log"
 . "$(dirname "$0")/throwaway.sh" # start_pgbench_stack
-start_pgbench_stack poolsim-passes "$POOL"
-pport=$(free_port)
+ag=/proc/sys/kernel/sched_autogroup_enabled ag_was=
+case $SCHED in
+  asis) ;;
+  thread)
+    [ -w "$ag" ] || die "SCHED=thread: $ag is not writable here (root needed)"
+    ag_was=$(cat "$ag") ;;
+  *) die "SCHED=$SCHED: want asis or thread" ;;
+esac
 proxy_pid=
-before_cleanup() { [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null; true; }
+before_cleanup() {
+  [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null
+  [ -n "$ag_was" ] && echo "$ag_was" >"$ag"
+  true
+}
+start_pgbench_stack poolsim-passes "$POOL"
+[ -n "$ag_was" ] && echo 0 >"$ag"
+pport=$(free_port)
 "$POOLSIM" proxy --upstream "postgres://postgres@127.0.0.1:$pgport/postgres" --listen "127.0.0.1:$pport" \
   --mode transaction --pool-size "$POOL" --max-client-conn 1000 --auth-type trust >"$tmp/proxy.log" 2>&1 &
 proxy_pid=$!
@@ -46,7 +67,7 @@ for port in "$bport" "$pport"; do
   "$pgbench" -S -n -c "$CLIENTS" -j 2 -T 1 -h 127.0.0.1 -p "$port" -U postgres postgres >/dev/null 2>&1
 done
 echo "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), $("$bouncer" --version | head -n 1), poolsim $POOLSIM, kernel $(uname -r), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "pgbench -S -n -c $CLIENTS -j 2 -t $TXNS -l, transaction pooling at pool $POOL"
+echo "pgbench -S -n -c $CLIENTS -j 2 -t $TXNS -l, transaction pooling at pool $POOL; kernel.sched_autogroup_enabled $(cat "$ag" 2>/dev/null || echo unknown) (SCHED=$SCHED)"
 for r in $(seq "$RUNS"); do
   for target in pgbouncer:$bport proxy:$pport; do
     name=${target%%:*} port=${target##*:}

@@ -64,7 +64,11 @@ connections, each process's CPU per statement from /proc (the driver's,
 the backends', the pooler's) through the target with the row's clients,
 and the other work on the machine; the calibrated model runs all of them
 on the cores, with the backends' USL contention searched to match the
-direct points. The
+direct points. Such a run turns the kernel's autogroup off (as root; back
+on at the end; --autogroup keep leaves it): with it on, a busy core is
+shared between sessions first, and every PostgreSQL backend is a session
+of its own while the validator, its proxy, pgbench and PgBouncer are one;
+the model shares the cores thread by thread. The
 scenario's model stays the production what-if (no load driver). A sweep
 over pooler.default_pool_size is a curve: the report shows it with the
 peak pool size of model and measurement, and --plot draws it.
@@ -122,6 +126,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	plotPath := fs.String("plot", "", "draw the curve along pooler.default_pool_size (throughput, p50, p99: measured, calibrated model, scenario model) into this PNG")
 	verbose := fs.BoolP("verbose", "v", false, "log each step to stderr")
 	quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
+	autogroupFlag := fs.String("autogroup", "off", "the kernel's autogroup during a CPU-bound run: off (as root, turned off for the run and back on after, so the cores are shared thread by thread as in the model) or keep")
 	fs.Usage = func() { fmt.Fprintf(stderr, validateHelp, fs.FlagUsages()) }
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -157,13 +162,17 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
+	if *autogroupFlag != "off" && *autogroupFlag != "keep" {
+		return usagef("--autogroup %q: want off or keep", *autogroupFlag)
+	}
 	opts := validate.Options{
-		Scenario: sc,
-		DSN:      *dsn,
-		Target:   *target,
-		Quick:    *quick,
-		Repeats:  *repeats,
-		Command:  commandLine(append([]string{"poolsim", "validate"}, args...)),
+		KeepAutogroup: *autogroupFlag == "keep",
+		Scenario:      sc,
+		DSN:           *dsn,
+		Target:        *target,
+		Quick:         *quick,
+		Repeats:       *repeats,
+		Command:       commandLine(append([]string{"poolsim", "validate"}, args...)),
 	}
 	if *verbose {
 		opts.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }

@@ -32,7 +32,12 @@
 // idle core's wake-up by its idle time measured first by two helper
 // processes, this executable started again (wake.go, RunWakeSide). With live.driver: pgbench
 // pgbench itself, a process of its own, drives such a row and its
-// calibration (pgbench.go), and its logs are the measurement.
+// calibration (pgbench.go), and its logs are the measurement. Such a run
+// turns the kernel's autogroup off for its duration, as root (sched.go,
+// package proxy/autogroup; Options.KeepAutogroup leaves it): then the
+// kernel shares the cores thread by thread, as the calibrated model does,
+// not session by session (every backend a session, this process with its
+// pgbench, PgBouncer and proxy one); the report says which it was.
 //
 // Before the rows it calibrates: the cost of opening one PostgreSQL
 // connection, the real duration of the scenario's statement and of the
@@ -49,5 +54,6 @@
 //
 // Everything Run starts it stops before returning, on error and when ctx is
 // cancelled too: targets, the cluster, and every goroutine (the placement
-// sampler's included: its stop function waits for it).
+// sampler's included: its stop function waits for it); then it sets the
+// kernel's autogroup back.
 package validate

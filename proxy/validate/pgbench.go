@@ -269,11 +269,15 @@ func (d *pgbenchDriver) loop(ctx context.Context, dsn string, n, want int, seed 
 	margin := 300 * time.Millisecond
 	for try := 0; ; try++ {
 		out, late, err := d.loopOnce(ctx, dsn, n, want, seed, dur, margin, extra, direct)
-		if !late || err != nil {
+		if !late {
 			return out, err
 		}
 		if try == 2 {
-			return out, fmt.Errorf("calibrate testbed: pgbench with %d connections ended before its %v window closed, 3 times (the last run for %v more): the machine is too busy to measure on", n, dur, margin)
+			why := "the machine is too busy to measure on"
+			if err != nil { // pgbench failed: say how
+				why = err.Error()
+			}
+			return out, fmt.Errorf("calibrate testbed: pgbench with %d connections ended before its %v window closed, 3 times (the last run for %v more): %s", n, dur, margin, why)
 		}
 		margin += 2 * time.Second
 	}
@@ -327,7 +331,7 @@ func (d *pgbenchDriver) loopOnce(ctx context.Context, dsn string, n, want int, s
 		}
 	}
 	if late {
-		return out, true, nil
+		return out, true, err // pgbench's own failure, if it was one, for the last try's message
 	}
 	var ends, rt []time.Duration
 	for _, t := range txns {

@@ -64,6 +64,10 @@ type Versions struct {
 	Date       string
 	LoadStart  string // load averages (1, 5, 15 min) when the run started
 	LoadEnd    string // and when it ended
+	// Sched is how the kernel shared the cores among the testbed's
+	// threads (CPU-bound rows only): one by one, or by session under the
+	// kernel's autogroup (sched.go).
+	Sched string
 }
 
 // Row is one point of the sweep.
@@ -492,6 +496,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	v := rep.Versions
 	p("PostgreSQL %s; PgBouncer %s; %s; poolsim %s; %d CPUs (%s); %s; run took %s. Load average (1, 5, 15 min) %s at the start, %s at the end: other work shares these CPUs, and every time below moves with it.\n\n",
 		v.PostgreSQL, v.PgBouncer, v.Go, v.Commit, v.CPUs, v.OS, v.Date, rep.Elapsed.Round(time.Second), v.LoadStart, v.LoadEnd)
+	if v.Sched != "" {
+		p("Scheduling: %s.\n\n", v.Sched)
+	}
 	if rep.prepared() {
 		p("Tolerances (prepared statements): counts that follow from the rules must equal the model exactly — conn_refused, txns_ended (every transaction ends ok or failed on a missing prepared statement), and ok_txns and prepared_error_txns (0) where no statement can go missing; where statements can go missing (max_prepared_statements 0 with prepare_threshold > 0), which transactions fail depends on which server each lands on — a race live, a seeded draw in the model — so prepared_error_txns must be above 0 in the model, the calibrated model and the run, and ok_txns is shown, not judged. The calibrated model must be within %.2f (absolute) of the measured prepared hit rate and within %.0f%% of the measured server parses per second and TPS; p50 and p99 are shown, not judged. Error %% is (prediction − measured) / measured.\n\n", TolHitRate, 100*TolPrepared)
 		rep.writePreparedSummary(&b)

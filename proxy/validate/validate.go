@@ -53,6 +53,10 @@ type Options struct {
 	// and probes are done out of how many (starting PostgreSQL and the
 	// statement's calibration count as phases of their own, with done 0).
 	Progress func(phase string, done, total int)
+	// KeepAutogroup leaves the kernel's autogroup as it is for a
+	// CPU-bound (testbed) run; by default such a run turns it off, as
+	// root, and back on at its end (package proxy/autogroup).
+	KeepAutogroup bool
 }
 
 // settle is the pause between the clients' logins and time zero.
@@ -183,6 +187,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		l.total += len(modes)
 	}
+	var sched string
+	if slices.ContainsFunc(points, func(p scenarios.Point) bool { return testbedKind(p.Config) }) {
+		var restore func()
+		sched, restore = l.threadByThread()
+		defer restore()
+	}
 	if err := l.measureWake(ctx, points); err != nil {
 		return nil, err
 	}
@@ -223,6 +233,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := l.versions(ctx, rep, maxConn); err != nil {
 		return nil, err
 	}
+	rep.Versions.Sched = sched
 	if multi {
 		if err := l.setupPools(ctx, points[0].Config); err != nil {
 			return nil, err
@@ -951,6 +962,9 @@ func (rep *Report) WriteDir(dir string) error {
 		write("versions.txt", func(f *os.File) error {
 			_, err := fmt.Fprintf(f, "postgresql: %s\npgbouncer: %s\ngo: %s\npoolsim: %s\ncpus: %d\nos: %s\ndate: %s\nload average at start: %s\nload average at end: %s\n",
 				v.PostgreSQL, v.PgBouncer, v.Go, v.Commit, v.CPUs, v.OS, v.Date, v.LoadStart, v.LoadEnd)
+			if err == nil && v.Sched != "" {
+				_, err = fmt.Fprintf(f, "scheduling: %s\n", v.Sched)
+			}
 			return err
 		}),
 	)

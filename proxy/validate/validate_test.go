@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/poolsim/poolsim/proxy/autogroup"
 	"github.com/poolsim/poolsim/proxy/pgbouncer"
 	"github.com/poolsim/poolsim/proxy/pgcluster"
 	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
@@ -401,6 +402,7 @@ func TestValidateSQLOnCores(t *testing.T) {
 // transaction completes and the curve along the pool size is drawn. Times
 // on a shared CI machine are too noisy to assert here.
 func TestValidatePgbenchSelect(t *testing.T) {
+	autogroupBefore, _ := autogroup.Enabled()
 	rep := runLive(t, pgbenchSmall, 2)
 	for _, r := range rep.Rows {
 		if c := cell(r, "ok_txns"); !c.Pass || c.Measured != 480 {
@@ -447,6 +449,20 @@ func TestValidatePgbenchSelect(t *testing.T) {
 			t.Errorf("%s: no model from the through loop alone", r.Title())
 		}
 	}
+	// The kernel shared the cores thread by thread, as the model does:
+	// as root (here and in CI) the run turned autogroup off and, at its
+	// end, back to what it was.
+	if rep.Versions.Sched == "" {
+		t.Error("a CPU-bound run's report does not say how the cores were shared")
+	}
+	if os.Geteuid() == 0 || pgclustertest.InCI() {
+		if !strings.HasPrefix(rep.Versions.Sched, "thread by thread") {
+			t.Errorf("scheduling %q: want thread by thread", rep.Versions.Sched)
+		}
+		if on, ok := autogroup.Enabled(); ok && on != autogroupBefore {
+			t.Errorf("autogroup %v after the run, %v before it: not restored", on, autogroupBefore)
+		}
+	}
 	lines := rep.Curves()
 	if len(lines) != 1 || len(lines[0].Points) != 2 {
 		t.Fatalf("curves = %+v, want one line of 2 points", lines)
@@ -455,7 +471,7 @@ func TestValidatePgbenchSelect(t *testing.T) {
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## The curve", "## Testbed", "Peak pool size: calibrated model", "### Where the TPS error comes from", "An idle core's wake-up", "CPU per statement in the run (the model's)", "| model from the loop alone |"} {
+	for _, want := range []string{"Scheduling: ", "## The curve", "## Testbed", "Peak pool size: calibrated model", "### Where the TPS error comes from", "An idle core's wake-up", "CPU per statement in the run (the model's)", "| model from the loop alone |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
