@@ -39,7 +39,7 @@ func Off() (wasOn bool, err error) {
 	defer mu.Unlock()
 	if held > 0 {
 		held++
-		return strings.TrimSpace(found) != "0", nil
+		return found != "0", nil
 	}
 	b, err := os.ReadFile(sysctl)
 	if err != nil {
