@@ -118,6 +118,9 @@ func combineMeasured(xs []Measured, model system.Metrics) Measured {
 			*f.dst = time.Duration(medianOf(xs, func(x Measured) float64 { return float64(f.get(x.RunDelay)) }))
 		}
 	}
+	if m.RunDelay.PreemptsOK {
+		m.RunDelay.PoolerPreempts = medianOf(xs, func(x Measured) float64 { return x.RunDelay.PoolerPreempts })
+	}
 	m.Assignments = int64(medianOf(xs, func(x Measured) float64 { return float64(x.Assignments) }))
 	m.HoldQueries = int64(medianOf(xs, func(x Measured) float64 { return float64(x.HoldQueries) }))
 	m.StartsInRun = int(medianOf(xs, func(x Measured) float64 { return float64(x.StartsInRun) }))

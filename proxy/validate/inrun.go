@@ -54,6 +54,8 @@ type runWatch struct {
 	d0      []map[int]time.Duration // each pid's threads' run delay at the start
 	self0   map[int]time.Duration   // this process's
 	added   []int                   // the servers the run opened (finish finds them)
+	inv0    int64                   // PgBouncer's involuntary context switches at the start, if invOK
+	invOK   bool
 }
 
 // watchRun starts a run's CPU reading: PgBouncer's process (if the target
@@ -74,6 +76,9 @@ func (l *lab) watchRun(ctx context.Context, t *running) (*runWatch, error) {
 		w.d0 = append(w.d0, threadDelays(p))
 	}
 	w.self0 = threadDelays(os.Getpid())
+	if w.bouncer {
+		w.inv0, w.invOK = involuntary(w.pids[0])
+	}
 	return w, nil
 }
 
@@ -234,6 +239,9 @@ func (w *runWatch) delays(stmts int64, pg pgbenchUse, pgbench bool) RunDelay {
 			return RunDelay{}
 		}
 		r.Pooler = per(delaySince(w.d0[0], now))
+		if n, ok := involuntary(w.pids[0]); ok && w.invOK && n >= w.inv0 {
+			r.PoolerPreempts, r.PreemptsOK = float64(n-w.inv0)/float64(stmts), true
+		}
 		if pgbench {
 			r.Driver = per(pg.Delay)
 		} else {

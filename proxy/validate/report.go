@@ -674,6 +674,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 				p(", pooler %.0f µs (%.0f), driver %.0f µs (%.0f)", micros(d.Pooler), m.RunQueuePoolerUs, micros(d.Driver), m.RunQueueDriverUs)
 			}
 		}
+		if d := x.RunDelay; d.PreemptsOK {
+			p("; PgBouncer taken off its core while it could run %.2f times a statement (nonvoluntary_ctxt_switches: a thread woken onto its core ran first; the model's pooler is never preempted)", d.PoolerPreempts)
+		}
 		p("; machine load average (1, 5, 15 min) %s.\n", r.Load)
 		if b := r.Before; b != nil && r.Cal.Testbed == nil && r.Cal.Hold > 0 {
 			p("\nBefore the run alone (held %.3f ms, a login every %.3f ms, from the loop through the target): the calibrated model gives tps %.1f (%+.1f %%), p50 %.2f ms (%+.1f %%), p99 %.2f ms (%+.1f %%).\n",

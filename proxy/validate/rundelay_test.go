@@ -29,6 +29,38 @@ func TestTaskDelay(t *testing.T) {
 	}
 }
 
+// TestStatusCount reads a count off a /proc status file's line by its
+// key, and refuses a missing key, a key that only starts the same, and a
+// value that is not a count.
+func TestStatusCount(t *testing.T) {
+	status := "Name:\tpgbouncer\nvoluntary_ctxt_switches:\t1200\nnonvoluntary_ctxt_switches:\t8431\n"
+	if n, ok := statusCount(status, "nonvoluntary_ctxt_switches"); !ok || n != 8431 {
+		t.Errorf("nonvoluntary: %d, %v; want 8431, true", n, ok)
+	}
+	if n, ok := statusCount(status, "voluntary_ctxt_switches"); !ok || n != 1200 {
+		t.Errorf("voluntary: %d, %v; want 1200, true", n, ok)
+	}
+	for _, c := range []struct{ status, key string }{
+		{status, "ctxt_switches"},
+		{"nonvoluntary_ctxt_switches:\tmany\n", "nonvoluntary_ctxt_switches"},
+		{"nonvoluntary_ctxt_switches:\t-3\n", "nonvoluntary_ctxt_switches"},
+		{"", "nonvoluntary_ctxt_switches"},
+	} {
+		if n, ok := statusCount(c.status, c.key); ok {
+			t.Errorf("statusCount(%q, %q) = %d, ok; want not ok", c.status, c.key, n)
+		}
+	}
+	// This process's own count is there on Linux.
+	if _, err := os.Stat("/proc/self/status"); err == nil {
+		if _, ok := involuntary(os.Getpid()); !ok {
+			t.Error("involuntary(this process): not read from /proc/PID/status")
+		}
+	}
+	if _, ok := involuntary(-1); ok {
+		t.Error("involuntary(-1): ok, want not")
+	}
+}
+
 // TestDelaySince: a thread read before counts its growth, one not read
 // before counts whole, one gone since counts nothing.
 func TestDelaySince(t *testing.T) {

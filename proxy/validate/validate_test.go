@@ -542,6 +542,9 @@ func TestValidatePool1Arrangements(t *testing.T) {
 	if d := r.Repeats[0].RunDelay; !d.OK || d.SelfBoth || d.Server < 0 || d.Pooler < 0 || d.Driver < 0 {
 		t.Errorf("the run's waits for a core %+v: want PgBouncer's, the server's and pgbench's read", d)
 	}
+	if d := r.Repeats[0].RunDelay; !d.PreemptsOK || d.PoolerPreempts < 0 {
+		t.Errorf("PgBouncer's involuntary context switches per statement %+v: want them read", d)
+	}
 	var md strings.Builder
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
