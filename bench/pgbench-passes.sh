@@ -42,22 +42,15 @@ die() { echo "$0: $*" >&2; exit 1; }
 [ -n "$POOLSIM" ] && [ -x "$POOLSIM" ] || die "poolsim not found: go build -o /usr/local/bin/poolsim ./cmd/poolsim, or set POOLSIM"
 command -v python3 >/dev/null || die "python3 not found: it reads pgbench's log"
 . "$(dirname "$0")/throwaway.sh" # start_pgbench_stack
-ag=/proc/sys/kernel/sched_autogroup_enabled ag_was=
-case $SCHED in
-  asis) ;;
-  thread)
-    [ -w "$ag" ] || die "SCHED=thread: $ag is not writable here (root needed)"
-    ag_was=$(cat "$ag") ;;
-  *) die "SCHED=$SCHED: want asis or thread" ;;
-esac
+sched_mode "$SCHED"
 proxy_pid=
 before_cleanup() {
   [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null
-  [ -n "$ag_was" ] && echo "$ag_was" >"$ag"
+  autogroup_restore
   true
 }
 start_pgbench_stack poolsim-passes "$POOL"
-[ -n "$ag_was" ] && echo 0 >"$ag"
+autogroup_off
 pport=$(free_port)
 "$POOLSIM" proxy --upstream "postgres://postgres@127.0.0.1:$pgport/postgres" --listen "127.0.0.1:$pport" \
   --mode transaction --pool-size "$POOL" --max-client-conn 1000 --auth-type trust >"$tmp/proxy.log" 2>&1 &

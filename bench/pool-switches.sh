@@ -36,20 +36,10 @@
 set -euo pipefail
 POOLS=${POOLS:-2 8} CLIENTS=${CLIENTS:-50} DURATION=${DURATION:-5} ROUNDS=${ROUNDS:-3} SCHED=${SCHED:-asis}
 die() { echo "$0: $*" >&2; exit 1; }
-here=$(dirname "$0")
-ag=/proc/sys/kernel/sched_autogroup_enabled ag_was=
-case $SCHED in
-  asis) ;;
-  thread)
-    [ -w "$ag" ] || die "SCHED=thread: $ag is not writable here (root needed)"
-    ag_was=$(cat "$ag") ;;
-  *) die "SCHED=$SCHED: want asis or thread" ;;
-esac
+. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack, sched_mode
+sched_mode "$SCHED"
 [ "${DURATION%.*}" -ge 2 ] 2>/dev/null || die "DURATION=$DURATION: want whole seconds, 2 or more"
-before_cleanup() {
-  [ -n "$ag_was" ] && echo "$ag_was" >"$ag"
-  true
-}
+before_cleanup() { autogroup_restore; }
 
 # switches PID: its voluntary and involuntary context switches.
 switches() { awk '/^voluntary_ctxt/ {v = $2} /^nonvoluntary_ctxt/ {n = $2} END {print v + 0, n + 0}' "/proc/$1/status"; }
@@ -77,9 +67,8 @@ per() {
 
 for pool in $POOLS; do
   (
-    . "$here/throwaway.sh" # start_pgbench_stack
     start_pgbench_stack poolsim-switches "$pool"
-    [ -n "$ag_was" ] && echo 0 >"$ag"
+    autogroup_off
     bpid=$(cat "$tmp/pgbouncer.pid")
     "$pgbench" -S -n -c "$CLIENTS" -j 2 -T 2 -h 127.0.0.1 -p "$bport" -U postgres postgres >/dev/null 2>&1
     spids=$("$psql" -XAt -h 127.0.0.1 -p "$pgport" -U postgres postgres -c \

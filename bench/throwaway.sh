@@ -124,3 +124,21 @@ start_pgbench_stack() {
   pgbench_init
   start_pgbouncer "$2" 1000
 }
+
+# sched_mode MODE checks a script's SCHED: asis leaves the kernel as it
+# is; thread (root) notes the kernel's autogroup setting in $ag_was, so
+# that autogroup_off turns it off for the runs and autogroup_restore (from
+# before_cleanup) puts it back - as poolsim validate does for a CPU-bound
+# run. With autogroup on a busy core is shared between sessions first.
+ag=/proc/sys/kernel/sched_autogroup_enabled ag_was=
+sched_mode() {
+  case $1 in
+    asis) ;;
+    thread)
+      [ -w "$ag" ] || die "SCHED=thread: $ag is not writable here (root needed)"
+      ag_was=$(cat "$ag") ;;
+    *) die "SCHED=$1: want asis or thread" ;;
+  esac
+}
+autogroup_off() { if [ -n "$ag_was" ]; then echo 0 >"$ag"; fi; }
+autogroup_restore() { if [ -n "$ag_was" ]; then echo "$ag_was" >"$ag"; fi; }
