@@ -283,6 +283,14 @@ var fields = []field{
 		c.Testbed.IdleBalanceEvery = d
 		return nil
 	}},
+	{"testbed.idle_scan", "live validation on one machine: whether a woken thread whose waker's core and own last core are both busy looks for an idle core (testbed.scheduler per_core): true, or false, as Linux does when its cores are busy (SIS_UTIL), to go to the waker's core if nothing queues there, else its own last core - poolsim validate fits it per row with testbed.idle_balance (default true)", func(c *system.Config, n *yaml.Node) error {
+		var on bool
+		if err := boolInto(&on, n); err != nil {
+			return err
+		}
+		c.Testbed.NoIdleScan = !on
+		return nil
+	}},
 	{"testbed.wake_curve", "live validation on one machine: an idle core's wake-up by how long it idled, instead of testbed.wakeup and pooler.wakeup (testbed.scheduler per_core): a list of [idle, wake-up] duration pairs, idle rising; a backend or the pooler's thread woken onto an idle core from another waits the curve's wake-up at that core's idle time, linear between the points and flat beyond them (bench/wake-pingpong.sh measures one) (default none)", func(c *system.Config, n *yaml.Node) error {
 		return wakeCurveInto(&c.Testbed.WakeCurve, n)
 	}},

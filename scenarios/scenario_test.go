@@ -145,6 +145,7 @@ func TestParseErrors(t *testing.T) {
 		{"testbed wake curve falling", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  wake_curve: [[40us, 15us], [30us, 20us]]\n", "testbed.wake_curve[1]: the idle times must rise point by point, got 30µs after 40µs"},
 		{"testbed wake curve and wakeup", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  wakeup: 10us\n  wake_curve: [[40us, 15us]]\n", "testbed.wake_curve and testbed.wakeup both set the idle core's wake-up: set one"},
 		{"testbed idle balance off without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  idle_balance: false\n", "testbed.idle_balance false keeps queued threads on their cores: it needs testbed.scheduler per_core"},
+		{"testbed idle scan off without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  idle_scan: false\n", "testbed.idle_scan false stops a woken thread's look for an idle core: it needs testbed.scheduler per_core"},
 		{"testbed idle balance not a bool", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  idle_balance: sometimes\n", "want true, false or a positive duration such as 50ms, got \"sometimes\""},
 		{"testbed idle balance negative", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  idle_balance: -5ms\n", "want true, false or a positive duration such as 50ms, got \"-5ms\""},
 		{"testbed wakeup without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wakeup: 20us\n", "testbed.wakeup is an idle core's wake-up for a backend placed on it: it needs testbed.scheduler per_core"},
@@ -309,6 +310,12 @@ func TestTestbedKeys(t *testing.T) {
 			t.Errorf("--set testbed.idle_balance=%s: %v, got never %v, every %v", c.v, err, s.Base.Testbed.NoIdleBalance, s.Base.Testbed.IdleBalanceEvery)
 		}
 	}
+	if err := s.Set("testbed.idle_scan", "false"); err != nil || !s.Base.Testbed.NoIdleScan {
+		t.Errorf("--set testbed.idle_scan=false: %v, got no scan %v", err, s.Base.Testbed.NoIdleScan)
+	}
+	if err := s.Set("testbed.idle_scan", "true"); err != nil || s.Base.Testbed.NoIdleScan {
+		t.Errorf("--set testbed.idle_scan=true: %v, got no scan %v", err, s.Base.Testbed.NoIdleScan)
+	}
 	if err := s.Set("testbed.affinity", "together"); err != nil || s.Base.Testbed.Affinity != system.Together {
 		t.Errorf("--set testbed.affinity=together: %v, got %v", err, s.Base.Testbed.Affinity)
 	}
@@ -318,7 +325,7 @@ func TestTestbedKeys(t *testing.T) {
 		}
 	}
 	help := strings.Join(Fields(), "\n")
-	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "testbed.scheduler", "testbed.driver_threads", "testbed.affinity", "testbed.wakeup", "testbed.wake_curve", "testbed.idle_balance", "pooler.cpu_per_assign"} {
+	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "testbed.scheduler", "testbed.driver_threads", "testbed.affinity", "testbed.wakeup", "testbed.wake_curve", "testbed.idle_balance", "testbed.idle_scan", "pooler.cpu_per_assign"} {
 		if !strings.Contains(help, k+" ") {
 			t.Errorf("%s is not in the key list", k)
 		}

@@ -93,7 +93,12 @@ func (v *server) allowed(j cpuJob, k int) bool {
 // wake-up: the waker's core if it is free (the waker sleeps), its own
 // last core if idle, another idle core; with none idle, the waker's core
 // if nothing queues there, else the shortest queue (its last core first
-// among equals).
+// among equals). With testbed.idle_scan false there is no look for
+// another idle core: with neither the waker's core nor its own last one
+// idle, a thread goes to the waker's core if nothing queues there, else
+// to its own last core, as Linux's wake-up does when the cores are busy
+// (SIS_UTIL: the scan for an idle core shrinks as the last-level cache's
+// cores fill, and stops altogether above about 60 % busy on two).
 func (v *server) place(j cpuJob) {
 	e := v.entity(j)
 	w := v.ctx
@@ -115,6 +120,18 @@ func (v *server) place(j cpuJob) {
 		k = w
 	case ok(p) && v.idle(p):
 		k = p
+	case v.noScan:
+		// No scan for another idle core (testbed.idle_scan false): the
+		// waker's core if nothing queues there, else the thread's own
+		// last core, busy or not.
+		switch {
+		case ok(w) && len(v.cpus[w].q) == 0:
+			k = w
+		case ok(p):
+			k = p
+		case ok(w):
+			k = w
+		}
 	default:
 		for i := range v.cpus {
 			if ok(i) && v.idle(i) {

@@ -280,3 +280,32 @@ func TestPerCoreNoIdleBalance(t *testing.T) {
 		t.Errorf("pool 8 without the idle balancing: cpu_util %.3f, with it %.3f: want idler cores", stay.CPUUtil, per.CPUUtil)
 	}
 }
+
+func TestPerCoreNoIdleScan(t *testing.T) {
+	// pgbench through a pool of 2 on 2 cores: a thread the pooler wakes
+	// while its own last core is busy finds the other core idle if it
+	// looks; without the look (testbed.idle_scan false) it queues on the
+	// waker's or its own last core, and the other core idles beside it:
+	// idler cores, fewer transactions, and the same run twice.
+	h := hub(50, 2, PerCore)
+	scan := Run(h).Metrics
+	h.Testbed.NoIdleScan = true
+	stay := Run(h).Metrics
+	if !(stay.CPUUtil < scan.CPUUtil-0.01) || !(stay.TPSSteady < scan.TPSSteady) {
+		t.Errorf("pool 2 without the idle-core scan: cpu_util %.3f, tps_steady %.0f; with it %.3f, %.0f: want idler cores and fewer transactions",
+			stay.CPUUtil, stay.TPSSteady, scan.CPUUtil, scan.TPSSteady)
+	}
+	if again := Run(h).Metrics; !reflect.DeepEqual(again, stay) {
+		t.Error("two runs without the idle-core scan differ")
+	}
+	checkConservation(t, stay)
+	// Cold threads (the machine-repairman, a second's think between
+	// jobs): a woken thread's last core is idle most of the time, and
+	// where it is not the other core takes the queued job at once (idle
+	// balancing: the thread is cold) - the scan changes little.
+	cfg := repairman(2_000, PerCore)
+	with := Run(cfg).Metrics
+	cfg.Testbed.NoIdleScan = true
+	without := Run(cfg).Metrics
+	within(t, "cold threads without the scan: throughput (1/s)", without.TPS, with.TPS, 0.02)
+}

@@ -54,6 +54,7 @@ type server struct {
 	wakeup     float64             // testbed.wakeup, ns
 	wakeCurve  []WakePoint         // testbed.wake_curve
 	noSteal    bool                // testbed.idle_balance false
+	noScan     bool                // testbed.idle_scan false
 	stealEvery sim.Time            // testbed.idle_balance as a duration (0: at every chance)
 	lastSteal  sim.Time            // when a core last took a queued thread (-1: never)
 	idleAt     []sim.Time          // when each core last finished a job (per-core)
@@ -107,6 +108,7 @@ func (v *server) init(cfg Server, tb Testbed) {
 	v.wakeup = float64(tb.Wakeup)
 	v.wakeCurve = tb.WakeCurve
 	v.noSteal, v.stealEvery, v.lastSteal = tb.NoIdleBalance, tb.IdleBalanceEvery, -1
+	v.noScan = tb.NoIdleScan
 	if tb.Scheduler == PerCore && cfg.Cores > 0 {
 		v.initCores(cfg.Cores)
 	}

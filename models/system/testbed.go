@@ -128,6 +128,16 @@ type Testbed struct {
 	// (PerCore only): the kernel's rate of moves, where it was measured,
 	// in place of one at every chance.
 	IdleBalanceEvery sim.Time
+	// NoIdleScan stops a woken thread's look for an idle core (PerCore
+	// only): with neither its waker's core nor its own last core idle, it
+	// goes to the waker's core if nothing queues there, else to its own
+	// last core, though another core idles. By default it takes any idle
+	// core. Linux looks for one only while the cores are not too busy
+	// (SIS_UTIL, from 5.19: the scan's depth falls with the last-level
+	// cache's utilisation, to none above about 60 % on two cores), so at
+	// a small pool's load a thread PgBouncer wakes lands on PgBouncer's
+	// busy core while the other idles.
+	NoIdleScan bool
 	// ServersOpen is how many servers each pool already has open and idle
 	// at time zero (at most its limit, and no more in all than
 	// server.max_connections): a live run's pooler opens one for the
@@ -266,6 +276,9 @@ func (t Testbed) validate(cores int, bad func(string, ...any)) {
 	}
 	if t.NoIdleBalance && t.Scheduler != PerCore {
 		bad("testbed.idle_balance false keeps queued threads on their cores: it needs testbed.scheduler per_core")
+	}
+	if t.NoIdleScan && t.Scheduler != PerCore {
+		bad("testbed.idle_scan false stops a woken thread's look for an idle core: it needs testbed.scheduler per_core")
 	}
 	if t.ServersOpen < 0 {
 		bad("testbed.servers_open must be 0 (every pool starts empty) or more, got %d", t.ServersOpen)
@@ -606,6 +619,9 @@ func (t Testbed) describe(c Config) string {
 	}
 	if t.Scheduler == PerCore {
 		out += ", a run queue per core (a job waits on the core it was placed on; a core out of work takes only a thread idle 0.5 ms or more)"
+	}
+	if t.NoIdleScan {
+		out += ", a woken thread placed on its waker's or its own last core without a look for an idle one"
 	}
 	switch t.Affinity {
 	case Together:

@@ -430,11 +430,12 @@ func TestTestbedConfigKeepsThreadsWhereTheKernelDid(t *testing.T) {
 	}
 }
 
-// TestFitBalance: the idle balancing of a row's model is the rate whose
-// model of the through loop keeps the cores as busy as the machine was in
-// that loop: a machine busier than the model can be takes the most
-// frequent rate, one idler than it can be none; the fit sets the rate the
-// row's model then runs.
+// TestFitBalance: the idle balancing of a row's model, a rate with or
+// without the wake-up's look for an idle core, is the one whose model of
+// the through loop keeps the cores as busy as the machine was in that
+// loop: a machine busier than the model can be takes the busiest of
+// them, one idler than it can be the idlest; the fit sets what the row's
+// model then runs.
 func TestFitBalance(t *testing.T) {
 	cfg := system.Default()
 	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Pooler.DefaultPoolSize = 50, 200, 8
@@ -442,6 +443,21 @@ func TestFitBalance(t *testing.T) {
 	mk := func(busy float64) *Testbed {
 		return &Testbed{Cores: 2, ThroughClients: 50, ThroughTPS: 20000, ThroughBusy: busy, Driver: 15 * time.Microsecond,
 			Server: 40 * time.Microsecond, Pooler: 12 * time.Microsecond, Migrations: 0.0001, MigrationsOK: true}
+	}
+	// Every choice's model of the loop, as fitBalance runs it.
+	lo, hi := math.Inf(1), math.Inf(-1)
+	{
+		tb := mk(0)
+		cal := Calibration{Hop: 30 * time.Microsecond, Connect: time.Millisecond, Testbed: tb}
+		c := cfg
+		c.Workload.TxnsPerSession = max(50, c.Workload.TxnsPerSession/4)
+		for _, ns := range []bool{false, true} {
+			for _, b := range balanceSteps {
+				tb.Balance, tb.NoScan, tb.balanceSet = b, ns, true
+				u := system.Run(testbedConfig(c, cal, tb)).Metrics.CPUUtil
+				lo, hi = min(lo, u), max(hi, u)
+			}
+		}
 	}
 	var utils []float64
 	for _, b := range []float64{1.5, 0.05} {
@@ -451,24 +467,43 @@ func TestFitBalance(t *testing.T) {
 		if !tb.balanceSet {
 			t.Fatalf("busy %.2f: no fit", b)
 		}
-		// Busier than any: one of the two most frequent rates (they keep
-		// the cores as busy); idler than any: none.
-		if ok := tb.Balance == -1; b > 1 {
-			ok = tb.Balance >= 0 && tb.Balance <= 100*sim.Microsecond
-			if !ok {
-				t.Errorf("loop's CPUs %.0f %% busy: balance %v, want 100µs or every chance", 100*b, tb.Balance)
-			}
-		} else if !ok {
-			t.Errorf("loop's CPUs %.0f %% busy: balance %v, want none (-1)", 100*b, tb.Balance)
+		c := cfg
+		c.Workload.TxnsPerSession = max(50, c.Workload.TxnsPerSession/4)
+		u := system.Run(testbedConfig(c, cal, tb)).Metrics.CPUUtil
+		if want := map[bool]float64{true: hi, false: lo}[b > 1]; u != want {
+			t.Errorf("loop's CPUs %.0f %% busy: fit %s, its model of the loop %.4f busy; want the choices' %.4f (they range %.4f-%.4f)", 100*b, balanceText(tb.Balance, tb.NoScan), u, want, lo, hi)
 		}
 		cc := testbedConfig(cfg, cal, tb)
-		if cc.Testbed.NoIdleBalance != (tb.Balance < 0) || cc.Testbed.IdleBalanceEvery != max(0, tb.Balance) {
-			t.Errorf("balance %v: the row's model runs never %v, every %v", tb.Balance, cc.Testbed.NoIdleBalance, cc.Testbed.IdleBalanceEvery)
+		if cc.Testbed.NoIdleBalance != (tb.Balance < 0) || cc.Testbed.IdleBalanceEvery != max(0, tb.Balance) || cc.Testbed.NoIdleScan != tb.NoScan {
+			t.Errorf("fit %s: the row's model runs never %v, every %v, no scan %v", balanceText(tb.Balance, tb.NoScan), cc.Testbed.NoIdleBalance, cc.Testbed.IdleBalanceEvery, cc.Testbed.NoIdleScan)
 		}
 		utils = append(utils, system.Run(cc).Metrics.CPUUtil)
 	}
 	if utils[0] <= utils[1] {
-		t.Errorf("the cores' use at every chance %.3f, never %.3f: balancing more should keep them busier", utils[0], utils[1])
+		t.Errorf("the cores' use fitted to a busy loop %.3f, to an idle one %.3f: want the first busier", utils[0], utils[1])
+	}
+	// A pool of 2: the model without the wake-up's look for an idle core
+	// keeps its cores idler than any rate with it; a loop that busy
+	// takes it, and the row's model runs it.
+	cfg.Pooler.DefaultPoolSize = 2
+	tb := mk(0)
+	cal := Calibration{Hop: 30 * time.Microsecond, Connect: time.Millisecond, Testbed: tb}
+	tb.Balance, tb.NoScan, tb.balanceSet = sim.Millisecond, true, true
+	c := cfg
+	c.Workload.Clients, c.Workload.TxnsPerSession = tb.ThroughClients, max(50, c.Workload.TxnsPerSession/4)
+	noScan := system.Run(testbedConfig(c, cal, tb)).Metrics.CPUUtil
+	tb.NoScan = false
+	scan := system.Run(testbedConfig(c, cal, tb)).Metrics.CPUUtil
+	if !(noScan < scan-0.02) {
+		t.Fatalf("pool 2: the model's cores %.3f busy without the look for an idle core, %.3f with it: want idler without", noScan, scan)
+	}
+	tb.ThroughBusy, tb.balanceSet = noScan, false
+	fitBalance(cfg, cal)
+	if !tb.NoScan {
+		t.Errorf("pool 2, the loop's CPUs %.3f busy (the no-scan model's): fit balance %v with the scan; want no scan", noScan, tb.Balance)
+	}
+	if cc := testbedConfig(cfg, cal, tb); cc.Testbed.NoIdleScan != tb.NoScan {
+		t.Errorf("the fit's no scan %v: the row's model runs %v", tb.NoScan, cc.Testbed.NoIdleScan)
 	}
 }
 
