@@ -41,21 +41,12 @@ POOLSIM=${POOLSIM:-$(command -v poolsim || true)}
 die() { echo "$0: $*" >&2; exit 1; }
 [ -n "$POOLSIM" ] && [ -x "$POOLSIM" ] || die "poolsim not found: go build -o /usr/local/bin/poolsim ./cmd/poolsim, or set POOLSIM"
 command -v python3 >/dev/null || die "python3 not found: it reads pgbench's log"
-. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack
+. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack, start_poolsim_proxy
 sched_mode "$SCHED"
-proxy_pid=
-before_cleanup() {
-  [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null
-  autogroup_restore
-  true
-}
+before_cleanup() { autogroup_restore; }
 start_pgbench_stack poolsim-passes "$POOL"
 autogroup_off
-pport=$(free_port)
-"$POOLSIM" proxy --upstream "postgres://postgres@127.0.0.1:$pgport/postgres" --listen "127.0.0.1:$pport" \
-  --mode transaction --pool-size "$POOL" --max-client-conn 1000 --auth-type trust >"$tmp/proxy.log" 2>&1 &
-proxy_pid=$!
-wait_port "$pport" "poolsim proxy" "$tmp/proxy.log"
+start_poolsim_proxy "$POOL"
 for port in "$bport" "$pport"; do
   "$pgbench" -S -n -c "$CLIENTS" -j 2 -T 1 -h 127.0.0.1 -p "$port" -U postgres postgres >/dev/null 2>&1
 done

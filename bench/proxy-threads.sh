@@ -33,21 +33,12 @@ die() { echo "$0: $*" >&2; exit 1; }
 [ -n "$POOLSIM" ] && [ -x "$POOLSIM" ] || die "poolsim not found: go build -o /usr/local/bin/poolsim ./cmd/poolsim, or set POOLSIM"
 command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
 command -v python3 >/dev/null || die "python3 not found: it reads perf's events"
-. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack, sched_mode
+. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack, start_poolsim_proxy, sched_mode
 sched_mode "$SCHED"
-proxy_pid=
-before_cleanup() {
-  [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null
-  autogroup_restore
-  true
-}
+before_cleanup() { autogroup_restore; }
 start_pgbench_stack poolsim-proxy-threads "$POOL"
 autogroup_off
-pport=$(free_port)
-"$POOLSIM" proxy --upstream "postgres://postgres@127.0.0.1:$pgport/postgres" --listen "127.0.0.1:$pport" \
-  --mode transaction --pool-size "$POOL" --max-client-conn 1000 --auth-type trust >"$tmp/proxy.log" 2>&1 &
-proxy_pid=$!
-wait_port "$pport" "poolsim proxy" "$tmp/proxy.log"
+start_poolsim_proxy "$POOL"
 "$pgbench" -S -n -c "$CLIENTS" -j 2 -T 2 -h 127.0.0.1 -p "$pport" -U postgres postgres >/dev/null 2>&1
 "$pgbench" -S -n -c "$CLIENTS" -j 2 -T 5 -h 127.0.0.1 -p "$pport" -U postgres postgres >"$tmp/out" 2>&1 &
 pg=$!

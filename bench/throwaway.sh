@@ -48,9 +48,21 @@ make_tmp() {
 cleanup() {
   set +e
   declare -F before_cleanup >/dev/null && before_cleanup
+  [ -n "${proxy_pid:-}" ] && kill "$proxy_pid" 2>/dev/null
   [ -f "$tmp/pgbouncer.pid" ] && kill "$(cat "$tmp/pgbouncer.pid")" 2>/dev/null
   [ -n "$pg_started" ] && as_pg "$bindir/pg_ctl" -D "$tmp/data" -m immediate -w -t 10 stop >/dev/null 2>&1
   rm -rf "$tmp"
+}
+
+# start_poolsim_proxy POOL: `$POOLSIM proxy` in transaction mode with
+# pool size POOL in front of the throwaway PostgreSQL ($pgport), its log
+# in $tmp/proxy.log; sets pport and proxy_pid (cleanup stops it).
+start_poolsim_proxy() {
+  pport=$(free_port)
+  "$POOLSIM" proxy --upstream "postgres://postgres@127.0.0.1:$pgport/postgres" --listen "127.0.0.1:$pport" \
+    --mode transaction --pool-size "$1" --max-client-conn 1000 --auth-type trust >"$tmp/proxy.log" 2>&1 &
+  proxy_pid=$!
+  wait_port "$pport" "poolsim proxy" "$tmp/proxy.log"
 }
 
 # wait_port PORT NAME LOG: until PORT accepts connections (10 s), else
