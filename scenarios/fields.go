@@ -194,6 +194,9 @@ var fields = []field{
 	{"pooler.cpu_per_assign", "CPU time a pooler process's thread spends handing a server to a client, queued behind its messages: every assignment, so statement mode pays it per statement (default 0s)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Pooler.CPUPerAssign, n)
 	}},
+	{"pooler.assign_first", "a pooler thread hands a released server to a waiting client, forwarding its query, before it relays the response to the client that released it (poolsim's proxy) rather than after (PgBouncer); needs pooler.cpu_per_assign (default false)", func(c *system.Config, n *yaml.Node) error {
+		return boolInto(&c.Pooler.AssignFirst, n)
+	}},
 	{"pooler.processes", "pooler processes behind one port with so_reuseport, each single-threaded with its own pools (1..1024; default 1)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 1, 1024)
 		c.Pooler.Processes = int(v)

@@ -210,6 +210,14 @@ type Pooler struct {
 	// one) is a piece of work queued FIFO behind the thread's messages, so
 	// statement mode pays it for every statement. 0 leaves it out.
 	CPUPerAssign sim.Time
+	// AssignFirst: when a released server goes to a waiting client, the
+	// thread hands it over (and forwards the waiter's query) before it
+	// relays the response to the client that released it, as poolsim's
+	// proxy does - its event loop writes the server's next query first in
+	// the turn's batch - instead of after, as PgBouncer does (it releases
+	// the server once the ReadyForQuery is sent). The server's next
+	// statement then waits for the assignment alone. Needs CPUPerAssign.
+	AssignFirst bool
 	// A fleet: Processes behind one port (so_reuseport), the kernel
 	// hashing each new connection to one of them; Budget says how
 	// max_client_conn, default_pool_size and max_db_connections apply;
@@ -316,6 +324,9 @@ func (c Config) Validate() error {
 	}
 	if p.Hop < 0 || p.QueryWaitTimeout < 0 || p.CPUPerMsg < 0 || p.Wakeup < 0 || p.ConnOverhead < 0 || p.TimeoutCheck < 0 || p.ResetCost < 0 || p.CPUPerAssign < 0 {
 		bad("pooler durations and conn_overhead must not be negative")
+	}
+	if p.AssignFirst && p.CPUPerAssign == 0 {
+		bad("pooler.assign_first orders the thread's assignment before its relay of the response: it needs pooler.cpu_per_assign above 0")
 	}
 	if p.Processes < 1 {
 		bad("pooler.processes must be at least 1, got %d", p.Processes)

@@ -341,7 +341,12 @@ func (l *loop) drained(sk *sock) {
 }
 
 // settle finishes a batch of events: clients linked meanwhile read on,
-// pending output is written, broken connections are closed.
+// pending output is written, broken connections are closed. Output is
+// written last marked, first written: where a server's ReadyForQuery
+// released it to a waiting client, the waiter's query (queued after the
+// response) goes to the server before the response goes to its client,
+// so the server works while the loop writes the response - the order
+// the model calls pooler.assign_first (PgBouncer's is the other one).
 func (l *loop) settle() {
 	for len(l.resume) > 0 || len(l.dirty) > 0 || len(l.broken) > 0 {
 		for i := 0; i < len(l.resume); i++ { // input may append more

@@ -534,3 +534,30 @@ func TestTestbedConfigCountsContentionOnce(t *testing.T) {
 		t.Errorf("direct row: σ %.3f, κ %.4f; want the fitted 0.17, 0.001", dc.Server.Contention, dc.Server.Coherency)
 	}
 }
+
+// TestTestbedConfigOrdersTheHandOverAsTheTarget: through poolsim's proxy
+// the model hands a released server to a waiter before it relays the
+// response (the proxy writes the waiter's query first), through PgBouncer
+// after; at a pool of one server with many clients the proxy's order
+// leaves the server less idle between statements.
+func TestTestbedConfigOrdersTheHandOverAsTheTarget(t *testing.T) {
+	cfg := system.Default()
+	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Workload.StmtsPerTxn = 20, 200, 1
+	cfg.Pooler.PoolMode, cfg.Pooler.DefaultPoolSize = poolmode.Transaction, 1
+	cfg.Server.MaxConnections = 20
+	tb := &Testbed{Cores: 2, ThroughClients: 20, Driver: 20 * time.Microsecond, Server: 40 * time.Microsecond, Pooler: 30 * time.Microsecond}
+	cal := Calibration{Hop: 30 * time.Microsecond, Testbed: tb}
+	bouncer := testbedConfig(cfg, cal, tb)
+	tb.AssignFirst = true
+	proxy := testbedConfig(cfg, cal, tb)
+	if bouncer.Pooler.AssignFirst || !proxy.Pooler.AssignFirst {
+		t.Fatalf("assign first: PgBouncer's model %v, the proxy's %v; want false and true", bouncer.Pooler.AssignFirst, proxy.Pooler.AssignFirst)
+	}
+	if err := proxy.Validate(); err != nil {
+		t.Fatalf("the proxy's model's config: %v", err)
+	}
+	b, p := system.Run(bouncer).Metrics, system.Run(proxy).Metrics
+	if !(p.TPS > b.TPS) {
+		t.Errorf("pool of one, 20 clients: the proxy's order %.0f/s, PgBouncer's %.0f/s; want more", p.TPS, b.TPS)
+	}
+}
