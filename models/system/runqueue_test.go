@@ -1,6 +1,7 @@
 package system
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -197,6 +198,12 @@ func TestPerCoreBackendWakeup(t *testing.T) {
 	grew := 1e9/b.TPSSteady - 1e9/a.TPSSteady // ns per transaction
 	if grew < 0.5*float64(w) || grew > 2.5*float64(w) {
 		t.Errorf("apart: %.0f/s without the wake-up, %.0f/s with: the cycle grew %.1f µs, want about the wake-up's %v", a.TPSSteady, b.TPSSteady, grew/1e3, w.Duration())
+	}
+	// A waking core idles, as /proc/stat counts it: the cores' busy time
+	// per transaction is the same with the wake-up as without.
+	busy := func(m Metrics) float64 { return m.CPUUtil / m.TPS }
+	if ra, rb := busy(a), busy(b); math.Abs(rb/ra-1) > 0.01 {
+		t.Errorf("apart: the cores busy %.1f µs per transaction without the wake-up, %.1f µs with: want the same (a waking core is idle)", 2e6*ra, 2e6*rb)
 	}
 	c := hub(50, 1, Shared)
 	c.Testbed.Wakeup = w
