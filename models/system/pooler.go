@@ -461,21 +461,16 @@ func (m *model) statementDone(s *sim.Sim, c int32) {
 		srv := cn.server
 		cn.server = -1
 		m.unlink(s.Now(), int(cn.pool))
-		if m.cfg.Pooler.CPUPerAssign > 0 {
-			if m.cfg.Pooler.AssignFirst {
-				// The thread hands the server to a waiter first
-				// (its assignment, if any, starts the queue) and
-				// relays the ReadyForQuery after it.
-				m.release(s, int(cn.pool), srv)
-				m.toPooler(s, c, true)
-				return
-			}
+		if m.cfg.Pooler.CPUPerAssign > 0 && !m.cfg.Pooler.AssignFirst {
 			// The thread relays the ReadyForQuery, then hands the
 			// server to a waiter: the assignment queues behind it.
 			m.toPooler(s, c, true)
 			m.release(s, int(cn.pool), srv)
 			return
 		}
+		// The server goes to a waiter first - with pooler.assign_first
+		// its assignment starts the thread's queue - and the
+		// ReadyForQuery is relayed after it.
 		m.release(s, int(cn.pool), srv)
 	case poolmode.Keep:
 	default:
