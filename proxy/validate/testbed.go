@@ -711,8 +711,9 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 		nb = len(pids)
 		return append(bouncer, pids...), err
 	}
+	pg := l.pgbench(cfg)
 	var loop0 time.Duration
-	if t.px != nil {
+	if t.px != nil && pg == nil {
 		t.px.MeasureCPU(true)
 		defer t.px.MeasureCPU(false)
 		loop0 = t.px.LoopCPU()
@@ -720,7 +721,6 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 	placed := l.watchPooler(ctx, t)
 	var lc loopCPU
 	var err error
-	pg := l.pgbench(cfg)
 	if pg != nil {
 		lc, err = pg.loop(ctx, t.dsn, n, poolServers(cfg, n), cfg.Seed, dur, bouncer, false)
 		nb = len(lc.each) - len(bouncer)
@@ -743,7 +743,7 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 		// pgbench is a process of its own: this process is the proxy
 		// (and the instruments, which are other work).
 		r.pooler, r.driver, r.server = per(lc.proc-lc.instr), per(lc.self), per(lc.watched)
-		l.logf("validate: through the proxy, CPU per statement: this process %v less its instruments', its event loop's thread %v", r.pooler, per(t.px.LoopCPU()-loop0))
+		l.logf("validate: through the proxy, CPU per statement: this process %v less its instruments'", r.pooler)
 	case t.px != nil:
 		loop := t.px.LoopCPU() - loop0
 		r.pooler, r.driver = per(loop), per(lc.self-loop-lc.instr)
