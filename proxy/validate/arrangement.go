@@ -271,7 +271,9 @@ func modelArrangements(cfg system.Config, cal Calibration) {
 // calibratedRun is the calibrated model of one run of a row: with the
 // arrangements pinned in its calibration and its placement sampled, the
 // two arrangements' models weighted by the run's share of time with the
-// server on PgBouncer's core; otherwise the row's calibrated model. A
+// server on PgBouncer's core; at a pool of two servers, the free model
+// mixed with a pinned one by how the run's placement differed from its
+// loop's (placed.go); otherwise the row's calibrated model. A
 // pooled CPU-bound row's runs each process's CPU per statement measured
 // over the run (inrun.go).
 func calibratedRun(cfg system.Config, a attempt) system.Metrics {
@@ -285,6 +287,9 @@ func calibratedRun(cfg system.Config, a attempt) system.Metrics {
 	if tb.Together == nil || tb.Apart == nil || a.x.Placement == nil {
 		cal := a.cal
 		cal.Testbed = withRunCPU(tb)
+		if mixesPlacement(cfg, tb, a.x.Placement) {
+			return placedRun(cfg, cal, tb.ThroughPlacement.Shared, a.x.Placement.Shared)
+		}
 		return calibrated(cfg, cal)
 	}
 	tog, apart := arrangementsAtRunCPU(cfg, a.cal, a.x.Placement.Shared)

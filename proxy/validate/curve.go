@@ -219,7 +219,7 @@ func (rep *Report) writeCurves(p func(string, ...any)) {
 		}
 	}
 	if placed {
-		p("Runs: each live run's TPS and, in parentheses, the share of the pool's servers that ran on PgBouncer's core (sampled every %v from /proc/PID/stat). With one server the kernel keeps PgBouncer and the backend either on one core, where they take turns, or on two, where each wake-up crosses to the other, idle core; an arrangement tends to last the run, so runs of the same point can differ by it (compare a run at 100 %% with one at 0 %%), which the model, one number per point, does not predict.\n\n", placeEvery)
+		p("Runs: each live run's TPS and, in parentheses, the share of the pool's servers that ran on PgBouncer's core (sampled every %v from /proc/PID/stat). With one server the kernel keeps PgBouncer and the backend either on one core, where they take turns, or on two, where each wake-up crosses to the other, idle core; an arrangement tends to last the run, so runs of the same point can differ by it (compare a run at 100 %% with one at 0 %%). Each run's calibrated model takes the run's share: with one server the two pinned arrangements' models weighted by it, with two the free model mixed with the apart one (PgBouncer's thread on one core, the servers on the other) where the run's share was below its through loop's, or with the together one where above, by how far toward none or all of them it was; the scenario's model, one number per point, predicts neither.\n\n", placeEvery)
 	}
 	for _, l := range lines {
 		if l.Label != "" { // a sweep of the pool size alone has one line, unnamed
