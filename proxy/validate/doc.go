@@ -30,7 +30,11 @@
 // arrangement, and a run's calibrated model is the two arrangements'
 // models mixed by the run's own sampled placement (arrangement.go), with an
 // idle core's wake-up by its idle time measured first by two helper
-// processes, this executable started again (wake.go, RunWakeSide). With live.driver: pgbench
+// processes, this executable started again (wake.go, RunWakeSide); at
+// pool 2, where nothing is pinned, a run whose servers sat on
+// PgBouncer's core less or more often than in its loop has the free
+// model mixed with the apart or together one by how far it was
+// (placed.go). With live.driver: pgbench
 // pgbench itself, a process of its own, drives such a row and its
 // calibration (pgbench.go), and its logs are the measurement. Such a run
 // turns the kernel's autogroup off for its duration, as root (sched.go,
