@@ -247,14 +247,30 @@ func arrangementConfig(cfg system.Config, cal Calibration, a *Arrangement) syste
 		tb.Speed = a.Speed
 	}
 	cc := testbedConfig(cfg, cal, &tb)
-	cc.Testbed.Affinity = system.Together
+	aff := system.Together
 	if a.Apart {
-		cc.Testbed.Affinity = system.Apart
+		aff = system.Apart
 	}
-	if len(tb.WakeCurve) == 0 {
+	pin(&cc, &tb, aff)
+	return cc
+}
+
+// pin places the pooler's thread and the backends of calibrated model cc
+// by aff; pinned, a thread woken onto an idle core waits for it to wake:
+// by testbed tb's measured curve, or without one a backend the pooler's
+// wake-up.
+func pin(cc *system.Config, tb *Testbed, aff system.Affinity) {
+	cc.Testbed.Affinity = aff
+	if aff != system.Free && len(tb.WakeCurve) == 0 {
 		cc.Testbed.Wakeup = cc.Pooler.Wakeup
 	}
-	return cc
+}
+
+// runForMix runs calibrated model cc, keeping its latencies' quantiles
+// for mixing (mixArrangements).
+func runForMix(cc system.Config) (system.Metrics, []float64) {
+	r, lat := system.RunLatencies(cc)
+	return r.Metrics, latQuantiles(lat, latGrid)
 }
 
 // modelArrangements runs each arrangement's calibrated model.
@@ -262,8 +278,7 @@ func modelArrangements(cfg system.Config, cal Calibration) {
 	tb := cal.Testbed
 	for _, a := range []*Arrangement{tb.Together, tb.Apart} {
 		if a != nil {
-			r, lat := system.RunLatencies(arrangementConfig(cfg, cal, a))
-			a.Model, a.lat = r.Metrics, latQuantiles(lat, latGrid)
+			a.Model, a.lat = runForMix(arrangementConfig(cfg, cal, a))
 		}
 	}
 }

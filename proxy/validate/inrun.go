@@ -196,8 +196,7 @@ func arrangementsAtRunCPU(cfg system.Config, cal Calibration, share float64) (to
 		x.Driver = time.Duration(sd * float64(x.Driver))
 		x.Pooler = time.Duration(sp * float64(x.Pooler))
 		x.Server = time.Duration(ss * float64(x.Server))
-		r, lat := system.RunLatencies(arrangementConfig(cfg, cal, x))
-		x.Model, x.lat = r.Metrics, latQuantiles(lat, latGrid)
+		x.Model, x.lat = runForMix(arrangementConfig(cfg, cal, x))
 	}
 	return &t, &a
 }

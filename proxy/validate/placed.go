@@ -62,24 +62,20 @@ func placementWeight(loopShare, runShare float64) (free float64, aff system.Affi
 // the row's calibration with the run's CPU per statement.
 func placedRun(cfg system.Config, cal Calibration, loopShare, runShare float64) system.Metrics {
 	w, aff := placementWeight(loopShare, runShare)
-	free := affinityModel(cfg, cal, system.Free)
-	if aff == system.Free || w >= 1 {
-		return free.Model
+	if aff == system.Free {
+		return calibrated(cfg, cal)
 	}
-	pinned := affinityModel(cfg, cal, aff)
+	free, pinned := affinityModel(cfg, cal, system.Free), affinityModel(cfg, cal, aff)
 	// mixArrangements weighs its first model by the share of time given.
 	return mixArrangements(free, pinned, w)
 }
 
 // affinityModel is the row's calibrated model with the pooler's thread
-// and the servers placed by aff, its latencies kept for mixing; pinned,
-// a thread woken onto an idle core waits for it as in arrangementConfig.
+// and the servers placed by aff (pin), its latencies kept for mixing.
 func affinityModel(cfg system.Config, cal Calibration, aff system.Affinity) *Arrangement {
 	cc := testbedConfig(cfg, cal, cal.Testbed)
-	cc.Testbed.Affinity = aff
-	if aff != system.Free && len(cal.Testbed.WakeCurve) == 0 {
-		cc.Testbed.Wakeup = cc.Pooler.Wakeup
-	}
-	r, lat := system.RunLatencies(cc)
-	return &Arrangement{Apart: aff == system.Apart, Model: r.Metrics, lat: latQuantiles(lat, latGrid)}
+	pin(&cc, cal.Testbed, aff)
+	a := &Arrangement{Apart: aff == system.Apart}
+	a.Model, a.lat = runForMix(cc)
+	return a
 }
