@@ -297,6 +297,9 @@ var fields = []field{
 	{"testbed.wake_curve", "live validation on one machine: an idle core's wake-up by how long it idled, instead of testbed.wakeup and pooler.wakeup (testbed.scheduler per_core): a list of [idle, wake-up] duration pairs, idle rising; a backend or the pooler's thread woken onto an idle core from another waits the curve's wake-up at that core's idle time, linear between the points and flat beyond them (bench/wake-pingpong.sh measures one) (default none)", func(c *system.Config, n *yaml.Node) error {
 		return wakeCurveInto(&c.Testbed.WakeCurve, n)
 	}},
+	{"testbed.server_tail", "live validation on one machine: the share of a pooled statement's CPU its backend runs after it has sent the response, keeping its core, while the pooler relays it (testbed.scheduler per_core); a statement that reaches that server meanwhile runs next on the same core - bench/server-tail.sh measures it, poolsim validate sets it (0..0.5; default 0)", func(c *system.Config, n *yaml.Node) error {
+		return floatInto(&c.Testbed.ServerTail, n, 0, 0.5, "a share of the statement's CPU from 0 to 0.5")
+	}},
 	{"testbed.servers_open", "live validation: servers each pool already has open and idle at time zero, within its pool size and server.max_connections in all - a live pooler keeps the server the first client's login opened (PgBouncer caches its welcome) and those the validator's calibration through it opened, which poolsim validate counts at PostgreSQL right before each run; a direct pool ignores it (0..100000; default 0: every pool starts empty)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 0, 100000)
 		c.Testbed.ServersOpen = int(v)

@@ -39,7 +39,11 @@
 // Linux does; Testbed.Affinity pins the pooler's thread and the backends
 // to cores as taskset does, and Testbed.Wakeup makes a backend woken onto
 // an idle core from another wait for that core first (Testbed.WakeCurve:
-// a backend or the pooler's thread, the longer the longer it idled). Only the backends' jobs are slowed further by the USL
+// a backend or the pooler's thread, the longer the longer it idled). With
+// per-core queues a pooled statement's backend is its server's process,
+// whichever client sent it, and Testbed.ServerTail lets it send the
+// response before the last share of its CPU, keeping its core for that
+// tail, where a statement that reaches it meanwhile runs next. Only the backends' jobs are slowed further by the USL
 // factor of the backend jobs running (per core: in their CPU phase). The
 // jobs level and cpu_jobs_L count the backends' jobs alone; with a
 // testbed cpu_util is the cores' utilisation by all the test's jobs and

@@ -2,6 +2,7 @@ package system
 
 import (
 	"math"
+	"slices"
 
 	"github.com/poolsim/poolsim/sim"
 )
@@ -43,11 +44,16 @@ type pcore struct {
 }
 
 // entity is who runs a job, the thread that keeps a core or sleeps: a
-// backend (a connection), a load driver's thread or a pooler process.
+// backend (a pooler's server, or a direct connection), a load driver's
+// thread or a pooler process.
 type entity uint64
 
 func (v *server) entity(j cpuJob) entity {
 	switch j.kind {
+	case jobStatement:
+		if j.srv >= 0 {
+			return entity(3<<32 | uint64(uint32(j.srv)))
+		}
 	case jobDriver:
 		t := int64(j.conn)
 		if v.drvThreads > 0 {
@@ -66,6 +72,7 @@ func (v *server) initCores(n int) {
 	v.idleAt = make([]sim.Time, n)
 	v.ctx = -1
 	v.prev, v.ran = map[entity]int{}, map[entity]sim.Time{}
+	v.tailing, v.afterTail = map[int32]bool{}, map[int32]cpuJob{}
 }
 
 // idle reports whether core k has neither a job nor a queue.
@@ -88,8 +95,10 @@ func (v *server) allowed(j cpuJob, k int) bool {
 // place chooses job j's core. A pooler's or driver's thread that keeps
 // its core after a job (the core whose job has just finished, v.ctx, the
 // same entity: it had more work queued) goes first in that core's queue;
-// a backend's next statement always comes after a sleep (its result went
-// to the client first), a wake-up like any other. Otherwise, as Linux's
+// a backend's next statement comes after a sleep (its result went to the
+// client first), a wake-up like any other - unless it reaches the backend
+// still running the tail of its last (testbed.server_tail), when it runs
+// next on that core (runCores, tailOn). Otherwise, as Linux's
 // wake-up: the waker's core if it is free (the waker sleeps), its own
 // last core if idle, another idle core; with none idle, the waker's core
 // if nothing queues there, else the shortest queue (its last core first
@@ -174,6 +183,12 @@ func (v *server) place(j cpuJob) {
 // a finished job's handling is under way (cpuDoneCores starts the cores
 // when it is done, so that a thread that keeps its core is not passed).
 func (v *server) runCores(j cpuJob) {
+	if j.kind == jobStatement && v.tailing[j.srv] {
+		// Its backend is still on its core after the last response: the
+		// statement runs there next, with no wake-up (cpuDoneCores).
+		v.afterTail[j.srv] = j
+		return
+	}
 	if j.kind.backend() {
 		v.nb++
 	}
@@ -364,6 +379,40 @@ func (v *server) coresFullCores() bool {
 	return busy >= len(v.cpus)
 }
 
+// tailOn keeps core k for the backend of its finished statement job j
+// (testbed.server_tail), and reports whether it did. A statement with CPU
+// left after its response puts that tail first in the core's queue, going
+// on without a wait, while the model takes the response; a tail that ends
+// with a statement waiting for its server hands the core to that
+// statement the same way. Either way the backend keeps its core and stays
+// among the jobs in their CPU phase.
+//
+// Measured through PgBouncer and poolsim's proxy at pool 1
+// (bench/server-tail.sh): the backend sends its result, which wakes the
+// pooler, then runs on - reading its socket again, finding it empty,
+// going to sleep - while the pooler relays on the other core.
+func (v *server) tailOn(c *pcore, j cpuJob) bool {
+	switch {
+	case j.after > 0:
+		c.q = slices.Insert(c.q, 0, cpuJob{conn: j.conn, srv: j.srv, kind: jobStatement, left: j.after, tail: true, queued: v.last})
+		v.tailing[j.srv] = true
+	case j.tail:
+		delete(v.tailing, j.srv)
+		next, ok := v.afterTail[j.srv]
+		if !ok {
+			return false
+		}
+		delete(v.afterTail, j.srv)
+		next.queued = v.last
+		c.q = slices.Insert(c.q, 0, next)
+	default:
+		return false
+	}
+	c.cont = true
+	v.ran[v.entity(j)] = v.last
+	return true
+}
+
 // cpuDoneCores takes the finished jobs off their cores, hands each to
 // the model (handle) with its core as the waker's, then starts the cores.
 func (v *server) cpuDoneCores(handle func(cpuJob)) {
@@ -386,13 +435,21 @@ func (v *server) cpuDoneCores(handle func(cpuJob)) {
 		}
 		if c.on && c.job.left <= 0.5 { // within half a nanosecond: done
 			c.on = false
+			if v.tailOn(c, c.job) {
+				if !c.job.tail { // the statement's response: the model's
+					fin = append(fin, k)
+				}
+				continue
+			}
 			v.idleAt[k] = v.last
-			fin = append(fin, k)
 			v.ran[v.entity(c.job)] = v.last
 			if c.job.kind.backend() {
 				v.nb--
 			}
 			v.nq--
+			if !c.job.tail { // a tail's end is nothing to the model: its backend sleeps
+				fin = append(fin, k)
+			}
 		}
 	}
 	for _, k := range fin {

@@ -316,3 +316,103 @@ func TestPerCoreNoIdleScan(t *testing.T) {
 	without := Run(cfg).Metrics
 	within(t, "cold threads without the scan: throughput (1/s)", without.TPS, with.TPS, 0.02)
 }
+
+func TestPerCoreBackendIsTheServer(t *testing.T) {
+	// Through a pooler a statement runs on its server's backend, whichever
+	// client sent it: at pool 1 the scheduler sees one backend thread (one
+	// last core, one cache-hot clock), not one per client.
+	m, _ := simulate(hub(50, 1, PerCore))
+	servers, conns := 0, 0
+	for e := range m.srv.prev {
+		switch {
+		case e>>32 == 3:
+			servers++
+		case e < 1<<31: // a connection's own (direct) backend
+			conns++
+		}
+	}
+	if servers != 1 || conns != 0 {
+		t.Errorf("pool 1: the scheduler saw %d servers' backends and %d connections' own, want 1 and 0", servers, conns)
+	}
+}
+
+func TestPerCoreServerTail(t *testing.T) {
+	run := func(c Config) Metrics {
+		t.Helper()
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		m := Run(c).Metrics
+		checkConservation(t, m)
+		return m
+	}
+	cycle := func(m Metrics) float64 { return 1e9 / m.TPSSteady } // ns per transaction
+	const share = 0.3
+	// Pinned together the pooler's thread waits for the tail on the one
+	// core: the same work in the same order, the same throughput.
+	c := hub(50, 1, PerCore)
+	c.Testbed.Affinity = Together
+	a := run(c)
+	c.Testbed.ServerTail = share
+	b := run(c)
+	if math.Abs(b.TPSSteady/a.TPSSteady-1) > 0.01 {
+		t.Errorf("together: %.0f/s without the tail, %.0f/s with: want the same (one core does it all)", a.TPSSteady, b.TPSSteady)
+	}
+	// Apart, with the backend the bottleneck (60 µs a statement), the
+	// pooler wakes, relays the response and hands the server on while
+	// the backend runs its tail on core 1: the cycle shrinks by the
+	// tail (18 µs), as the pooler's part of it (its 15 µs wake-up, a
+	// response and an assignment) outlasts the tail.
+	c = hub(50, 1, PerCore)
+	c.Workload.CPU = sim.ConstDist(60 * sim.Microsecond)
+	c.Testbed.Affinity = Apart
+	a = run(c)
+	c.Testbed.ServerTail = share
+	b = run(c)
+	tail := share * 60e3 // ns
+	if d := cycle(a) - cycle(b); d < 0.9*tail || d > 1.1*tail {
+		t.Errorf("apart: %.0f/s without the tail, %.0f/s with: the cycle shrank %.2f µs, want about the tail's %.2f", a.TPSSteady, b.TPSSteady, d/1e3, tail/1e3)
+	}
+	if !reflect.DeepEqual(run(c), b) {
+		t.Error("apart with a tail: two runs differ")
+	}
+	// A tail longer than the pooler's part: the next statement reaches
+	// the backend still on its core and runs straight after the tail,
+	// with no wake-up - the backend never sleeps, and a core's wake-up
+	// (testbed.wakeup) costs nothing; the backend's 100 µs a statement
+	// bound the throughput at 10,000/s.
+	c = hub(50, 1, PerCore)
+	c.Workload.CPU = sim.ConstDist(100 * sim.Microsecond)
+	c.Testbed.Affinity, c.Testbed.ServerTail = Apart, 0.5
+	a = run(c)
+	c.Testbed.Wakeup = 20 * sim.Microsecond
+	b = run(c)
+	if a.TPSSteady > 10_000*1.01 || a.TPSSteady < 10_000*0.97 {
+		t.Errorf("apart, 100 µs statements, half a tail: %.0f/s, want the backend's 10,000/s", a.TPSSteady)
+	}
+	if math.Abs(b.TPSSteady/a.TPSSteady-1) > 0.01 {
+		t.Errorf("apart, half a tail: %.0f/s without a core's wake-up, %.0f/s with 20 µs: want the same (the backend never sleeps)", a.TPSSteady, b.TPSSteady)
+	}
+	// The client's statement is the part before the tail: its latency
+	// parts still add up, and the assumptions say it.
+	c.Testbed.ServerTail = share
+	if d := c.Testbed.describe(c); !strings.Contains(d, "sending its response with 30 % of its CPU still to run") {
+		t.Errorf("assumptions %q do not say the tail", d)
+	}
+	for _, tc := range []struct {
+		tail float64
+		sch  Scheduler
+		want string
+	}{
+		{0.6, PerCore, "want 0 to 0.5"},
+		{-0.1, PerCore, "want 0 to 0.5"},
+		{math.NaN(), PerCore, "want 0 to 0.5"},
+		{0.2, Shared, "needs testbed.scheduler per_core"},
+	} {
+		c := hub(50, 1, tc.sch)
+		c.Testbed.ServerTail = tc.tail
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "testbed.server_tail") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("server_tail %v with %v: %v, want an error naming testbed.server_tail and %q", tc.tail, tc.sch, err, tc.want)
+		}
+	}
+}

@@ -60,6 +60,15 @@ type server struct {
 	idleAt     []sim.Time          // when each core last finished a job (per-core)
 	rqWait     [4]sim.Time         // per job kind: how long its jobs waited in a core's queue (per-core)
 	rqJobs     [4]int64            // per job kind: jobs started on a core (per-core)
+
+	// A backend's tail (testbed.server_tail, per-core queues only): the
+	// share of a pooled statement's CPU its backend runs after the
+	// response, keeping its core; the servers whose backend runs one now;
+	// and the statement that reached such a server meanwhile, which runs
+	// next on that core.
+	tail      float64
+	tailing   map[int32]bool
+	afterTail map[int32]cpuJob
 }
 
 // jobKind says whose CPU work a job is. Statements and start-ups are the
@@ -78,8 +87,16 @@ func (k jobKind) backend() bool { return k <= jobStartup }
 // cpuJob is a job's CPU work left, in nanoseconds.
 type cpuJob struct {
 	conn int32 // the connection, a pool's login id (negative), the client (driver) or the pooler process
+	// srv is the pooler's server whose backend runs a statement: with
+	// per-core queues that backend is the thread (its process), whoever
+	// the client; -1 in direct mode, where the connection is its own.
+	srv  int32
 	kind jobKind
 	left float64
+	// after is the statement's CPU its backend runs after it has sent
+	// the response (testbed.server_tail); tail marks that part's job.
+	after float64
+	tail  bool
 	// wake is how long the job waits, on its core, for that core to wake
 	// before its work starts (testbed.wakeup, per-core queues only), in
 	// nanoseconds of time, not work.
@@ -111,6 +128,7 @@ func (v *server) init(cfg Server, tb Testbed) {
 	v.noScan = tb.NoIdleScan
 	if tb.Scheduler == PerCore && cfg.Cores > 0 {
 		v.initCores(cfg.Cores)
+		v.tail = tb.ServerTail
 	}
 }
 
@@ -230,7 +248,7 @@ func (m *model) startBackend(s *sim.Sim, c int32) {
 	d := m.cfg.Server.Connect.Sample(m.connect)
 	v := &m.srv
 	if d > 0 && v.cfg.Cores > 0 {
-		m.runJob(s, cpuJob{conn: c, kind: jobStartup, left: float64(d)})
+		m.runJob(s, cpuJob{conn: c, srv: -1, kind: jobStartup, left: float64(d)})
 		return
 	}
 	s.After(d, evStartupDone, c, 0)
@@ -260,7 +278,15 @@ func (m *model) execute(s *sim.Sim, c int32) {
 	}
 	if cn.cpuDemand > 0 && v.cfg.Cores > 0 {
 		cn.cpuStart = s.Now()
-		m.runJob(s, cpuJob{conn: c, kind: jobStatement, left: float64(cn.cpuDemand)})
+		j := cpuJob{conn: c, srv: cn.server, kind: jobStatement, left: float64(cn.cpuDemand)}
+		if v.tail > 0 && cn.server >= 0 {
+			// Its backend sends the response with the tail still to run:
+			// the client's statement is the part before (runqueue.go).
+			j.after = math.Round(v.tail * j.left)
+			j.left -= j.after
+			cn.cpuDemand -= sim.Time(j.after)
+		}
+		m.runJob(s, j)
 		return
 	}
 	m.users[cn.user].part.service += cn.cpuDemand + cn.fixed

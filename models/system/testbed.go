@@ -138,6 +138,18 @@ type Testbed struct {
 	// a small pool's load a thread PgBouncer wakes lands on PgBouncer's
 	// busy core while the other idles.
 	NoIdleScan bool
+	// ServerTail is the share of a pooled statement's CPU that its
+	// backend runs after it has sent the response (PerCore only, at most
+	// 0.5): the response goes on (to the pooler) when the rest is done,
+	// and the backend keeps its core for the tail; a statement that
+	// reaches its server meanwhile runs next on that core, with no
+	// wake-up. The client's statement is the part before. A backend
+	// writes its result, which wakes the pooler, and then runs on -
+	// reading its socket again, finding it empty, going to sleep - while
+	// the pooler relays on another core: measured through PgBouncer and
+	// poolsim's proxy at pool 1 on this project's 2-vCPU machine
+	// (bench/server-tail.sh). Direct connections' statements have none.
+	ServerTail float64
 	// ServersOpen is how many servers each pool already has open and idle
 	// at time zero (at most its limit, and no more in all than
 	// server.max_connections): a live run's pooler opens one for the
@@ -280,6 +292,12 @@ func (t Testbed) validate(cores int, bad func(string, ...any)) {
 	if t.NoIdleScan && t.Scheduler != PerCore {
 		bad("testbed.idle_scan false stops a woken thread's look for an idle core: it needs testbed.scheduler per_core")
 	}
+	if math.IsNaN(t.ServerTail) || t.ServerTail < 0 || t.ServerTail > maxServerTail {
+		bad("testbed.server_tail is the share of a pooled statement's CPU its backend runs after the response: want 0 to %v, got %v", maxServerTail, t.ServerTail)
+	}
+	if t.ServerTail > 0 && t.Scheduler != PerCore {
+		bad("testbed.server_tail keeps a backend's core for the tail of its statement: it needs testbed.scheduler per_core")
+	}
 	if t.ServersOpen < 0 {
 		bad("testbed.servers_open must be 0 (every pool starts empty) or more, got %d", t.ServersOpen)
 	}
@@ -307,6 +325,10 @@ func (t Testbed) validate(cores int, bad func(string, ...any)) {
 // maxSpeed bounds a speed factor: a window a hundred times faster than
 // the calibration is a measuring error, not a machine.
 const maxSpeed = 100
+
+// maxServerTail bounds testbed.server_tail: a backend's work after its
+// response is its statement's last steps, not most of it.
+const maxServerTail = 0.5
 
 // DefaultSpeedPeriod is testbed.speed_period's default.
 const DefaultSpeedPeriod = 20 * sim.Millisecond
@@ -631,6 +653,9 @@ func (t Testbed) describe(c Config) string {
 	}
 	if t.Wakeup > 0 {
 		out += fmt.Sprintf(", a backend woken onto an idle core from another waiting %v for it to wake", t.Wakeup.Duration())
+	}
+	if t.ServerTail > 0 {
+		out += fmt.Sprintf(", a pooled statement's backend sending its response with %.3g %% of its CPU still to run, on the same core", 100*t.ServerTail)
 	}
 	if c := t.WakeCurve; len(c) > 0 {
 		out += fmt.Sprintf(", a backend or the pooler's thread woken onto an idle core from another waiting for it to wake, %v after %v idle to %v after %v", c[0].Wake.Duration(), c[0].Idle.Duration(), c[len(c)-1].Wake.Duration(), c[len(c)-1].Idle.Duration())
