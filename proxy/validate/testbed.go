@@ -857,9 +857,23 @@ func testbedConfig(cfg system.Config, cal Calibration, tb *Testbed) system.Confi
 		// A core out of work takes a queued thread from the other as
 		// often as the kernel moved them in the through loop.
 		idleBalance(&cc.Testbed, tb)
+		// A backend sends its result and runs on, keeping its core,
+		// while the pooler relays it.
+		cc.Testbed.ServerTail = serverTail
 	}
 	return cc
 }
+
+// serverTail is the share of a pooled statement's CPU its backend runs
+// after the response (system.Testbed.ServerTail). Measured with pgbench -S
+// at pool 1 on this project's 2-vCPU machine (bench/server-tail.sh,
+// results/pgbench-select-live/tail/server-tail.txt): after it wakes the
+// pooler the backend keeps its core 6-17 µs (medians of six runs) of
+// stretches on the core of 30-80 µs, the run's speed, but 20-22 % of
+// them in every run, through PgBouncer and poolsim's proxy alike. So a
+// share, not a duration: a run whose backends cost more per statement
+// than the through loop's (the in-run costs) has a longer tail too.
+const serverTail = 0.21
 
 // findPgbench is the pgbench to run: the one next to the throwaway
 // cluster's postgres, or the first in $PATH.
