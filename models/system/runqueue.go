@@ -183,7 +183,7 @@ func (v *server) place(j cpuJob) {
 // a finished job's handling is under way (cpuDoneCores starts the cores
 // when it is done, so that a thread that keeps its core is not passed).
 func (v *server) runCores(j cpuJob) {
-	if j.kind == jobStatement && v.tailing[j.srv] {
+	if v.tail > 0 && j.kind == jobStatement && v.tailing[j.srv] {
 		// Its backend is still on its core after the last response: the
 		// statement runs there next, with no wake-up (cpuDoneCores).
 		v.afterTail[j.srv] = j
