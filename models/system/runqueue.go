@@ -379,7 +379,7 @@ func (v *server) coresFullCores() bool {
 	return busy >= len(v.cpus)
 }
 
-// tailOn keeps core k for the backend of its finished statement job j
+// tailOn keeps core c for the backend of its finished statement job j
 // (testbed.server_tail), and reports whether it did. A statement with CPU
 // left after its response puts that tail first in the core's queue, going
 // on without a wait, while the model takes the response; a tail that ends
