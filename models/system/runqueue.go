@@ -385,12 +385,8 @@ func (v *server) coresFullCores() bool {
 // on without a wait, while the model takes the response; a tail that ends
 // with a statement waiting for its server hands the core to that
 // statement the same way. Either way the backend keeps its core and stays
-// among the jobs in their CPU phase.
-//
-// Measured through PgBouncer and poolsim's proxy at pool 1
-// (bench/server-tail.sh): the backend sends its result, which wakes the
-// pooler, then runs on - reading its socket again, finding it empty,
-// going to sleep - while the pooler relays on the other core.
+// among the jobs in their CPU phase. What the tail is, and where it was
+// measured: Testbed.ServerTail.
 func (v *server) tailOn(c *pcore, j cpuJob) bool {
 	switch {
 	case j.after > 0:
