@@ -44,6 +44,7 @@ func (l *loop) readAhead(events []syscall.EpollEvent) {
 		sk.inRing = true // an fd appears once per epoll_wait; this makes sure
 		l.batch = append(l.batch, sk)
 	}
+	defer l.dropBatch()
 	if len(l.batch) < 2 || len(l.batch) > l.ring.Space() {
 		for _, sk := range l.batch {
 			sk.inRing = false
@@ -90,10 +91,9 @@ func (l *loop) received(tag uint64, res int32) {
 // in one system call.
 func (l *loop) writeBatch() {
 	l.batch = l.batch[:0]
+	defer l.dropBatch()
 	for len(l.dirty) > 0 && len(l.batch) < l.ring.Space() {
-		sk := l.dirty[len(l.dirty)-1]
-		l.dirty = l.dirty[:len(l.dirty)-1]
-		sk.dirty = false
+		sk := l.popDirty()
 		if sk.closed || sk.pending() == 0 {
 			continue
 		}
@@ -110,6 +110,15 @@ func (l *loop) writeBatch() {
 			}
 		}
 	}
+}
+
+// dropBatch empties the batch, letting go of its sockets: a socket left
+// in the backing array would keep its client or server, and the pool
+// behind it, from the garbage collector after they are gone (300 dropped
+// auto-database pools kept up to a ring's worth of clients alive).
+func (l *loop) dropBatch() {
+	clear(l.batch)
+	l.batch = l.batch[:0]
 }
 
 // sent applies one write's result as flush does.

@@ -362,15 +362,13 @@ func (l *loop) settle() {
 				l.writeBatch()
 				continue
 			}
-			sk := l.dirty[len(l.dirty)-1]
-			l.dirty = l.dirty[:len(l.dirty)-1]
-			sk.dirty = false
-			if !sk.closed {
+			if sk := l.popDirty(); !sk.closed {
 				l.flush(sk)
 			}
 		}
 		for len(l.broken) > 0 {
 			sk := l.broken[len(l.broken)-1]
+			l.broken[len(l.broken)-1] = nil // the array keeps no gone socket
 			l.broken = l.broken[:len(l.broken)-1]
 			switch {
 			case sk.closed:
@@ -381,6 +379,18 @@ func (l *loop) settle() {
 			}
 		}
 	}
+}
+
+// popDirty takes the last socket with output to write off the list. Its
+// slot is cleared: the array keeps no socket (and no client or server
+// behind it) that is gone.
+func (l *loop) popDirty() *sock {
+	n := len(l.dirty) - 1
+	sk := l.dirty[n]
+	l.dirty[n] = nil
+	l.dirty = l.dirty[:n]
+	sk.dirty = false
+	return sk
 }
 
 // timeout is how long epoll_wait may sleep: until the next janitor tick
