@@ -300,6 +300,12 @@ var fields = []field{
 	{"testbed.server_tail", "live validation on one machine: the share of a pooled statement's CPU its backend runs after it has sent the response, keeping its core, while the pooler relays it (testbed.scheduler per_core); a statement that reaches that server meanwhile runs next on the same core - bench/server-tail.sh measures it, poolsim validate sets it (0..0.5; default 0)", func(c *system.Config, n *yaml.Node) error {
 		return floatInto(&c.Testbed.ServerTail, n, 0, 0.5, "a share of the statement's CPU from 0 to 0.5")
 	}},
+	{"testbed.pooler_preempt", "live validation on one machine: how often per pooled statement a load driver's thread woken by a result takes the pooler's core from it while it runs, the pooler's thread waiting behind it (testbed.scheduler per_core, testbed.pooler_on_cores): Linux's wake-up preemption, PgBouncer's involuntary context switches - bench/handover.sh measures it, poolsim validate sets it for pool 1 through PgBouncer (0..4; default 0)", func(c *system.Config, n *yaml.Node) error {
+		return floatInto(&c.Testbed.PoolerPreempt, n, 0, 4, "preemptions per pooled statement from 0 to 4")
+	}},
+	{"testbed.server_preempt", "live validation on one machine: how often per pooled statement a load driver's thread woken by a result takes a backend's core from it while it runs a statement, the backend waiting behind it (testbed.scheduler per_core): the backends' involuntary context switches - poolsim validate sets it for pool 1 through PgBouncer with the server on a core of its own (0..4; default 0)", func(c *system.Config, n *yaml.Node) error {
+		return floatInto(&c.Testbed.ServerPreempt, n, 0, 4, "preemptions per pooled statement from 0 to 4")
+	}},
 	{"testbed.servers_open", "live validation: servers each pool already has open and idle at time zero, within its pool size and server.max_connections in all - a live pooler keeps the server the first client's login opened (PgBouncer caches its welcome) and those the validator's calibration through it opened, which poolsim validate counts at PostgreSQL right before each run; a direct pool ignores it (0..100000; default 0: every pool starts empty)", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 0, 100000)
 		c.Testbed.ServersOpen = int(v)

@@ -43,7 +43,11 @@
 // per-core queues a pooled statement's backend is its server's process,
 // whichever client sent it, and Testbed.ServerTail lets it send the
 // response before the last share of its CPU, keeping its core for that
-// tail, where a statement that reaches it meanwhile runs next. Only the backends' jobs are slowed further by the USL
+// tail, where a statement that reaches it meanwhile runs next;
+// Testbed.PoolerPreempt and ServerPreempt let a driver's thread woken by
+// a result take the core of the pooler's thread or of a backend at a
+// measured rate per statement (Linux's wake-up preemption), spent as a
+// credit, not drawn: no random stream. Only the backends' jobs are slowed further by the USL
 // factor of the backend jobs running (per core: in their CPU phase). The
 // jobs level and cpu_jobs_L count the backends' jobs alone; with a
 // testbed cpu_util is the cores' utilisation by all the test's jobs and

@@ -143,6 +143,14 @@ type Metrics struct {
 	RunQueueServerUs float64 `json:"-"`
 	RunQueuePoolerUs float64 `json:"-"`
 	RunQueueDriverUs float64 `json:"-"`
+	// PoolerPreempts is how often a woken driver's thread took the
+	// pooler's core from it, per pooled statement (testbed.pooler_preempt;
+	// the kernel's count is PgBouncer's involuntary context switches). A
+	// diagnostic, like the run-queue waits.
+	PoolerPreempts float64 `json:"-"`
+	// ServerPreempts is the same for the backends' statements
+	// (testbed.server_preempt).
+	ServerPreempts float64 `json:"-"`
 
 	// The pooler's processes: their threads' utilisation (the busiest and
 	// the mean), how unevenly so_reuseport spread the clients (busiest /

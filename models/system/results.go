@@ -200,6 +200,10 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 	if n := v.rqJobs[jobStatement]; v.cpus != nil && n > 0 {
 		per := func(k jobKind) float64 { return float64(v.rqWait[k]) / float64(n) / 1e3 }
 		mt.RunQueueServerUs, mt.RunQueuePoolerUs, mt.RunQueueDriverUs = per(jobStatement), per(jobPooler), per(jobDriver)
+		if v.pooledDone > 0 {
+			mt.PoolerPreempts = float64(v.preempted) / float64(v.pooledDone)
+			mt.ServerPreempts = float64(v.srvPreempted) / float64(v.pooledDone)
+		}
 	}
 	for i, cl := range m.classes {
 		if sc.class >= 0 && i != sc.class {

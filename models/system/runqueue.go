@@ -109,6 +109,9 @@ func (v *server) allowed(j cpuJob, k int) bool {
 // (SIS_UTIL: the scan for an idle core shrinks as the last-level cache's
 // cores fill, and stops altogether above about 60 % busy on two).
 func (v *server) place(j cpuJob) {
+	if j.kind == jobDriver && (v.credit >= 1 && v.preemptOn(j, jobPooler) || v.srvCredit >= 1 && v.preemptOn(j, jobStatement)) {
+		return
+	}
 	e := v.entity(j)
 	w := v.ctx
 	if w >= 0 && e == v.ctxEnt && !j.kind.backend() {
@@ -179,6 +182,34 @@ func (v *server) place(j cpuJob) {
 	}
 }
 
+// preemptOn runs driver job j at once on a core where a job of kind
+// runs - a pooler's thread (testbed.pooler_preempt) or a backend's
+// statement (testbed.server_preempt) - if there is one: that job, its
+// work not done, waits at the head of the core's queue behind it. It
+// spends one of that kind's credit and reports whether it did.
+func (v *server) preemptOn(j cpuJob, kind jobKind) bool {
+	for k := range v.cpus {
+		c := &v.cpus[k]
+		if !c.on || c.job.kind != kind || c.job.wake > 0 || !v.allowed(j, k) {
+			continue
+		}
+		if kind == jobPooler {
+			v.credit--
+			v.preempted++
+		} else {
+			v.srvCredit--
+			v.srvPreempted++
+		}
+		p := c.job
+		p.queued, p.resumed, j.queued = v.last, true, v.last
+		c.q = slices.Insert(c.q, 0, j, p)
+		c.on, c.cont = false, false
+		v.ran[v.entity(p)] = v.last
+		return true
+	}
+	return false
+}
+
 // runCores adds a job: placed on a core's queue, started at once unless
 // a finished job's handling is under way (cpuDoneCores starts the cores
 // when it is done, so that a thread that keeps its core is not passed).
@@ -229,7 +260,10 @@ func (v *server) dispatch() {
 		if !c.cont { // a thread that keeps its core has not waited
 			c.slice = float64(timeSlice)
 			v.rqWait[c.q[0].kind] += now - c.q[0].queued
-			v.rqJobs[c.q[0].kind]++
+			if !c.q[0].resumed { // a preempted job's wait adds to its one start
+				v.rqJobs[c.q[0].kind]++
+			}
+			c.q[0].resumed = false
 		}
 		c.on, c.job, c.cont = true, c.q[0], false
 		c.q = c.q[1:]
@@ -450,6 +484,18 @@ func (v *server) cpuDoneCores(handle func(cpuJob)) {
 	}
 	for _, k := range fin {
 		j := v.cpus[k].job
+		if (v.preempt > 0 || v.srvPreempt > 0) && j.kind == jobStatement && j.srv >= 0 {
+			v.pooledDone++
+		}
+		if v.preempt > 0 && j.kind == jobStatement && j.srv >= 0 {
+			// A pooled statement's response: testbed.pooler_preempt's
+			// credit grows, held to one preemption's worth more than a
+			// statement's so that none pile up while no driver wakes.
+			v.credit = min(v.credit+v.preempt, 1+v.preempt)
+		}
+		if v.srvPreempt > 0 && j.kind == jobStatement && j.srv >= 0 {
+			v.srvCredit = min(v.srvCredit+v.srvPreempt, 1+v.srvPreempt)
+		}
 		v.ctx, v.ctxEnt = k, v.entity(j)
 		handle(j)
 	}

@@ -416,3 +416,107 @@ func TestPerCoreServerTail(t *testing.T) {
 		}
 	}
 }
+
+// TestPerCorePoolerPreempt: testbed.pooler_preempt has a driver's thread
+// woken by a result take the pooler's core at the measured rate, and the
+// pooler's hand-over of the one server waits behind it.
+func TestPerCorePoolerPreempt(t *testing.T) {
+	run := func(c Config) Metrics {
+		t.Helper()
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		m := Run(c).Metrics
+		checkConservation(t, m)
+		return m
+	}
+	cycle := func(m Metrics) float64 { return 1e9 / m.TPSSteady } // ns per transaction
+	// As poolsim validate's calibrated model of pgbench: no hop, and a
+	// driver thread that reads results (testbed.driver_scan), so a result
+	// wakes its driver's thread as the pooler relays it, while it has more
+	// to do (the assignment that follows the relay).
+	c := hub(50, 1, PerCore)
+	c.Workload.CPU = sim.ConstDist(60 * sim.Microsecond)
+	c.Testbed.Affinity = Apart
+	c.Pooler.Hop = 0
+	c.Testbed.DriverScan = true
+	a := run(c)
+	if a.PoolerPreempts != 0 {
+		t.Errorf("no pooler_preempt: the model preempted the pooler %.3f times a statement, want 0", a.PoolerPreempts)
+	}
+	for _, rate := range []float64{0.1, 0.3, 0.6} {
+		c.Testbed.PoolerPreempt = rate
+		b := run(c)
+		if math.Abs(b.PoolerPreempts/rate-1) > 0.05 {
+			t.Errorf("pooler_preempt %v: the model preempted the pooler %.3f times a statement, want the rate within 5 %%", rate, b.PoolerPreempts)
+		}
+		// Each preemption holds the pooler for at most a driver's job
+		// (14.3 µs); with one server the cycle grows by some of that.
+		d := cycle(b) - cycle(a)
+		if d <= 0 || d > rate*14300*1.05 {
+			t.Errorf("pooler_preempt %v: %.0f/s without, %.0f/s with: the cycle grew %.2f µs, want above 0 and at most the driver's %.2f µs a statement",
+				rate, a.TPSSteady, b.TPSSteady, d/1e3, rate*14.3)
+		}
+		t.Logf("pooler_preempt %v: %.0f/s → %.0f/s, cycle +%.2f µs, %.3f preemptions a statement, pooler's wait %.2f µs", rate, a.TPSSteady, b.TPSSteady, d/1e3, b.PoolerPreempts, b.RunQueuePoolerUs)
+		if !reflect.DeepEqual(run(c), b) {
+			t.Errorf("pooler_preempt %v: two runs differ", rate)
+		}
+	}
+	if d := c.Testbed.describe(c); !strings.Contains(d, "taking the pooler's core from it 0.6 times a pooled statement") {
+		t.Errorf("assumptions %q do not say the preemption", d)
+	}
+	// A backend's core taken by a driver's thread: the statement, the
+	// bottleneck here, waits behind a driver's job every time - the cycle
+	// grows by up to the driver's job a preemption, and the backend's
+	// wait in its core's queue with it.
+	c.Testbed.PoolerPreempt = 0
+	for _, rate := range []float64{0.2, 0.5} {
+		c.Testbed.ServerPreempt = rate
+		b := run(c)
+		if math.Abs(b.ServerPreempts/rate-1) > 0.05 || b.PoolerPreempts != 0 {
+			t.Errorf("server_preempt %v: the model preempted a backend %.3f and the pooler %.3f times a statement, want the rate and 0", rate, b.ServerPreempts, b.PoolerPreempts)
+		}
+		d := cycle(b) - cycle(a)
+		if d <= 0 || d > rate*14300*1.05 || b.RunQueueServerUs <= a.RunQueueServerUs {
+			t.Errorf("server_preempt %v: %.0f/s without, %.0f/s with, backend's wait %.2f → %.2f µs: the cycle grew %.2f µs, want above 0 and at most the driver's %.2f µs a statement, and a longer wait",
+				rate, a.TPSSteady, b.TPSSteady, a.RunQueueServerUs, b.RunQueueServerUs, d/1e3, rate*14.3)
+		}
+		t.Logf("server_preempt %v: %.0f/s → %.0f/s, cycle +%.2f µs, %.3f preemptions a statement, backend's wait %.2f → %.2f µs", rate, a.TPSSteady, b.TPSSteady, d/1e3, b.ServerPreempts, a.RunQueueServerUs, b.RunQueueServerUs)
+	}
+	if d := c.Testbed.describe(c); !strings.Contains(d, "taking a backend's core from it 0.5 times a pooled statement") {
+		t.Errorf("assumptions %q do not say the backend's preemption", d)
+	}
+	for _, tc := range []struct {
+		rate float64
+		sch  Scheduler
+		want string
+	}{
+		{4.5, PerCore, "want 0 to 4"},
+		{math.NaN(), PerCore, "want 0 to 4"},
+		{0.2, Shared, "needs testbed.scheduler per_core"},
+	} {
+		c := hub(50, 1, tc.sch)
+		c.Testbed.ServerPreempt = tc.rate
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "testbed.server_preempt") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("server_preempt %v with %v: %v, want an error naming testbed.server_preempt and %q", tc.rate, tc.sch, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		rate   float64
+		sch    Scheduler
+		onCore bool
+		want   string
+	}{
+		{5, PerCore, true, "want 0 to 4"},
+		{-0.1, PerCore, true, "want 0 to 4"},
+		{math.NaN(), PerCore, true, "want 0 to 4"},
+		{0.2, Shared, true, "needs testbed.scheduler per_core"},
+		{0.2, PerCore, false, "testbed.pooler_on_cores"},
+	} {
+		c := hub(50, 1, tc.sch)
+		c.Testbed.PoolerPreempt, c.Testbed.PoolerOnCores = tc.rate, tc.onCore
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "testbed.pooler_preempt") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("pooler_preempt %v with %v, on cores %v: %v, want an error naming testbed.pooler_preempt and %q", tc.rate, tc.sch, tc.onCore, err, tc.want)
+		}
+	}
+}

@@ -69,6 +69,13 @@ type server struct {
 	tail      float64
 	tailing   map[int32]bool
 	afterTail map[int32]cpuJob
+
+	// The pooler and the backends taken off their cores by a woken
+	// driver's thread (testbed.pooler_preempt, testbed.server_preempt;
+	// per-core queues only): the rates per pooled statement, the credits
+	// not yet spent, the preemptions made and the pooled statements done.
+	preempt, credit, srvPreempt, srvCredit float64
+	preempted, srvPreempted, pooledDone    int64
 }
 
 // jobKind says whose CPU work a job is. Statements and start-ups are the
@@ -101,8 +108,10 @@ type cpuJob struct {
 	// before its work starts (testbed.wakeup, per-core queues only), in
 	// nanoseconds of time, not work.
 	wake float64
-	// queued is when the job joined its core's queue (per-core queues).
-	queued sim.Time
+	// queued is when the job joined its core's queue (per-core queues);
+	// resumed marks a job preempted before it was done (preemptOn).
+	queued  sim.Time
+	resumed bool
 }
 
 // rate is the job's rate of the two a scheduler gives: a backend's
@@ -129,6 +138,7 @@ func (v *server) init(cfg Server, tb Testbed) {
 	if tb.Scheduler == PerCore && cfg.Cores > 0 {
 		v.initCores(cfg.Cores)
 		v.tail = tb.ServerTail
+		v.preempt, v.srvPreempt = tb.PoolerPreempt, tb.ServerPreempt
 	}
 }
 

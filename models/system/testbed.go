@@ -150,6 +150,28 @@ type Testbed struct {
 	// poolsim's proxy at pool 1 on this project's 2-vCPU machine
 	// (bench/server-tail.sh). Direct connections' statements have none.
 	ServerTail float64
+	// PoolerPreempt is how often, per pooled statement, a load driver's
+	// thread woken by a result takes the pooler's core from it while it
+	// runs (PerCore only, at most 4): the pooler's thread, with its work
+	// not done, waits at the head of that core's queue until the driver's
+	// job is done. Linux's wake-up preemption: a woken thread that has
+	// run less than the one on the core may take it at once. PgBouncer's
+	// one thread relays every client's messages, so each such stop holds
+	// them all, and with one server the next query's hand-over waits too;
+	// poolsim validate sets it to PgBouncer's involuntary context
+	// switches per statement measured in the loop the model stands for
+	// (bench/handover.sh: 0.07-0.32 a statement at pool 1 with PgBouncer
+	// and its server on two cores, nearly all by pgbench's threads). The
+	// model spends a credit of PoolerPreempt a statement at the first
+	// driver wake-up that finds the pooler on a core.
+	PoolerPreempt float64
+	// ServerPreempt is the same for the backends (PerCore only, at most
+	// 4): how often, per pooled statement, a woken driver's thread takes
+	// a core from a backend running a statement, which waits behind it.
+	// poolsim validate sets it for pool 1 through PgBouncer apart: there
+	// the one server's core is also pgbench's threads', and its
+	// involuntary context switches (0.1-0.3 a statement) are theirs.
+	ServerPreempt float64
 	// ServersOpen is how many servers each pool already has open and idle
 	// at time zero (at most its limit, and no more in all than
 	// server.max_connections): a live run's pooler opens one for the
@@ -298,6 +320,18 @@ func (t Testbed) validate(cores int, bad func(string, ...any)) {
 	if t.ServerTail > 0 && t.Scheduler != PerCore {
 		bad("testbed.server_tail keeps a backend's core for the tail of its statement: it needs testbed.scheduler per_core")
 	}
+	if math.IsNaN(t.PoolerPreempt) || t.PoolerPreempt < 0 || t.PoolerPreempt > maxPoolerPreempt {
+		bad("testbed.pooler_preempt is how often per pooled statement a woken driver thread takes the pooler's core: want 0 to %v, got %v", maxPoolerPreempt, t.PoolerPreempt)
+	}
+	if t.PoolerPreempt > 0 && (t.Scheduler != PerCore || !t.PoolerOnCores) {
+		bad("testbed.pooler_preempt takes the pooler's core from its thread: it needs testbed.scheduler per_core and testbed.pooler_on_cores")
+	}
+	if math.IsNaN(t.ServerPreempt) || t.ServerPreempt < 0 || t.ServerPreempt > maxPoolerPreempt {
+		bad("testbed.server_preempt is how often per pooled statement a woken driver thread takes a backend's core: want 0 to %v, got %v", maxPoolerPreempt, t.ServerPreempt)
+	}
+	if t.ServerPreempt > 0 && t.Scheduler != PerCore {
+		bad("testbed.server_preempt takes a backend's core: it needs testbed.scheduler per_core")
+	}
 	if t.ServersOpen < 0 {
 		bad("testbed.servers_open must be 0 (every pool starts empty) or more, got %d", t.ServersOpen)
 	}
@@ -329,6 +363,10 @@ const maxSpeed = 100
 // maxServerTail bounds testbed.server_tail: a backend's work after its
 // response is its statement's last steps, not most of it.
 const maxServerTail = 0.5
+
+// maxPoolerPreempt bounds testbed.pooler_preempt: measured, well under
+// one a statement; more than a few is a measuring error.
+const maxPoolerPreempt = 4
 
 // DefaultSpeedPeriod is testbed.speed_period's default.
 const DefaultSpeedPeriod = 20 * sim.Millisecond
@@ -656,6 +694,12 @@ func (t Testbed) describe(c Config) string {
 	}
 	if t.ServerTail > 0 {
 		out += fmt.Sprintf(", a pooled statement's backend sending its response with %.3g %% of its CPU still to run, on the same core", 100*t.ServerTail)
+	}
+	if t.PoolerPreempt > 0 {
+		out += fmt.Sprintf(", a driver's thread woken by a result taking the pooler's core from it %.3g times a pooled statement", t.PoolerPreempt)
+	}
+	if t.ServerPreempt > 0 {
+		out += fmt.Sprintf(", a driver's thread woken by a result taking a backend's core from it %.3g times a pooled statement", t.ServerPreempt)
 	}
 	if c := t.WakeCurve; len(c) > 0 {
 		out += fmt.Sprintf(", a backend or the pooler's thread woken onto an idle core from another waiting for it to wake, %v after %v idle to %v after %v", c[0].Wake.Duration(), c[0].Idle.Duration(), c[len(c)-1].Wake.Duration(), c[len(c)-1].Idle.Duration())

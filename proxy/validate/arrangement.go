@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -50,6 +51,36 @@ type Arrangement struct {
 	// Placement is the sampled placement during the loop: the check that
 	// the pinning held (share 1 together, 0 apart).
 	Placement *Placement
+	// Preempts is how often PgBouncer was taken off its core while it
+	// could run, per statement in the loop, if PreemptsOK (its
+	// involuntary context switches, as RunDelay.PoolerPreempts). Apart,
+	// nearly all are pgbench's threads that PgBouncer woke onto its core
+	// (bench/handover.sh), and the arrangement's model takes them
+	// (testbed.pooler_preempt); together most are the backend it shares
+	// the core with, which the model does not take: one core's work in
+	// another order.
+	Preempts   float64
+	PreemptsOK bool
+	// ServerPreempts is the same for its one server (its involuntary
+	// context switches per statement): apart, the server's core is also
+	// pgbench's threads', and the arrangement's model takes the rate
+	// (testbed.server_preempt); together, most are PgBouncer's.
+	ServerPreempts float64
+	// Busy is how busy the machine's CPUs were during the loop, a
+	// fraction of all (/proc/stat), to which fitArrangement fits the
+	// arrangement model's idle balancing (Balance, NoScan, if balanceSet)
+	// as fitBalance fits the free model's to the free loop's: pinned, the
+	// kernel places pgbench's threads by other cores' load than free.
+	Busy float64
+	// Wait and ServerWait are PgBouncer's and its server's waits for a
+	// core per statement in the loop (their schedstat run delay), if
+	// WaitOK: to set beside the model's pooler's and backend's waits in
+	// their cores' queues (Model.RunQueuePoolerUs, RunQueueServerUs).
+	Wait, ServerWait time.Duration
+	WaitOK           bool
+	Balance          sim.Time
+	NoScan           bool
+	balanceSet       bool
 	// Model is the arrangement's calibrated model: the row's scenario
 	// with these costs, pinned as the loop was; lat its transactions'
 	// latency quantiles (ms) at latGrid points, for mixing.
@@ -134,17 +165,30 @@ func (l *lab) calibrateArrangements(ctx context.Context, t *running, cfg system.
 		if err := pinProcess(server, core); err != nil {
 			return l.unpinned(err)
 		}
+		inv0, inv0OK := involuntary(bouncer)
+		sinv0, sinv0OK := involuntary(server)
+		d0, s0 := threadDelays(bouncer), threadDelays(server)
 		r, err := l.throughLoop(ctx, t, cfg, st, 3*time.Second)
 		if err != nil {
 			return fmt.Errorf("calibrate arrangements: %w", err)
 		}
-		a := &Arrangement{Apart: apart, TPS: r.tps, Driver: r.driver, Pooler: r.pooler, Server: r.server, Speed: r.speed, Placement: r.placement}
+		a := &Arrangement{Apart: apart, TPS: r.tps, Driver: r.driver, Pooler: r.pooler, Server: r.server, Speed: r.speed, Placement: r.placement, Busy: r.busy}
+		inv1, ok := involuntary(bouncer)
+		sinv1, sok := involuntary(server)
+		if ok && sok && inv0OK && sinv0OK && inv1 >= inv0 && sinv1 >= sinv0 && r.stmts > 0 {
+			n := float64(r.stmts)
+			a.Preempts, a.ServerPreempts, a.PreemptsOK = float64(inv1-inv0)/n, float64(sinv1-sinv0)/n, true
+		}
+		if d1, s1 := threadDelays(bouncer), threadDelays(server); d0 != nil && d1 != nil && s0 != nil && s1 != nil && r.stmts > 0 {
+			n := time.Duration(r.stmts)
+			a.Wait, a.ServerWait, a.WaitOK = delaySince(d0, d1)/n, delaySince(s0, s1)/n, true
+		}
 		if apart {
 			tb.Apart = a
 		} else {
 			tb.Together = a
 		}
-		l.logf("validate: pinned %s: %d clients, %.0f/s; CPU per statement: driver %v, pooler %v, server %v", a.name(), r.clients, r.tps, r.driver, r.pooler, r.server)
+		l.logf("validate: pinned %s: %d clients, %.0f/s; CPU per statement: driver %v, pooler %v, server %v; preempted a statement: PgBouncer %.2f, server %.2f", a.name(), r.clients, r.tps, r.driver, r.pooler, r.server, a.Preempts, a.ServerPreempts)
 	}
 	now, err := l.serverPids(ctx)
 	if err != nil {
@@ -246,14 +290,24 @@ func arrangementConfig(cfg system.Config, cal Calibration, a *Arrangement) syste
 	if len(a.Speed) > 0 {
 		tb.Speed = a.Speed
 	}
+	if a.balanceSet {
+		tb.Balance, tb.NoScan, tb.balanceSet = a.Balance, a.NoScan, true
+	}
 	cc := testbedConfig(cfg, cal, &tb)
 	aff := system.Together
 	if a.Apart {
 		aff = system.Apart
 	}
 	pin(&cc, &tb, aff)
+	if a.Apart && a.PreemptsOK {
+		cc.Testbed.PoolerPreempt = min(a.Preempts, maxPreempt)
+		cc.Testbed.ServerPreempt = min(a.ServerPreempts, maxPreempt)
+	}
 	return cc
 }
+
+// maxPreempt is the most testbed.pooler_preempt takes (its bound).
+const maxPreempt = 4
 
 // pin places the pooler's thread and the backends of calibrated model cc
 // by aff; pinned, a thread woken onto an idle core waits for it to wake:
@@ -273,14 +327,47 @@ func runForMix(cc system.Config) (system.Metrics, []float64) {
 	return r.Metrics, latQuantiles(lat, latGrid)
 }
 
-// modelArrangements runs each arrangement's calibrated model.
+// modelArrangements fits each arrangement's idle balancing to its loop
+// (fitArrangement) and runs its calibrated model.
 func modelArrangements(cfg system.Config, cal Calibration) {
 	tb := cal.Testbed
 	for _, a := range []*Arrangement{tb.Together, tb.Apart} {
 		if a != nil {
+			fitArrangement(cfg, cal, a)
 			a.Model, a.lat = runForMix(arrangementConfig(cfg, cal, a))
 		}
 	}
+}
+
+// fitArrangement chooses arrangement a's idle balancing and idle-core
+// scan as fitBalance does the free model's: the pair of balanceSteps'
+// rates and scan or none whose model of a's pinned loop keeps the cores
+// as busy as the machine's CPUs were in it. The free loop's fit does not
+// carry over: measured through PgBouncer at 200 clients, pool 1, a free
+// loop fitted to no balancing and no scan, and the together model with
+// it kept pgbench's threads on PgBouncer's and the backend's busy core -
+// 7,450 statements a second against the pinned loop's 12,458. Without
+// the loop's busy CPUs the free model's fit stays.
+func fitArrangement(cfg system.Config, cal Calibration, a *Arrangement) {
+	tb := cal.Testbed
+	if a.Busy <= 0 || tb.ThroughClients <= 0 {
+		return
+	}
+	c := cfg
+	c.Workload.Clients = tb.ThroughClients
+	c.Workload.TxnsPerSession = max(50, c.Workload.TxnsPerSession/4)
+	best, bestD, noScan := sim.Time(0), math.Inf(1), false
+	for _, ns := range []bool{false, true} {
+		for _, b := range balanceSteps {
+			x := *a
+			x.Balance, x.NoScan, x.balanceSet = b, ns, true
+			m := system.Run(arrangementConfig(c, cal, &x)).Metrics
+			if d := math.Abs(m.CPUUtil - a.Busy); d < bestD {
+				best, bestD, noScan = b, d, ns
+			}
+		}
+	}
+	a.Balance, a.NoScan, a.balanceSet = best, noScan, true
 }
 
 // calibratedRun is the calibrated model of one run of a row: with the
@@ -419,6 +506,32 @@ func combineArrangement(xs []*Arrangement) *Arrangement {
 	a.Driver = medianDur(xs, func(x *Arrangement) time.Duration { return x.Driver })
 	a.Pooler = medianDur(xs, func(x *Arrangement) time.Duration { return x.Pooler })
 	a.Server = medianDur(xs, func(x *Arrangement) time.Duration { return x.Server })
+	a.PreemptsOK = true
+	for _, x := range xs {
+		a.PreemptsOK = a.PreemptsOK && x.PreemptsOK
+	}
+	a.Preempts = medianOf(xs, func(x *Arrangement) float64 { return x.Preempts })
+	a.ServerPreempts = medianOf(xs, func(x *Arrangement) float64 { return x.ServerPreempts })
+	a.Model.ServerPreempts = medianOf(xs, func(x *Arrangement) float64 { return x.Model.ServerPreempts })
+	a.WaitOK = true
+	for _, x := range xs {
+		a.WaitOK = a.WaitOK && x.WaitOK
+	}
+	a.Wait = medianDur(xs, func(x *Arrangement) time.Duration { return x.Wait })
+	a.ServerWait = medianDur(xs, func(x *Arrangement) time.Duration { return x.ServerWait })
+	a.Model.RunQueuePoolerUs = medianOf(xs, func(x *Arrangement) float64 { return x.Model.RunQueuePoolerUs })
+	a.Model.RunQueueServerUs = medianOf(xs, func(x *Arrangement) float64 { return x.Model.RunQueueServerUs })
+	// The busy CPUs' median, with the idle balancing fitted to the run's
+	// loop nearest to it.
+	a.Busy = medianOf(xs, func(x *Arrangement) float64 { return x.Busy })
+	near := xs[0]
+	for _, x := range xs[1:] {
+		if math.Abs(x.Busy-a.Busy) < math.Abs(near.Busy-a.Busy) {
+			near = x
+		}
+	}
+	a.Balance, a.NoScan, a.balanceSet = near.Balance, near.NoScan, near.balanceSet
+	a.Model.PoolerPreempts = medianOf(xs, func(x *Arrangement) float64 { return x.Model.PoolerPreempts })
 	a.Model.TPS = medianOf(xs, func(x *Arrangement) float64 { return x.Model.TPS })
 	a.Model.P50Ms = medianOf(xs, func(x *Arrangement) float64 { return x.Model.P50Ms })
 	a.Model.P99Ms = medianOf(xs, func(x *Arrangement) float64 { return x.Model.P99Ms })
@@ -451,8 +564,8 @@ func (rep *Report) writeArrangements(p func(string, ...any)) {
 		return
 	}
 	p("## Pool 1 through PgBouncer: the two arrangements\n\n")
-	p("%s", "With one server, PgBouncer's thread and the backend share a core or run on two, and the kernel keeps one arrangement for most of a run; each has costs of its own. The calibration pins them with sched_setaffinity (both on core 0; then PgBouncer on core 0, the server on core 1), runs the three-second through loop in each and unpins them before the run. Each arrangement's model runs its own measured CPU per statement with the per-core scheduler pinned the same way, a thread woken onto an idle core waiting for it to wake, the longer the longer it idled (the testbed's wake-up curve above; where it could not be measured, a backend waits the pooler's wake-up, hop less a message's CPU). A run's calibrated model is the two weighted by the run's own share of placement samples with the server on PgBouncer's core (the runs column), each arrangement's costs scaled, process by process, to what the run's mix of the two cost in CPU per statement (read over the run); its model from the loops alone is the two unscaled. Medians over the row's runs; \"held\" is that share during the pinned loop (1 together, 0 apart: the pinning held).\n\n")
-	p("| row | together: statements/s measured (model) | PgBouncer / server / driver CPU | held | apart: statements/s measured (model) | PgBouncer / server / driver CPU | held | runs: TPS (share) → model |\n|---|---|---|---|---|---|---|---|\n")
+	p("%s", "With one server, PgBouncer's thread and the backend share a core or run on two, and the kernel keeps one arrangement for most of a run; each has costs of its own. The calibration pins them with sched_setaffinity (both on core 0; then PgBouncer on core 0, the server on core 1), runs the three-second through loop in each and unpins them before the run. Each arrangement's model runs its own measured CPU per statement with the per-core scheduler pinned the same way, a thread woken onto an idle core waiting for it to wake, the longer the longer it idled (the testbed's wake-up curve above; where it could not be measured, a backend waits the pooler's wake-up, hop less a message's CPU). A run's calibrated model is the two weighted by the run's own share of placement samples with the server on PgBouncer's core (the runs column), each arrangement's costs scaled, process by process, to what the run's mix of the two cost in CPU per statement (read over the run); its model from the loops alone is the two unscaled. After the CPU, how often PgBouncer and its server were taken off their cores while they could run, per statement in the pinned loop (their involuntary context switches): apart, nearly all are pgbench's threads woken onto their cores running first (bench/handover.sh), and the apart model takes those rates (testbed.pooler_preempt, testbed.server_preempt: a driver's thread woken by a result takes the core of the pooler or of a backend while it runs; the model's own counts in parentheses); together, most are the two taking turns on the core they share, one core's work in another order, which the model does not take. Then PgBouncer's and its server's waits for a core per statement in the loop (schedstat run delay), each with the arrangement model's pooler's or backend's wait in its core's queue. Medians over the row's runs; \"held\" is that share during the pinned loop (1 together, 0 apart: the pinning held), then how busy the machine's CPUs were in that loop and the arrangement model's idle balancing fitted to it, as the free model's is to the free loop's (the testbed's moves column): pinned, the kernel spreads pgbench's threads by the cores' load otherwise than free.\n\n")
+	p("| row | together: statements/s measured (model) | PgBouncer / server / driver CPU; PgBouncer / server preempted; waits (model) | held | apart: statements/s measured (model) | PgBouncer / server / driver CPU; PgBouncer / server preempted (model); waits (model) | held | runs: TPS (share) → model |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		tb := r.Cal.Testbed
 		cells := func(a *Arrangement) string {
@@ -460,7 +573,20 @@ func (rep *Report) writeArrangements(p func(string, ...any)) {
 			if a.Placement != nil {
 				held = fmt.Sprintf("%.2f", a.Placement.Shared)
 			}
-			return fmt.Sprintf("%.0f (%.0f) | %s / %s / %s | %s", a.TPS, a.Model.TPS, us(a.Pooler), us(a.Server), us(a.Driver), held)
+			if a.balanceSet {
+				held += fmt.Sprintf("; CPUs %.0f %% busy, %s", 100*a.Busy, balanceText(a.Balance, a.NoScan))
+			}
+			pre := ""
+			if a.PreemptsOK {
+				pre = fmt.Sprintf("; %.2f / %.2f", a.Preempts, a.ServerPreempts)
+				if a.Apart {
+					pre = fmt.Sprintf("; %.2f (%.2f) / %.2f (%.2f)", a.Preempts, a.Model.PoolerPreempts, a.ServerPreempts, a.Model.ServerPreempts)
+				}
+			}
+			if a.WaitOK {
+				pre += fmt.Sprintf("; waits %s (%.1f µs) / %s (%.1f µs)", us(a.Wait), a.Model.RunQueuePoolerUs, us(a.ServerWait), a.Model.RunQueueServerUs)
+			}
+			return fmt.Sprintf("%.0f (%.0f) | %s / %s / %s%s | %s", a.TPS, a.Model.TPS, us(a.Pooler), us(a.Server), us(a.Driver), pre, held)
 		}
 		var runs []string
 		for i, x := range r.Repeats {

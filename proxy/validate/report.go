@@ -675,7 +675,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			}
 		}
 		if d := x.RunDelay; d.PreemptsOK {
-			p("; PgBouncer taken off its core while it could run %.2f times a statement (nonvoluntary_ctxt_switches: a thread woken onto its core ran first; the model's pooler is never preempted)", d.PoolerPreempts)
+			p("; PgBouncer taken off its core while it could run %.2f times a statement (nonvoluntary_ctxt_switches: a thread woken onto its core ran first; the calibrated model's pooler is preempted only in a pool-1 row's apart arrangement, at its pinned loop's rate)", d.PoolerPreempts)
 		}
 		p("; machine load average (1, 5, 15 min) %s.\n", r.Load)
 		if b := r.Before; b != nil && r.Cal.Testbed == nil && r.Cal.Hold > 0 {

@@ -33,8 +33,10 @@ type RunDelay struct {
 	// nonvoluntary_ctxt_switches). A thread PgBouncer wakes while no core
 	// is idle lands on PgBouncer's own core and may run first; PgBouncer's
 	// one thread, every client's relay, then waits behind it. The
-	// calibrated model's pooler is never preempted so (a thread that keeps
-	// its core runs its batch); measured through PgBouncer at 50 clients
+	// calibrated model's pooler is preempted so only in a pool-1 row's
+	// apart arrangement, at its pinned loop's rate (Arrangement.Preempts;
+	// elsewhere a thread that keeps its core runs its batch); measured
+	// through PgBouncer at 50 clients
 	// (bench/pool-switches.sh) 0.71-0.83 a transaction at pool 2 with the
 	// cores idle 14-17 % of the time, 0.40-0.49 at pool 8 with 8-10 %.
 	PoolerPreempts float64
