@@ -23,7 +23,9 @@
 #     (mean, from the switch out to PgBouncer's next switch in);
 #   - pgbench's wake-ups by PgBouncer per statement and the share that
 #     landed on PgBouncer's core (the core sched_waking's target_cpu
-#     names).
+#     names);
+#   - the backend: from its wake-up to its switch in, the mean, and the
+#     share (and mean) of those where a pgbench thread ran before it.
 # Needs the PostgreSQL server binaries, pgbench, pgbouncer, taskset, perf
 # (Debian: linux-perf) with the sched tracepoints readable (root) and
 # python3; as root, the servers run as postgres. Everything it starts is
@@ -83,11 +85,15 @@ pre = []                        # preemptions: (who took the core, how long)
 off_since, runnable_since, taker = None, None, None
 on_core = None                  # the core PgBouncer runs on now
 pg_wakes = pg_on_core = 0
+bwoken = None                   # the backend's last wake-up, until it is on a core
+bwaits = []                     # the backend's waits from wake-up to its core: (who ran before it, how long)
 for line in open(path):
     m = waking.match(line)
     if m:
         waker, t, pid, cpu = m.group(1), float(m.group(3)), m.group(5), int(m.group(6))
         comm[pid] = m.group(4).strip()
+        if pid == backend and bwoken is None:
+            bwoken = t
         if waker == backend and pid == bouncer:
             results.append(t)
             if runnable_since is None and on_core is None:
@@ -111,6 +117,9 @@ for line in open(path):
         on_core = None
         if state.startswith('R'):
             runnable_since, taker = t, comm[nxt]
+    if nxt == backend and bwoken is not None:
+        bwaits.append((comm[prev], t - bwoken))
+        bwoken = None
     if nxt == bouncer:
         on_core = cpu
         if runnable_since is not None:
@@ -139,10 +148,14 @@ for who, d in pre:
     c, s = kinds.get(k, (0, 0.0))
     kinds[k] = (c + 1, s + d)
 took = ', '.join('%s %.2f (%.1f us)' % (k, c / n, us(s / c)) for k, (c, s) in sorted(kinds.items()))
+bw = [d for _, d in bwaits]
+after_pg = [d for who, d in bwaits if who.startswith('pgbench')]
+backend_text = 'backend woken to on its core %.1f us mean, %.0f %% of them after a pgbench thread (%.1f us mean)' % (
+    us(statistics.mean(bw)) if bw else 0, 100 * len(after_pg) / max(1, len(bw)), us(statistics.mean(after_pg)) if after_pg else 0)
 print('cycle %.1f us; hand-over %.1f us median, %.1f mean, of it off its core %.1f us mean; preempted %.2f a statement: %s; '
-      'pgbench woken %.2f a statement, on its core %.0f %%' % (us(statistics.median(cycles)), us(statistics.median(hand)),
+      'pgbench woken %.2f a statement, on its core %.0f %%; %s' % (us(statistics.median(cycles)), us(statistics.median(hand)),
       us(statistics.mean(hand)), us(statistics.mean(offs)), len(pre) / n, took or 'none', pg_wakes / n,
-      100 * pg_on_core / max(1, pg_wakes)))
+      100 * pg_on_core / max(1, pg_wakes), backend_text))
 PY
   done
 done
