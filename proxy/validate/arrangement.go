@@ -356,17 +356,11 @@ func fitArrangement(cfg system.Config, cal Calibration, a *Arrangement) {
 	c := cfg
 	c.Workload.Clients = tb.ThroughClients
 	c.Workload.TxnsPerSession = max(50, c.Workload.TxnsPerSession/4)
-	best, bestD, noScan := sim.Time(0), math.Inf(1), false
-	for _, ns := range []bool{false, true} {
-		for _, b := range balanceSteps {
-			x := *a
-			x.Balance, x.NoScan, x.balanceSet = b, ns, true
-			m := system.Run(arrangementConfig(c, cal, &x)).Metrics
-			if d := math.Abs(m.CPUUtil - a.Busy); d < bestD {
-				best, bestD, noScan = b, d, ns
-			}
-		}
-	}
+	best, noScan := fitIdle(a.Busy, func(b sim.Time, ns bool) float64 {
+		x := *a
+		x.Balance, x.NoScan, x.balanceSet = b, ns, true
+		return system.Run(arrangementConfig(c, cal, &x)).Metrics.CPUUtil
+	})
 	a.Balance, a.NoScan, a.balanceSet = best, noScan, true
 }
 

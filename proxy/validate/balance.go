@@ -40,18 +40,27 @@ func fitBalance(cfg system.Config, cal Calibration) {
 	c := cfg
 	c.Workload.Clients = tb.ThroughClients
 	c.Workload.TxnsPerSession = max(50, c.Workload.TxnsPerSession/4)
+	best, noScan := fitIdle(tb.ThroughBusy, func(b sim.Time, ns bool) float64 {
+		t := *tb
+		t.Balance, t.NoScan, t.balanceSet = b, ns, true
+		return system.Run(testbedConfig(c, cal, &t)).Metrics.CPUUtil
+	})
+	tb.Balance, tb.NoScan, tb.balanceSet = best, noScan, true
+}
+
+// fitIdle is the idle balancing rate of balanceSteps, with the idle-core
+// scan or without, whose model (util: its cores' utilisation) comes
+// closest to busy.
+func fitIdle(busy float64, util func(b sim.Time, noScan bool) float64) (sim.Time, bool) {
 	best, bestD, noScan := sim.Time(0), math.Inf(1), false
 	for _, ns := range []bool{false, true} {
 		for _, b := range balanceSteps {
-			t := *tb
-			t.Balance, t.NoScan, t.balanceSet = b, ns, true
-			m := system.Run(testbedConfig(c, cal, &t)).Metrics
-			if d := math.Abs(m.CPUUtil - tb.ThroughBusy); d < bestD {
+			if d := math.Abs(util(b, ns) - busy); d < bestD {
 				best, bestD, noScan = b, d, ns
 			}
 		}
 	}
-	tb.Balance, tb.NoScan, tb.balanceSet = best, noScan, true
+	return best, noScan
 }
 
 // balanceText names an idle balancing rate for the report, and the
