@@ -86,6 +86,13 @@ func TestDriverScan(t *testing.T) {
 		return m.result(s).Metrics
 	}
 	fifo, scan := run(false), run(true)
+	// The two threads' clients fare alike: nothing in the model keeps a
+	// thread on the busier core.
+	for _, m := range []Metrics{fifo, scan} {
+		if m.DriverThreadSpread < 1 || m.DriverThreadSpread > 1.05 {
+			t.Errorf("the threads' mean latencies %.3f apart (slowest over fastest), want 1 to 1.05", m.DriverThreadSpread)
+		}
+	}
 	within(t, "tps with scan against without", scan.TPS, fifo.TPS, 0.03)
 	// A closed loop's mean latency is its cycle: clients over throughput
 	// (Little), less what the latency leaves out.

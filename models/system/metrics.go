@@ -151,6 +151,13 @@ type Metrics struct {
 	// ServerPreempts is the same for the backends' statements
 	// (testbed.server_preempt).
 	ServerPreempts float64 `json:"-"`
+	// DriverThreadSpread is how far apart the load driver's threads'
+	// clients fared (testbed.driver_threads over 1): the mean latency of
+	// the slowest thread's transactions over the fastest's, 1 when even.
+	// Linux keeps a thread on its core, and a thread whose core is
+	// busier serves its clients slower; their mixture widens the
+	// latencies' spread. A diagnostic, like the run-queue waits.
+	DriverThreadSpread float64 `json:"-"`
 
 	// The pooler's processes: their threads' utilisation (the busiest and
 	// the mean), how unevenly so_reuseport spread the clients (busiest /

@@ -205,6 +205,7 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 			mt.ServerPreempts = float64(v.srvPreempted) / float64(v.pooledDone)
 		}
 	}
+	mt.DriverThreadSpread = m.driverThreadSpread()
 	for i, cl := range m.classes {
 		if sc.class >= 0 && i != sc.class {
 			continue
@@ -365,4 +366,25 @@ func (m *model) poolerMetrics(mt *Metrics, sc scope, from, to *snapshot) {
 			mt.CancelsLost++
 		}
 	}
+}
+
+// driverThreadSpread is the slowest driver thread's clients' mean
+// latency over the fastest's (Metrics.DriverThreadSpread); 0 without
+// two threads that completed transactions.
+func (m *model) driverThreadSpread() float64 {
+	lo, hi := 0.0, 0.0
+	for _, t := range m.drv {
+		if t.txns == 0 {
+			continue
+		}
+		x := float64(t.latSum) / float64(t.txns)
+		if lo == 0 || x < lo {
+			lo = x
+		}
+		hi = max(hi, x)
+	}
+	if len(m.drv) < 2 || lo == 0 {
+		return 0
+	}
+	return hi / lo
 }

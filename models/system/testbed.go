@@ -621,6 +621,10 @@ type drvThread struct {
 	// With scan: the clients whose transaction ended and which start the
 	// next, and the pass under way, in client order.
 	starts, pass []int32
+	// Its clients' completed transactions and their latencies' sum
+	// (Metrics.DriverThreadSpread).
+	txns   int64
+	latSum sim.Time
 }
 
 // next takes the client whose statement the thread prepares next off its

@@ -229,6 +229,11 @@ func (m *model) received(s *sim.Sim, u int32) {
 			now := s.Now()
 			m.tally(us.cls, func(r *results) { r.txnDone(now, us) })
 			m.window.completed(m, now)
+			if len(m.drv) > 0 {
+				t := &m.drv[int(u)%len(m.drv)]
+				t.txns++
+				t.latSum += now - us.txnStart
+			}
 		}
 		us.stmt = 0
 		us.txn++

@@ -99,6 +99,7 @@ func combineMeasured(xs []Measured, model system.Metrics) Measured {
 		{&m.ReqP50Ms, func(x Measured) float64 { return x.ReqP50Ms }},
 		{&m.ReqP99Ms, func(x Measured) float64 { return x.ReqP99Ms }},
 		{&m.CPUBusy, func(x Measured) float64 { return x.CPUBusy }},
+		{&m.DriverSpread, func(x Measured) float64 { return x.DriverSpread }},
 		{&m.CPUSelf, func(x Measured) float64 { return x.CPUSelf }},
 		{&m.CPUSteal, func(x Measured) float64 { return x.CPUSteal }},
 		{&m.Prepared.HitRate, func(x Measured) float64 { return x.Prepared.HitRate }},
@@ -169,6 +170,7 @@ func combineModels(ms []system.Metrics, model system.Metrics) system.Metrics {
 		{&c.RunQueueServerUs, func(x system.Metrics) float64 { return x.RunQueueServerUs }},
 		{&c.RunQueuePoolerUs, func(x system.Metrics) float64 { return x.RunQueuePoolerUs }},
 		{&c.RunQueueDriverUs, func(x system.Metrics) float64 { return x.RunQueueDriverUs }},
+		{&c.DriverThreadSpread, func(x system.Metrics) float64 { return x.DriverThreadSpread }},
 	} {
 		*f.dst = medianOf(ms, f.get)
 	}

@@ -34,6 +34,7 @@ type pgbenchTxn struct {
 	client int
 	end    time.Time
 	lat    time.Duration
+	thread int // its pgbench thread: the log file's number
 }
 
 // pgbenchProc is a running pgbench.
@@ -93,10 +94,66 @@ func (p *pgbenchProc) Wait() ([]pgbenchTxn, error) {
 		if err != nil {
 			return nil, err
 		}
+		th, err := pgbenchLogThread(f)
+		if err != nil {
+			return nil, err
+		}
+		for i := range t {
+			t[i].thread = th
+		}
 		txns = append(txns, t...)
 	}
 	slices.SortFunc(txns, func(a, b pgbenchTxn) int { return a.end.Compare(b.end) })
 	return txns, nil
+}
+
+// pgbenchLogThread is the thread that wrote a pgbench -l file: PREFIX.PID
+// is thread 0's, PREFIX.PID.N thread N's.
+func pgbenchLogThread(path string) (int, error) {
+	f := strings.Split(filepath.Base(path), ".")
+	if len(f) < 3 {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(f[len(f)-1])
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("pgbench: log file %s: want PREFIX.PID or PREFIX.PID.THREAD", filepath.Base(path))
+	}
+	return n, nil
+}
+
+// threadSpread is the slowest pgbench thread's transactions' mean
+// latency over the fastest's (the model's Metrics.DriverThreadSpread);
+// 0 with fewer than two threads.
+func threadSpread(txns []pgbenchTxn) float64 {
+	type acc struct {
+		sum time.Duration
+		n   int64
+	}
+	by := map[int]*acc{}
+	for _, t := range txns {
+		a := by[t.thread]
+		if a == nil {
+			a = &acc{}
+			by[t.thread] = a
+		}
+		a.sum += t.lat
+		a.n++
+	}
+	if len(by) < 2 {
+		return 0
+	}
+	lo, hi := 0.0, 0.0
+	for _, a := range by {
+		x := float64(a.sum) / float64(a.n)
+		if lo == 0 || x < lo {
+			lo = x
+		}
+		hi = max(hi, x)
+	}
+	if lo == 0 {
+		return 0
+	}
+	return hi / lo
 }
 
 // errPgbenchFailed is a transaction pgbench logged as failed or skipped.
@@ -194,6 +251,8 @@ const pgbenchGuard = 20 * time.Minute
 type pgbenchUse struct {
 	CPU, Delay time.Duration
 	DelayOK    bool
+	// Spread is how far apart its threads' clients fared (threadSpread).
+	Spread float64
 }
 
 // runPgbenchLoad is a pgbench-driven row's run: clients connections, each
@@ -221,6 +280,7 @@ func runPgbenchLoad(ctx context.Context, bin, dsn string, clients, txns int, see
 	if st := p.cmd.ProcessState; st != nil {
 		use.CPU = st.UserTime() + st.SystemTime()
 	}
+	use.Spread = threadSpread(t)
 	return pgbenchResult(t, clients), use, nil
 }
 

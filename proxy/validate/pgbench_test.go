@@ -43,12 +43,12 @@ func TestPgbenchResult(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	// Two clients: 0 ends at 30 ms, 1 at 50 ms.
 	txns := []pgbenchTxn{
-		{0, at(10), 10 * time.Millisecond},
-		{1, at(12), 12 * time.Millisecond},
-		{0, at(20), 10 * time.Millisecond},
-		{0, at(30), 10 * time.Millisecond},
-		{1, at(40), 28 * time.Millisecond},
-		{1, at(50), 10 * time.Millisecond},
+		{0, at(10), 10 * time.Millisecond, 0},
+		{1, at(12), 12 * time.Millisecond, 1},
+		{0, at(20), 10 * time.Millisecond, 0},
+		{0, at(30), 10 * time.Millisecond, 0},
+		{1, at(40), 28 * time.Millisecond, 1},
+		{1, at(50), 10 * time.Millisecond, 1},
 	}
 	r := pgbenchResult(txns, 2)
 	if !r.Start.Equal(t0) || !r.End.Equal(at(50)) {
@@ -65,6 +65,26 @@ func TestPgbenchResult(t *testing.T) {
 	}
 	if r.Latency.Count() != 6 {
 		t.Errorf("%d latencies, want 6", r.Latency.Count())
+	}
+}
+
+func TestThreadSpread(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	// Thread 0's transactions average 10 ms, thread 1's 15 ms.
+	txns := []pgbenchTxn{{0, time.Time{}, ms(8), 0}, {0, time.Time{}, ms(12), 0}, {1, time.Time{}, ms(15), 1}}
+	if got := threadSpread(txns); got != 1.5 {
+		t.Errorf("spread %v, want 1.5", got)
+	}
+	if got := threadSpread(txns[:2]); got != 0 {
+		t.Errorf("one thread: spread %v, want 0 (not measured)", got)
+	}
+	for name, want := range map[string]int{"txn.123": 0, "txn.123.1": 1, "txn.7.12": 12} {
+		if got, err := pgbenchLogThread(filepath.Join("/x", name)); err != nil || got != want {
+			t.Errorf("%s: thread %d, %v; want %d", name, got, err, want)
+		}
+	}
+	if _, err := pgbenchLogThread("/x/txn.123.b"); err == nil {
+		t.Error("txn.123.b: no error")
 	}
 }
 

@@ -139,10 +139,13 @@ type Measured struct {
 	StartGapMs  float64
 	// RunDelay is a CPU-bound pooled row's waits for a core per statement
 	// (rundelay.go).
-	RunDelay    RunDelay
-	StmtMeanMs  float64
-	StmtP99Ms   float64
-	ThinkMeanMs float64
+	RunDelay RunDelay
+	// DriverSpread is, through pgbench, its slowest thread's transactions'
+	// mean latency over its fastest's (0: not measured).
+	DriverSpread float64
+	StmtMeanMs   float64
+	StmtP99Ms    float64
+	ThinkMeanMs  float64
 	// Requests: completed ones, per second of the wall, and their latency.
 	OKReqs    int64
 	ReqTPS    float64
@@ -673,6 +676,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			} else {
 				p(", pooler %.0f µs (%.0f), driver %.0f µs (%.0f)", micros(d.Pooler), m.RunQueuePoolerUs, micros(d.Driver), m.RunQueueDriverUs)
 			}
+		}
+		if x.DriverSpread > 0 && r.Calibrated.DriverThreadSpread > 0 {
+			p("; pgbench's threads: the slowest's transactions took %.2f times as long as the fastest's on average (the calibrated model's driver threads %.2f: Linux keeps a thread on its core, and the clients of one on the busier core fare worse)", x.DriverSpread, r.Calibrated.DriverThreadSpread)
 		}
 		if d := x.RunDelay; d.PreemptsOK {
 			p("; PgBouncer taken off its core while it could run %.2f times a statement (nonvoluntary_ctxt_switches: a thread woken onto its core ran first; the calibrated model's pooler is preempted only in a pool-1 row's apart arrangement, at its pinned loop's rate)", d.PoolerPreempts)

@@ -643,6 +643,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	x := measured(res)
 	x.Placement = place
 	x.RunDelay = rd
+	x.DriverSpread = pgUse.Spread
 	x.CPUBusy, x.CPUSelf = cpuUse(cpu0, cpu1, runtime.NumCPU())
 	x.CPUSteal = stealUse(cpu0, cpu1)
 	if prepared {
