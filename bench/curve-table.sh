@@ -4,7 +4,10 @@
 # the proxy and one through PgBouncer (their rows.csv), the calibrated
 # model's TPS against the measured median and the calibrated model's p50
 # and p99 errors; then, per target, at how many points each is inside its
-# tolerance (TPS and p50 10 %, p99 25 %) and how many rows pass.
+# tolerance (TPS and p50 10 %, p99 25 %), how many rows pass, and each
+# line's peak pool size, calibrated and measured, as the report defines it
+# (the smallest pool whose TPS is within 5 % of the line's highest; by
+# the medians, without the report's look at the runs' intervals).
 #
 # Usage: bench/curve-table.sh PROXY/rows.csv PGBOUNCER/rows.csv
 set -euo pipefail
@@ -47,5 +50,14 @@ for name, pts, v in (("proxy", px, pxv), ("PgBouncer", pb, pbv)):
     tps = sum(abs(err(p["tps"])) <= 10 for p in pts.values())
     p50 = sum(abs(err(p["p50_ms"])) <= 10 for p in pts.values())
     p99 = sum(abs(err(p["p99_ms"])) <= 25 for p in pts.values())
-    print(f"{name}: TPS within 10 % at {tps} of {n} points, p50 within 10 % at {p50}, p99 within 25 % at {p99}; {sum(v.values())} of {n} rows pass")
+    peaks = []
+    for c in sorted({k[0] for k in pts}):
+        line = sorted(k[1] for k in pts if k[0] == c)
+        def peak(col):
+            tp = {s: float(pts[(c, s)]["tps"][col]) for s in line}
+            top = max(tp.values())
+            return next(s for s in line if tp[s] >= 0.95 * top)
+        m, r = peak("calibrated"), peak("measured")
+        peaks.append(f"{c} clients {m} / {r}" + ("" if m == r else " (not the same)"))
+    print(f"{name}: TPS within 10 % at {tps} of {n} points, p50 within 10 % at {p50}, p99 within 25 % at {p99}; {sum(v.values())} of {n} rows pass; peak pool size calibrated / measured: {', '.join(peaks)}")
 PY

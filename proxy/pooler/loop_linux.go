@@ -3,6 +3,7 @@
 package pooler
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -145,6 +146,28 @@ func (l *loop) call(fn func()) bool {
 	}
 	<-done
 	return true
+}
+
+// PinLoop keeps the event loop on an OS thread of its own until unpin is
+// called (once; later calls do nothing) and returns that thread's id, so
+// that the thread's counters in /proc/self/task/TID are the loop's alone:
+// the relaying and assigning a pooler's thread does, with its epoll_wait's
+// system calls and wake-ups, and not the rest of the process - logins,
+// the console, Go's runtime (its collector's workers, its monitor), which
+// run on other threads, beside the loop. Nothing else changes: the loop
+// runs as it did, on one thread. It fails if the proxy is not serving.
+// Pins nest with MeasureCPU's.
+func (p *Proxy) PinLoop() (tid int, unpin func(), err error) {
+	select {
+	case <-p.ready:
+	default:
+		return 0, nil, errors.New("pin the event loop: the proxy is not serving")
+	}
+	if p.loop == nil || !p.loop.call(func() { runtime.LockOSThread(); tid = syscall.Gettid() }) {
+		return 0, nil, errors.New("pin the event loop: the loop has stopped")
+	}
+	var once sync.Once
+	return tid, func() { once.Do(func() { p.loop.call(runtime.UnlockOSThread) }) }, nil
 }
 
 // stop makes run return after the current batch; work posted later is

@@ -20,7 +20,10 @@ type loop struct {
 	free   [][]byte
 }
 
-func newLoop(*Proxy) (*loop, error)            { return nil, errNoLoop }
+func newLoop(*Proxy) (*loop, error) { return nil, errNoLoop }
+
+// PinLoop fails: there is no event loop to pin.
+func (p *Proxy) PinLoop() (int, func(), error) { return 0, nil, errNoLoop }
 func (l *loop) run()                           {}
 func (l *loop) post(func()) bool               { return false }
 func (l *loop) call(func()) bool               { return false }

@@ -214,6 +214,14 @@ func (l *lab) unpinned(err error) error {
 
 // tasks are a process's thread ids.
 func tasks(pid int) ([]int, error) {
+	if pid != os.Getpid() {
+		// A thread of this process other than its first (the proxy's
+		// pinned event loop, running.pinLoop) is itself alone: its
+		// /proc/TID/task lists the whole process.
+		if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(pid)); err == nil {
+			return []int{pid}, nil
+		}
+	}
 	es, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 	if err != nil {
 		return nil, err

@@ -56,6 +56,9 @@ type runWatch struct {
 	added   []int                   // the servers the run opened (finish finds them)
 	inv0    int64                   // PgBouncer's involuntary context switches at the start, if invOK
 	invOK   bool
+	loopTID int           // the in-process proxy's event loop's thread, pinned (running.pinLoop); 0: none
+	loop0   time.Duration // its CPU at the start, if loopOK
+	loopOK  bool
 }
 
 // watchRun starts a run's CPU reading: PgBouncer's process (if the target
@@ -76,6 +79,9 @@ func (l *lab) watchRun(ctx context.Context, t *running) (*runWatch, error) {
 		w.d0 = append(w.d0, threadDelays(p))
 	}
 	w.self0 = threadDelays(os.Getpid())
+	if w.loopTID = t.loopTID; w.loopTID > 0 {
+		w.loop0, w.loopOK = schedCPU(w.loopTID)
+	}
 	if w.bouncer {
 		w.inv0, w.invOK = involuntary(w.pids[0])
 	}
@@ -125,8 +131,15 @@ func (w *runWatch) finish(ctx context.Context, stmts int64, self, driver time.Du
 	case w.bouncer:
 		r.Pooler, r.Driver = per(e1[0]-w.e0[0]), per(driver)
 	case pgbench:
-		// pgbench is a process of its own: this process is the proxy.
+		// pgbench is a process of its own: this process is the proxy -
+		// its event loop's thread, where it is pinned (the rest of the
+		// process is other work), else the whole process.
 		r.Pooler, r.Driver = per(self), per(driver)
+		if w.loopOK {
+			if l1, ok := schedCPU(w.loopTID); ok && l1 >= w.loop0 {
+				r.Pooler = per(l1 - w.loop0)
+			}
+		}
 	default:
 		// This process drives the load and pools it: split as the loop
 		// measured the two.
@@ -248,6 +261,10 @@ func (w *runWatch) delays(stmts int64, pg pgbenchUse, pgbench bool) RunDelay {
 		}
 	case pgbench:
 		r.Pooler, r.Driver = per(delaySince(w.self0, self)), per(pg.Delay)
+		if _, ok := self[w.loopTID]; w.loopTID > 0 && ok {
+			// The pinned loop's thread alone, as its CPU is.
+			r.Pooler = per(max(0, self[w.loopTID]-w.self0[w.loopTID]))
+		}
 	default:
 		r.Driver, r.SelfBoth = per(delaySince(w.self0, self)), true
 	}

@@ -74,6 +74,29 @@ type running struct {
 	bouncer      *pgbouncer.PgBouncer
 	stop         func() error
 	closed       bool // close has run
+	// loopTID is the proxy's event loop's thread while it is pinned to
+	// it (pinLoop; 0 otherwise), unpin ends that.
+	loopTID int
+	unpin   func()
+}
+
+// pinLoop keeps the in-process proxy's event loop on a thread of its own
+// until the target closes, and returns the thread's id (0 if there is no
+// proxy or it could not be pinned): with pgbench as the load driver the
+// pooler's CPU per statement is that thread's, not this whole process's -
+// Go's runtime and the validator's own work run on other threads, beside
+// the loop, and are the calibrated model's other work, not CPU in the
+// pooler's one thread.
+func (t *running) pinLoop() int {
+	if t.px == nil || t.loopTID > 0 {
+		return t.loopTID
+	}
+	tid, unpin, err := t.px.PinLoop()
+	if err != nil {
+		return 0
+	}
+	t.loopTID, t.unpin = tid, unpin
+	return tid
 }
 
 // close stops the target once: a row stops it as soon as its run ends, and
@@ -83,6 +106,9 @@ func (t *running) close() error {
 		return nil
 	}
 	t.closed = true
+	if t.unpin != nil {
+		t.unpin()
+	}
 	return t.stop()
 }
 
