@@ -18,7 +18,10 @@
 // per statement read over the run itself (inrun.go; the through loop's
 // alone gives the report's model from before the run), and the machine's
 // other work over the run as its background, this process's instruments
-// among it (instruments.go: each on a thread of its own, counted apart) —
+// among it (instruments.go: each on a thread of its own, counted apart);
+// through the in-process proxy with pgbench driving, the pooler is the
+// proxy's event loop's thread, kept to one OS thread for the row
+// (running.pinLoop), and the rest of this process other work —
 // with the latencies' spread measured too (noise.go); a sweep along the
 // pool size is reported as a curve (curve.go). Through PgBouncer each such
 // run and the calibration's loop through it also sample the core
