@@ -20,10 +20,7 @@ type loop struct {
 	free   [][]byte
 }
 
-func newLoop(*Proxy) (*loop, error) { return nil, errNoLoop }
-
-// PinLoop fails: there is no event loop to pin.
-func (p *Proxy) PinLoop() (int, func(), error) { return 0, nil, errNoLoop }
+func newLoop(*Proxy) (*loop, error)            { return nil, errNoLoop }
 func (l *loop) run()                           {}
 func (l *loop) post(func()) bool               { return false }
 func (l *loop) call(func()) bool               { return false }
@@ -39,3 +36,6 @@ func (l *loop) full(*sock) bool                { return false }
 func (l *loop) pass(*sock, *int, *sock) int    { return 0 }
 func (px *Proxy) detach(net.Conn) (int, error) { return -1, errNoLoop }
 func sysClose(int) error                       { return nil }
+
+// PinLoop fails: there is no event loop to pin.
+func (p *Proxy) PinLoop() (int, func(), error) { return 0, nil, errNoLoop }

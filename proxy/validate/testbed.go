@@ -702,15 +702,17 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 	if l.o.Quick {
 		dur = 500 * time.Millisecond
 	}
-	var bouncer []int
+	// pooler is the pooler's own process or thread, watched with the
+	// servers: PgBouncer's, or the proxy's pinned event loop's.
+	var pooler []int
 	if t.bouncer != nil {
-		bouncer = []int{t.bouncer.Pid()}
+		pooler = []int{t.bouncer.Pid()}
 	}
 	var nb int
 	watch := func(ctx context.Context) ([]int, error) {
 		pids, err := l.serverPids(ctx)
 		nb = len(pids)
-		return append(bouncer, pids...), err
+		return append(pooler, pids...), err
 	}
 	pg := l.pgbench(cfg)
 	if t.px != nil && pg != nil {
@@ -718,7 +720,7 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 		// (running.pinLoop): its CPU is the pooler's, the rest of this
 		// process's other work.
 		if tid := t.pinLoop(); tid > 0 {
-			bouncer = []int{tid}
+			pooler = []int{tid}
 		}
 	}
 	var loop0 time.Duration
@@ -731,8 +733,8 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 	var lc loopCPU
 	var err error
 	if pg != nil {
-		lc, err = pg.loop(ctx, t.dsn, n, poolServers(cfg, n), cfg.Seed, dur, bouncer, false)
-		nb = len(lc.each) - len(bouncer)
+		lc, err = pg.loop(ctx, t.dsn, n, poolServers(cfg, n), cfg.Seed, dur, pooler, false)
+		nb = len(lc.each) - len(pooler)
 	} else {
 		lc, err = closedLoop(ctx, t.dsn, st, cfg.Seed, n, dur, false, watch, nil)
 	}
@@ -748,22 +750,18 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 	r.migr, r.migrOK = float64(lc.migr)/float64(lc.stmts), lc.migrOK
 	r.busy = lc.busy / float64(runtime.NumCPU())
 	switch {
-	case pg != nil && t.px != nil && len(bouncer) > 0:
-		// pgbench is a process of its own; the pooler is the proxy's
-		// event loop's thread, the rest of this process (logins, Go's
-		// runtime, the instruments) other work.
-		r.pooler, r.driver, r.server = per(lc.each[0]), per(lc.self), per(lc.watched-lc.each[0])
-		l.logf("validate: through the proxy, CPU per statement: its event loop's thread %v, this process %v less its instruments'", r.pooler, per(lc.proc-lc.instr))
-	case pg != nil && t.px != nil:
+	case pg != nil && t.px != nil && len(pooler) == 0:
 		// The loop could not be pinned: this process is the proxy (and
 		// the instruments, which are other work).
 		r.pooler, r.driver, r.server = per(lc.proc-lc.instr), per(lc.self), per(lc.watched)
 		l.logf("validate: through the proxy, CPU per statement: this process %v less its instruments'", r.pooler)
-	case t.px != nil:
+	case t.px != nil && pg == nil:
 		loop := t.px.LoopCPU() - loop0
 		r.pooler, r.driver = per(loop), per(lc.self-loop-lc.instr)
 		r.server = per(lc.watched)
 	default:
+		// The pooler watched first (PgBouncer, or the proxy's pinned
+		// loop: the rest of this process is other work), then the servers.
 		r.driver = per(lc.self) // pgbench's
 		if pg == nil {
 			r.driver = per(lc.self - lc.instr) // this process's
