@@ -32,6 +32,7 @@ func (l *loop) markDirty(*sock)                {}
 func (l *loop) flush(*sock)                    {}
 func (l *loop) fill(*sock, int) bool           { return false }
 func (l *loop) buffer(*sock, int)              {}
+func (l *loop) idle(*sock)                     {}
 func (l *loop) full(*sock) bool                { return false }
 func (l *loop) pass(*sock, *int, *sock) int    { return 0 }
 func (px *Proxy) detach(net.Conn) (int, error) { return -1, errNoLoop }
