@@ -430,18 +430,7 @@ func (p *PgBouncer) AdminDSN() string { return p.DSN("pgbouncer", p.adminUsers[0
 // calls return the first call's result.
 func (p *PgBouncer) Stop() error {
 	p.stopOnce.Do(func() {
-		var errs []error
-		if p.proc != nil {
-			if err := p.proc.Stop(int(p.stopSig), 3*time.Second); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if p.dir != "" {
-			if err := os.RemoveAll(p.dir); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if err := errors.Join(errs...); err != nil {
+		if err := childproc.StopAndRemove(p.proc, int(p.stopSig), 3*time.Second, p.dir); err != nil {
 			p.stopErr = fmt.Errorf("pgbouncer: stop: %w", err)
 		}
 		p.logf("pgbouncer: stopped 127.0.0.1:%d, removed %s", p.port, p.dir)

@@ -513,18 +513,7 @@ func (c *Cluster) UserDSN() string {
 // calls return the first call's result.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
-		var errs []error
-		if c.proc != nil {
-			if err := c.proc.Stop(int(syscall.SIGQUIT), 10*time.Second); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if c.dir != "" {
-			if err := os.RemoveAll(c.dir); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if err := errors.Join(errs...); err != nil {
+		if err := childproc.StopAndRemove(c.proc, int(syscall.SIGQUIT), 10*time.Second, c.dir); err != nil {
 			c.stopErr = fmt.Errorf("pgcluster: stop: %w", err)
 		}
 		c.logf("pgcluster: stopped 127.0.0.1:%d, removed %s", c.port, c.dir)

@@ -199,6 +199,24 @@ func (p *Process) Exited() bool {
 	}
 }
 
+// StopAndRemove ends a server instance: it stops p as Stop does (p nil:
+// none was started) and then removes dir, the instance's folder ("" for
+// none), even when the stop failed; it returns both errors joined.
+func StopAndRemove(p *Process, sig int, grace time.Duration, dir string) error {
+	var errs []error
+	if p != nil {
+		if err := p.Stop(sig, grace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if dir != "" {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Stop sends sig to the child and waits up to grace for it to exit; then it
 // kills the child's whole process group with SIGKILL and waits up to 5 s
 // more. It is safe to call more than once and from several goroutines.

@@ -98,3 +98,31 @@ func TestServerAccount(t *testing.T) {
 		t.Errorf("non-root: %+v, %v", a, err)
 	}
 }
+
+// TestStopAndRemove: a server instance ends with its process exited and
+// its folder gone; with no process started the folder still goes.
+func TestStopAndRemove(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "instance")
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := sh(t, "exec sleep 30")
+	if err := childproc.StopAndRemove(p, int(syscall.SIGTERM), time.Minute, dir); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Exited() {
+		t.Error("process not exited")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("instance folder after StopAndRemove: %v, want it removed", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := childproc.StopAndRemove(nil, int(syscall.SIGTERM), time.Second, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("instance folder with no process: %v, want it removed", err)
+	}
+}
