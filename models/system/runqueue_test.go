@@ -336,17 +336,22 @@ func TestPerCoreBackendIsTheServer(t *testing.T) {
 	}
 }
 
-func TestPerCoreServerTail(t *testing.T) {
-	run := func(c Config) Metrics {
-		t.Helper()
-		if err := c.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		m := Run(c).Metrics
-		checkConservation(t, m)
-		return m
+// runConserved validates c, runs it and checks the run's conservation laws.
+func runConserved(t *testing.T, c Config) Metrics {
+	t.Helper()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
 	}
-	cycle := func(m Metrics) float64 { return 1e9 / m.TPSSteady } // ns per transaction
+	m := Run(c).Metrics
+	checkConservation(t, m)
+	return m
+}
+
+// cycle is a run's steady time per transaction, in nanoseconds.
+func cycle(m Metrics) float64 { return 1e9 / m.TPSSteady }
+
+func TestPerCoreServerTail(t *testing.T) {
+	run := func(c Config) Metrics { t.Helper(); return runConserved(t, c) }
 	const share = 0.3
 	// Pinned together the pooler's thread waits for the tail on the one
 	// core: the same work in the same order, the same throughput.
@@ -421,16 +426,7 @@ func TestPerCoreServerTail(t *testing.T) {
 // woken by a result take the pooler's core at the measured rate, and the
 // pooler's hand-over of the one server waits behind it.
 func TestPerCorePoolerPreempt(t *testing.T) {
-	run := func(c Config) Metrics {
-		t.Helper()
-		if err := c.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		m := Run(c).Metrics
-		checkConservation(t, m)
-		return m
-	}
-	cycle := func(m Metrics) float64 { return 1e9 / m.TPSSteady } // ns per transaction
+	run := func(c Config) Metrics { t.Helper(); return runConserved(t, c) }
 	// As poolsim validate's calibrated model of pgbench: no hop, and a
 	// driver thread that reads results (testbed.driver_scan), so a result
 	// wakes its driver's thread as the pooler relays it, while it has more
