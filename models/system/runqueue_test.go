@@ -351,15 +351,14 @@ func runConserved(t *testing.T, c Config) Metrics {
 func cycle(m Metrics) float64 { return 1e9 / m.TPSSteady }
 
 func TestPerCoreServerTail(t *testing.T) {
-	run := func(c Config) Metrics { t.Helper(); return runConserved(t, c) }
 	const share = 0.3
 	// Pinned together the pooler's thread waits for the tail on the one
 	// core: the same work in the same order, the same throughput.
 	c := hub(50, 1, PerCore)
 	c.Testbed.Affinity = Together
-	a := run(c)
+	a := runConserved(t, c)
 	c.Testbed.ServerTail = share
-	b := run(c)
+	b := runConserved(t, c)
 	if math.Abs(b.TPSSteady/a.TPSSteady-1) > 0.01 {
 		t.Errorf("together: %.0f/s without the tail, %.0f/s with: want the same (one core does it all)", a.TPSSteady, b.TPSSteady)
 	}
@@ -371,14 +370,14 @@ func TestPerCoreServerTail(t *testing.T) {
 	c = hub(50, 1, PerCore)
 	c.Workload.CPU = sim.ConstDist(60 * sim.Microsecond)
 	c.Testbed.Affinity = Apart
-	a = run(c)
+	a = runConserved(t, c)
 	c.Testbed.ServerTail = share
-	b = run(c)
+	b = runConserved(t, c)
 	tail := share * 60e3 // ns
 	if d := cycle(a) - cycle(b); d < 0.9*tail || d > 1.1*tail {
 		t.Errorf("apart: %.0f/s without the tail, %.0f/s with: the cycle shrank %.2f µs, want about the tail's %.2f", a.TPSSteady, b.TPSSteady, d/1e3, tail/1e3)
 	}
-	if !reflect.DeepEqual(run(c), b) {
+	if !reflect.DeepEqual(runConserved(t, c), b) {
 		t.Error("apart with a tail: two runs differ")
 	}
 	// A tail longer than the pooler's part: the next statement reaches
@@ -389,9 +388,9 @@ func TestPerCoreServerTail(t *testing.T) {
 	c = hub(50, 1, PerCore)
 	c.Workload.CPU = sim.ConstDist(100 * sim.Microsecond)
 	c.Testbed.Affinity, c.Testbed.ServerTail = Apart, 0.5
-	a = run(c)
+	a = runConserved(t, c)
 	c.Testbed.Wakeup = 20 * sim.Microsecond
-	b = run(c)
+	b = runConserved(t, c)
 	if a.TPSSteady > 10_000*1.01 || a.TPSSteady < 10_000*0.97 {
 		t.Errorf("apart, 100 µs statements, half a tail: %.0f/s, want the backend's 10,000/s", a.TPSSteady)
 	}
@@ -426,7 +425,6 @@ func TestPerCoreServerTail(t *testing.T) {
 // woken by a result take the pooler's core at the measured rate, and the
 // pooler's hand-over of the one server waits behind it.
 func TestPerCorePoolerPreempt(t *testing.T) {
-	run := func(c Config) Metrics { t.Helper(); return runConserved(t, c) }
 	// As poolsim validate's calibrated model of pgbench: no hop, and a
 	// driver thread that reads results (testbed.driver_scan), so a result
 	// wakes its driver's thread as the pooler relays it, while it has more
@@ -436,13 +434,13 @@ func TestPerCorePoolerPreempt(t *testing.T) {
 	c.Testbed.Affinity = Apart
 	c.Pooler.Hop = 0
 	c.Testbed.DriverScan = true
-	a := run(c)
+	a := runConserved(t, c)
 	if a.PoolerPreempts != 0 {
 		t.Errorf("no pooler_preempt: the model preempted the pooler %.3f times a statement, want 0", a.PoolerPreempts)
 	}
 	for _, rate := range []float64{0.1, 0.3, 0.6} {
 		c.Testbed.PoolerPreempt = rate
-		b := run(c)
+		b := runConserved(t, c)
 		if math.Abs(b.PoolerPreempts/rate-1) > 0.05 {
 			t.Errorf("pooler_preempt %v: the model preempted the pooler %.3f times a statement, want the rate within 5 %%", rate, b.PoolerPreempts)
 		}
@@ -454,7 +452,7 @@ func TestPerCorePoolerPreempt(t *testing.T) {
 				rate, a.TPSSteady, b.TPSSteady, d/1e3, rate*14.3)
 		}
 		t.Logf("pooler_preempt %v: %.0f/s → %.0f/s, cycle +%.2f µs, %.3f preemptions a statement, pooler's wait %.2f µs", rate, a.TPSSteady, b.TPSSteady, d/1e3, b.PoolerPreempts, b.RunQueuePoolerUs)
-		if !reflect.DeepEqual(run(c), b) {
+		if !reflect.DeepEqual(runConserved(t, c), b) {
 			t.Errorf("pooler_preempt %v: two runs differ", rate)
 		}
 	}
@@ -468,7 +466,7 @@ func TestPerCorePoolerPreempt(t *testing.T) {
 	c.Testbed.PoolerPreempt = 0
 	for _, rate := range []float64{0.2, 0.5} {
 		c.Testbed.ServerPreempt = rate
-		b := run(c)
+		b := runConserved(t, c)
 		if math.Abs(b.ServerPreempts/rate-1) > 0.05 || b.PoolerPreempts != 0 {
 			t.Errorf("server_preempt %v: the model preempted a backend %.3f and the pooler %.3f times a statement, want the rate and 0", rate, b.ServerPreempts, b.PoolerPreempts)
 		}
