@@ -5,6 +5,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -573,5 +575,40 @@ func TestTestbedConfigOrdersTheHandOverAsTheTarget(t *testing.T) {
 	b, p := system.Run(bouncer).Metrics, system.Run(proxy).Metrics
 	if !(p.TPS > b.TPS) {
 		t.Errorf("pool of one, 20 clients: the proxy's order %.0f/s, PgBouncer's %.0f/s; want more", p.TPS, b.TPS)
+	}
+}
+
+// TestCalibratedTestbedAveragesReplications: a CPU-bound row's model of
+// a run is the mean of modelReplications replications, the diagnostics
+// beside the reported metrics included, and it is the same whichever
+// replication ends first.
+func TestCalibratedTestbedAveragesReplications(t *testing.T) {
+	cfg := system.Default()
+	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Workload.StmtsPerTxn = 20, 100, 1
+	cfg.Pooler.DefaultPoolSize = 4
+	cfg.Server.MaxConnections = 20
+	tb := &Testbed{Cores: 2, ThroughClients: 20, Driver: 20 * time.Microsecond, Server: 40 * time.Microsecond, Pooler: 24 * time.Microsecond, Latency: 40 * time.Microsecond, Spread: 0.5}
+	cal := Calibration{Hop: 30 * time.Microsecond, Testbed: tb}
+	cc := testbedConfig(cfg, cal, tb)
+	var sum struct{ tps, p50, rq float64 }
+	var seen []float64
+	for i := range modelReplications {
+		c := cc
+		c.Seed = system.ReplicationSeed(cc.Seed, i)
+		m := system.Run(c).Metrics
+		sum.tps, sum.p50, sum.rq = sum.tps+m.TPS, sum.p50+m.P50Ms, sum.rq+m.RunQueueServerUs
+		seen = append(seen, m.P50Ms)
+	}
+	if slices.Min(seen) == slices.Max(seen) {
+		t.Fatalf("every replication's p50 %.4f ms: the seeds should draw different CPU times", seen[0])
+	}
+	n := float64(modelReplications)
+	got := calibratedTestbed(cfg, cal)
+	if math.Abs(got.TPS-sum.tps/n) > 1e-9*got.TPS || math.Abs(got.P50Ms-sum.p50/n) > 1e-12 || math.Abs(got.RunQueueServerUs-sum.rq/n) > 1e-9 {
+		t.Errorf("model of a run: tps %.3f, p50 %.6f ms, servers' run-queue wait %.4f µs; want the replications' means %.3f, %.6f, %.4f",
+			got.TPS, got.P50Ms, got.RunQueueServerUs, sum.tps/n, sum.p50/n, sum.rq/n)
+	}
+	if again := calibratedTestbed(cfg, cal); !reflect.DeepEqual(again, got) {
+		t.Errorf("the same run's model twice: %+v then %+v", got, again)
 	}
 }
