@@ -833,8 +833,8 @@ func calibratedTestbed(cfg system.Config, cal Calibration) system.Metrics {
 // compared with the run itself: its seed's luck must not be a verdict's.
 // An uncommitted check on 2026-12-05 ran the calibrated models of six
 // runs of pgbench -S at 50 clients through poolsim's proxy with ten seeds
-// each: a run's model p50 spread over up to 20 % at pool 32 (its
-// throughput up to 15 %) and 3 % at pool 16 - as wide as the tolerances.
+// each: a run's model p50 spread over up to 23 % at pool 32 (its
+// throughput up to 16 %) and 3 % at pool 16 - wider than the tolerances.
 const modelReplications = 5
 
 // replicated is the mean of n replications of c, run side by side (each
