@@ -40,7 +40,7 @@ type CurvePoint struct {
 	P99Cal, P99Meas        float64
 	P50Model, P99Model     float64
 	Pass                   bool
-	TPSErr, P50Err, P99Err float64 // the calibrated model's relative errors, %
+	TPSErr, P50Err, P99Err float64 // the calibrated model's judged relative errors (Cell.judgedErr), %
 	// Runs are the point's live runs: TPS and, through PgBouncer, where
 	// its thread and the pool's servers ran.
 	Runs []Measured
@@ -100,16 +100,16 @@ func (rep *Report) Curves() []CurveLine {
 		for _, c := range r.Cells {
 			switch c.Metric {
 			case "tps":
-				pt.TPSErr = pctErr(c.Calibrated, c.Measured)
+				pt.TPSErr = 100 * c.judgedErr()
 				if c.Runs > 1 {
 					// Cut at zero: with two runs (t = 12.7) the interval
 					// can reach below it, where no throughput lies.
 					pt.MeasLo, pt.MeasHi = max(0, c.MeasMean-c.MeasHalf), c.MeasMean+c.MeasHalf
 				}
 			case "p50_ms":
-				pt.P50Err = pctErr(c.Calibrated, c.Measured)
+				pt.P50Err = 100 * c.judgedErr()
 			case "p99_ms":
-				pt.P99Err = pctErr(c.Calibrated, c.Measured)
+				pt.P99Err = 100 * c.judgedErr()
 			}
 		}
 		lines[i].Points = append(lines[i].Points, pt)
@@ -124,9 +124,6 @@ func (rep *Report) Curves() []CurveLine {
 	}
 	return lines
 }
-
-// pctErr is relErr in percent.
-func pctErr(model, meas float64) float64 { return relErr(model, meas) * 100 }
 
 // splitParams is a row's CurveKey value and its other swept values.
 func splitParams(r Row) (float64, string, bool) {
@@ -209,7 +206,7 @@ func (rep *Report) writeCurves(p func(string, ...any)) {
 		return
 	}
 	p("## The curve\n\n")
-	p("Throughput and latency against %s, one table per line. Peak pool size = the smallest pool size whose throughput is within %.0f %% of the line's highest (the first point of its plateau). Measured TPS: median of the runs [95 %% interval of their mean].\n\n", CurveKey, PeakWithin*100)
+	p("Throughput and latency against %s, one table per line. Peak pool size = the smallest pool size whose throughput is within %.0f %% of the line's highest (the first point of its plateau). Measured TPS: median of the runs [95 %% interval of their mean]; calibrated: median of the runs' calibrated models. Error %%: the calibrated model's error, with several runs the mean of each run's own (the verdict's: see the rows).\n\n", CurveKey, PeakWithin*100)
 	placed := false
 	for _, l := range lines {
 		for _, pt := range l.Points {

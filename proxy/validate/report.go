@@ -271,7 +271,7 @@ func judge(r *Row) {
 			cl.Pass = cl.Measured == cl.Calibrated && cl.Measured == cl.Model
 		default:
 			spread(cl, r)
-			e := relErr(cl.Calibrated, cl.Measured)
+			e := cl.judgedErr()
 			cl.Pass = !math.IsNaN(e) && math.Abs(e) <= cl.Tol+1e-9
 			if cl.Pass {
 				cl.By = ByTolerance
@@ -506,7 +506,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		p("Tolerances (prepared statements): counts that follow from the rules must equal the model exactly — conn_refused, txns_ended (every transaction ends ok or failed on a missing prepared statement), and ok_txns and prepared_error_txns (0) where no statement can go missing; where statements can go missing (max_prepared_statements 0 with prepare_threshold > 0), which transactions fail depends on which server each lands on — a race live, a seeded draw in the model — so prepared_error_txns must be above 0 in the model, the calibrated model and the run, and ok_txns is shown, not judged. The calibrated model must be within %.2f (absolute) of the measured prepared hit rate and within %.0f%% of the measured server parses per second and TPS; p50 and p99 are shown, not judged. Error %% is (prediction − measured) / measured.\n\n", TolHitRate, 100*TolPrepared)
 		rep.writePreparedSummary(&b)
 	} else {
-		p("Tolerances: ok_txns and conn_refused must equal the model exactly; the calibrated model must be within %.0f%% of the measured TPS and p50 and within %.0f%% of p99. Error %% is (prediction − measured) / measured.\n\n", 100*TolTPS, 100*TolP99)
+		p("Tolerances: ok_txns and conn_refused must equal the model exactly; the calibrated model must be within %.0f%% of the measured TPS and p50 and within %.0f%% of p99. Error %% is (prediction − measured) / measured. Each run has its own calibrated model, so with several runs the error judged is the runs' mean of each run's own (its model against its measurement, the last column); the medians' error is shown beside it, not judged, since the median model and the median measurement can be different runs'.\n\n", 100*TolTPS, 100*TolP99)
 	}
 
 	p("## Summary\n\n")
@@ -599,7 +599,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			p("Skipped: %s\n\n", r.Skipped)
 			continue
 		}
-		p("| metric | model | calibrated model | measured | measured mean ± 95%% CI | error %% model | error %% calibrated | error %% calibrated, runs' mean ± 95%% CI |\n|---|---|---|---|---|---|---|---|\n")
+		p("| metric | model | calibrated model | measured | measured mean ± 95%% CI | error %% model | error %% calibrated (medians) | error %% calibrated, runs' mean ± 95%% CI (judged) |\n|---|---|---|---|---|---|---|---|\n")
 		for _, c := range r.Cells {
 			meas, em, ec, mm, ci := "—", "—", "—", "—", "—"
 			if c.Known {
@@ -619,7 +619,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			case !c.Pass:
 				p("\n- %s outside tolerance: %s.", c.Metric, c.Why)
 			case c.By == ByCI:
-				p("\n- %s passes by the runs' interval, not the tolerance: the medians differ by %s %% (tolerance ±%s %%), and the runs' 95%% interval of the error, %s %%, reaches into the band — run-to-run noise cannot be told apart from the miss.", c.Metric, pct(c.Calibrated, c.Measured), tolText(c), c.ciText())
+				p("\n- %s passes by the runs' interval, not the tolerance: the calibrated model's error per run is %s %% (tolerance ±%s %%), its 95%% interval reaching into the band — run-to-run noise cannot be told apart from the miss.", c.Metric, c.ciText(), tolText(c))
 			}
 		}
 		if !r.Pass() && rep.busy() {

@@ -41,9 +41,9 @@ type Options struct {
 	Quick bool
 	// Probes forces the feature probes on in quick mode.
 	Probes bool
-	// Repeats is how many times each row runs (the report compares the
-	// medians of the runs' measurements and calibrated models); 0 means 5,
-	// or 1 with Quick.
+	// Repeats is how many times each row runs, each run with its own
+	// calibrated model (the verdict holds the runs' mean of each run's
+	// error to the tolerances: spread.go); 0 means 5, or 1 with Quick.
 	Repeats int
 	// Command is recorded in the report as the command that made it.
 	Command string
