@@ -21,7 +21,12 @@
 #     end less its latency: mean, p50, p90);
 #   - the clients' finish, first and last (ms after the first start), and
 #     the first client's transactions per second over the last's: each
-#     thread's first clients go first in every pass.
+#     thread's first clients go first in every pass;
+#   - the p50 of the transactions that ended while every client still ran
+#     (before the first client's last: the steady window of poolsim's
+#     reports) and their share of all, against the whole run's p50: how
+#     far the ragged end, fewer clients each with a shorter wait, pulls
+#     the median down; and each pgbench thread's mean latency.
 # Needs the PostgreSQL server binaries, pgbench, pgbouncer and poolsim (on
 # PATH, or POOLSIM); as root, the servers run as postgres. Everything it
 # starts is stopped and removed on exit.
@@ -91,11 +96,25 @@ q = lambda v, x: v[min(len(v) - 1, int(x * len(v)))]
 order = sorted(fin, key=fin.get)
 rate = lambda c: count[c] / ((fin[c] - start[c]) / 1e6)
 first, last = min(fin), max(fin)  # the first thread's first client, the last thread's last
+fe = min(fin.values())  # the first client's last transaction's end
+win, thr = [], []
+for f in files:
+    tl = []
+    for line in open(f):
+        p = line.split()
+        l, end = int(p[2]), int(p[4]) * 1_000_000 + int(p[5])
+        tl.append(l)
+        if end <= fe:
+            win.append(l)
+    thr.append(st.mean(tl) / 1e3)
+win.sort()
 print(f"{name:9} run {run}: {tps:7.0f} TPS; latency mean {st.mean(lat)/1e3:.2f} ms, p50 {q(lat, .5)/1e3:.2f} ms, "
       f"{st.mean(lat)/1e3/cycle*100:.0f} % of the cycle ({cycle:.2f} ms); "
       f"{st.mean(per_pass):.1f} results per pass; end to next start {st.mean(gaps):.0f} us mean, "
       f"p50 {q(gaps, .5)}, p90 {q(gaps, .9)}; finish {(fin[order[0]]-t0)/1e3:.0f}..{(fin[order[-1]]-t0)/1e3:.0f} ms "
-      f"(first clients to finish {order[:3]}, last {order[-3:]}); client {first}'s rate over client {last}'s {rate(first)/rate(last):.2f}")
+      f"(first clients to finish {order[:3]}, last {order[-3:]}); client {first}'s rate over client {last}'s {rate(first)/rate(last):.2f}; "
+      f"p50 while every client ran {q(win, .5)/1e3:.2f} ms ({len(win)/len(lat)*100:.0f} % of the transactions); "
+      f"mean latency by thread {', '.join(f'{x:.2f}' for x in thr)} ms")
 PY
   done
 done
