@@ -54,9 +54,8 @@ for k in sorted(px):
     print("| %d | %d | %s | %s | %s | %s | %s | %s |" % (k + cell(px[k]) + cell(pb[k])))
 for name, pts, v in (("proxy", px, pxv), ("PgBouncer", pb, pbv)):
     n = len(pts)
-    tps = sum(abs(err(p["tps"])) <= 10 for p in pts.values())
-    p50 = sum(abs(err(p["p50_ms"])) <= 10 for p in pts.values())
-    p99 = sum(abs(err(p["p99_ms"])) <= 25 for p in pts.values())
+    inside = lambda e: [sum(abs(e(p[m])) <= tol for p in pts.values()) for m, tol in (("tps", 10), ("p50_ms", 10), ("p99_ms", 25))]
+    (tps, p50, p99), (mt, m50, m99) = inside(err), inside(med_err)
     peaks = []
     for c in sorted({k[0] for k in pts}):
         line = sorted(k[1] for k in pts if k[0] == c)
@@ -66,8 +65,5 @@ for name, pts, v in (("proxy", px, pxv), ("PgBouncer", pb, pbv)):
             return next(s for s in line if tp[s] >= 0.95 * top)
         m, r = peak("calibrated"), peak("measured")
         peaks.append(f"{c} clients {m} / {r}" + ("" if m == r else " (not the same)"))
-    mt = sum(abs(med_err(p["tps"])) <= 10 for p in pts.values())
-    m50 = sum(abs(med_err(p["p50_ms"])) <= 10 for p in pts.values())
-    m99 = sum(abs(med_err(p["p99_ms"])) <= 25 for p in pts.values())
     print(f"{name}: TPS within 10 % at {tps} of {n} points, p50 within 10 % at {p50}, p99 within 25 % at {p99} (by the medians' error: {mt}, {m50}, {m99}); {sum(v.values())} of {n} rows pass; peak pool size calibrated / measured: {', '.join(peaks)}")
 PY

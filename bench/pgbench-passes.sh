@@ -68,13 +68,16 @@ import statistics as st, sys
 name, run, clients, files = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 lat, per_pass, gaps = [], [], []
 start, fin, count = {}, {}, {}
+ends, thr = [], []  # every transaction's (end, latency); each thread's mean latency
 for f in files:  # one log per thread, in the order it read the results
-    prev, n, last_end = None, 0, {}
+    prev, n, last_end, tl = None, 0, {}, []
     for line in open(f):
         p = line.split()
         c, l = int(p[0]), int(p[2])
         end = int(p[4]) * 1_000_000 + int(p[5])
         lat.append(l)
+        tl.append(l)
+        ends.append((end, l))
         if c in last_end:
             gaps.append(end - l - last_end[c])
         last_end[c] = end
@@ -86,6 +89,7 @@ for f in files:  # one log per thread, in the order it read the results
             n = 0
         n, prev = n + 1, c
     per_pass.append(n)
+    thr.append(st.mean(tl) / 1e3)
 t0 = min(start.values())
 wall = (max(fin.values()) - t0) / 1e6
 tps = len(lat) / wall
@@ -97,17 +101,7 @@ order = sorted(fin, key=fin.get)
 rate = lambda c: count[c] / ((fin[c] - start[c]) / 1e6)
 first, last = min(fin), max(fin)  # the first thread's first client, the last thread's last
 fe = min(fin.values())  # the first client's last transaction's end
-win, thr = [], []
-for f in files:
-    tl = []
-    for line in open(f):
-        p = line.split()
-        l, end = int(p[2]), int(p[4]) * 1_000_000 + int(p[5])
-        tl.append(l)
-        if end <= fe:
-            win.append(l)
-    thr.append(st.mean(tl) / 1e3)
-win.sort()
+win = sorted(l for end, l in ends if end <= fe)
 print(f"{name:9} run {run}: {tps:7.0f} TPS; latency mean {st.mean(lat)/1e3:.2f} ms, p50 {q(lat, .5)/1e3:.2f} ms, "
       f"{st.mean(lat)/1e3/cycle*100:.0f} % of the cycle ({cycle:.2f} ms); "
       f"{st.mean(per_pass):.1f} results per pass; end to next start {st.mean(gaps):.0f} us mean, "
