@@ -13,7 +13,7 @@
 # they ended (a tail from stalls that stop every client at once ends in
 # few windows); the gaps between consecutive transaction ends (p50, p99,
 # how many over 0.5 ms and their total); and the stalls by poolsim
-# validate's rule (speedTimeline in proxy/validate/noise.go: a gap of more
+# validate's rule (speedTimeline in lab/validate/noise.go: a gap of more
 # than 0.5 ms and 4 times the p99 gap, looked for only where that p99 is
 # at most 1 ms), their count and share of the run; and how the ends per
 # 20 ms window correlate with the next window's (a slow stretch outlasts a

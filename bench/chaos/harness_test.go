@@ -25,9 +25,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/poolsim/poolsim/proxy/pgbouncer"
-	"github.com/poolsim/poolsim/proxy/pgcluster"
-	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
+	"github.com/poolsim/poolsim/lab/pgbouncer"
+	"github.com/poolsim/poolsim/lab/pgcluster"
+	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
 )
 
 var (

@@ -43,8 +43,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/poolsim/poolsim/proxy/pgbouncer"
-	"github.com/poolsim/poolsim/proxy/pgcluster"
+	"github.com/poolsim/poolsim/lab/pgbouncer"
+	"github.com/poolsim/poolsim/lab/pgcluster"
 	"github.com/poolsim/poolsim/scenarios"
 )
 

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/poolsim/poolsim/proxy/pgbouncer"
-	"github.com/poolsim/poolsim/proxy/pgcluster"
+	"github.com/poolsim/poolsim/lab/importtest"
+	"github.com/poolsim/poolsim/lab/pgbouncer"
+	"github.com/poolsim/poolsim/lab/pgcluster"
 	"github.com/poolsim/poolsim/scenarios"
 	"github.com/poolsim/poolsim/scenarios/importer"
-	"github.com/poolsim/poolsim/scenarios/importer/importtest"
 	"github.com/poolsim/poolsim/sim"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/poolsim/poolsim/proxy/pgcluster"
-	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
+	"github.com/poolsim/poolsim/lab/pgcluster"
+	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
 )
 
 // A child process of this test binary started with

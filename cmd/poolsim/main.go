@@ -10,8 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/poolsim/poolsim/proxy/validate"
 )
 
 // command is one subcommand. Each lives in its own file with its own
@@ -28,8 +26,15 @@ var commands []command
 
 func register(c command) { commands = append(commands, c) }
 
+// beforeMain are what subcommands need to run before anything else when
+// this executable is started again as one of their helper processes (each
+// returns at once when it is not).
+var beforeMain []func()
+
 func main() {
-	validate.RunWakeSide() // a helper of poolsim validate's wake-up measurement exits here
+	for _, f := range beforeMain {
+		f() // a helper process of a subcommand (validate's wake-up measurement) runs and exits here
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()

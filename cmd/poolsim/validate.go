@@ -10,13 +10,14 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/poolsim/poolsim/proxy/pgbouncer"
-	"github.com/poolsim/poolsim/proxy/validate"
+	"github.com/poolsim/poolsim/lab/pgbouncer"
+	"github.com/poolsim/poolsim/lab/validate"
 	"github.com/poolsim/poolsim/scenarios"
 )
 
 func init() {
 	register(command{name: "validate", short: "run a scenario live and print the model next to the measurement", run: runValidate})
+	beforeMain = append(beforeMain, validate.RunWakeSide)
 }
 
 const validateHelp = `Usage: poolsim validate SCENARIO [--dsn URL] [--target proxy|pgbouncer|direct] [--out DIR] [--set key=value ...] [--seed N] [--quick] [--repeats N] [--plot FILE.png]

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/poolsim/poolsim/proxy/pgbouncer"
-	"github.com/poolsim/poolsim/proxy/pgcluster"
-	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
+	"github.com/poolsim/poolsim/lab/pgbouncer"
+	"github.com/poolsim/poolsim/lab/pgcluster"
+	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
 )
 
 func TestValidateUsage(t *testing.T) {

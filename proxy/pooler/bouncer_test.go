@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/poolsim/poolsim/proxy/pgbouncer"
+	"github.com/poolsim/poolsim/lab/pgbouncer"
 )
 
 // startBouncer starts a real PgBouncer (transaction mode, pool 20) in front

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/poolsim/poolsim/proxy/pgbouncer"
+	"github.com/poolsim/poolsim/lab/pgbouncer"
 )
 
 // tlsFiles are a CA, a server certificate for 127.0.0.1 and a client

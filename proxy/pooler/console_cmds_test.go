@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/poolsim/poolsim/lab/pgbouncer"
 	"github.com/poolsim/poolsim/models/poolmode"
-	"github.com/poolsim/poolsim/proxy/pgbouncer"
 )
 
 // target is a pooler under test: a real PgBouncer or the proxy.

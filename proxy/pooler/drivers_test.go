@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
+	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
 )
 
 // The startup-parameter tests with the drivers users run: each script opens

@@ -12,9 +12,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/poolsim/poolsim/lab/pgcluster"
+	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
 	"github.com/poolsim/poolsim/models/poolmode"
-	"github.com/poolsim/poolsim/proxy/pgcluster"
-	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
 )
 
 // cluster is the one throwaway PostgreSQL shared by the package's tests.

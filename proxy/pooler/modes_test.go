@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/poolsim/poolsim/lab/pgbouncer"
 	"github.com/poolsim/poolsim/models/poolmode"
-	"github.com/poolsim/poolsim/proxy/pgbouncer"
 )
 
 func connect(ctx context.Context, t *testing.T, dsn string) *pgx.Conn {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
 	"github.com/poolsim/poolsim/models/poolconf"
-	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
 )
 
 // TestReload: a new pool size applies live; a bad setting changes

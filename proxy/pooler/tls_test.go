@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/poolsim/poolsim/proxy/pgcluster"
+	"github.com/poolsim/poolsim/lab/pgcluster"
 )
 
 // TestTLSUpstream runs the proxy in front of a PostgreSQL that speaks TLS,

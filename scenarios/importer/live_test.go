@@ -11,9 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/poolsim/poolsim/proxy/pgcluster"
-	"github.com/poolsim/poolsim/proxy/pgcluster/pgclustertest"
-	"github.com/poolsim/poolsim/scenarios/importer/importtest"
+	"github.com/poolsim/poolsim/lab/importtest"
+	"github.com/poolsim/poolsim/lab/pgcluster"
+	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
 )
 
 // closedPort is a loopback port nothing listens on.

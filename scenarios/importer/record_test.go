@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/poolsim/poolsim/proxy/pgcluster"
-	"github.com/poolsim/poolsim/scenarios/importer/importtest"
+	"github.com/poolsim/poolsim/lab/importtest"
+	"github.com/poolsim/poolsim/lab/pgcluster"
 )
 
 // The fixtures in testdata/lab are recorded from a real run by
