@@ -218,6 +218,11 @@ var fields = []field{
 		c.Server.MaxConnections = int(v)
 		return err
 	}},
+	{"server.superuser_reserved_connections", "PostgreSQL superuser_reserved_connections: slots of max_connections the clients (not superusers) cannot take (0..max_connections-1; default 3, PostgreSQL's)", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 0, 999_999)
+		c.Server.SuperuserReserved = int(v)
+		return err
+	}},
 	{"server.connect", "cost of starting one backend: a duration or a distribution (default 0s)", func(c *system.Config, n *yaml.Node) error {
 		return distInto(&c.Server.Connect, n)
 	}},

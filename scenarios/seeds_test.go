@@ -150,7 +150,7 @@ func TestFleetBudgets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kv := range [][2]string{{"pooler.budget", "per_process"}, {"workload.clients", "256"}, {"pooler.processes", "16"}, {"workload.txns_per_session", "50"}, {"server.max_connections", "100"}} {
+	for _, kv := range [][2]string{{"pooler.budget", "per_process"}, {"workload.clients", "256"}, {"pooler.processes", "16"}, {"workload.txns_per_session", "50"}, {"server.max_connections", "100"}, {"server.superuser_reserved_connections", "0"}} {
 		if err := s.Set(kv[0], kv[1]); err != nil {
 			t.Fatal(err)
 		}

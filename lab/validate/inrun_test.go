@@ -16,6 +16,7 @@ func inRunRow(driver, pooler, server time.Duration) (system.Config, Calibration)
 	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Workload.StmtsPerTxn = 20, 200, 1
 	cfg.Pooler.DefaultPoolSize = 4
 	cfg.Server.MaxConnections = 20
+	cfg.Server.SuperuserReserved = 0 // every slot serves the clients
 	tb := &Testbed{Cores: 2, ThroughClients: 20, ThroughTPS: 20000, Driver: driver, Server: server, Pooler: pooler, Latency: 40 * time.Microsecond}
 	return cfg, Calibration{Hop: 30 * time.Microsecond, Testbed: tb}
 }

@@ -24,6 +24,7 @@ func TestFitTestbedRecoversContention(t *testing.T) {
 	skipUnderRace(t)
 	cfg := system.Default()
 	cfg.Server.MaxConnections = 20
+	cfg.Server.SuperuserReserved = 0 // every slot serves the clients
 	truth := &Testbed{Cores: 2, Driver: 40 * time.Microsecond, Server: 50 * time.Microsecond, Latency: 10 * time.Microsecond, Background: 0.2}
 	for _, sigma := range []float64{0, 0.08, 0.3} {
 		tb := &Testbed{Cores: 2}
@@ -66,6 +67,7 @@ func skipUnderRace(t *testing.T) {
 func TestFitTestbedThroughRow(t *testing.T) {
 	cfg := system.Default()
 	cfg.Server.MaxConnections = 20
+	cfg.Server.SuperuserReserved = 0 // every slot serves the clients
 	truth := &Testbed{Cores: 2, Driver: 20 * time.Microsecond, Server: 30 * time.Microsecond, Latency: 25 * time.Microsecond}
 	const sigma = 0.1
 	tb := &Testbed{Cores: 2, ThroughClients: 50, Driver: 35 * time.Microsecond, Server: 45 * time.Microsecond, Pooler: 20 * time.Microsecond,
@@ -101,6 +103,7 @@ func TestFitTestbedRecoversSpread(t *testing.T) {
 	skipUnderRace(t)
 	cfg := system.Default()
 	cfg.Server.MaxConnections = 20
+	cfg.Server.SuperuserReserved = 0 // every slot serves the clients
 	for _, spread := range []float64{0, 0.5, 1} {
 		truth := &Testbed{Cores: 2, Driver: 30 * time.Microsecond, Server: 50 * time.Microsecond, Latency: 10 * time.Microsecond, Spread: spread}
 		tb := &Testbed{Cores: 2}
@@ -375,6 +378,7 @@ func TestTestbedConfigTakesTheWakeCurve(t *testing.T) {
 	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Workload.StmtsPerTxn = 20, 200, 1
 	cfg.Pooler.DefaultPoolSize = 2
 	cfg.Server.MaxConnections = 20
+	cfg.Server.SuperuserReserved = 0 // every slot serves the clients
 	curve := []system.WakePoint{{Idle: 40 * sim.Microsecond, Wake: 15 * sim.Microsecond}, {Idle: 130 * sim.Microsecond, Wake: 45 * sim.Microsecond}}
 	tb := &Testbed{Cores: 2, ThroughClients: 20, Driver: 20 * time.Microsecond, Server: 40 * time.Microsecond, Pooler: 24 * time.Microsecond, Latency: 40 * time.Microsecond}
 	cal := Calibration{Hop: 30 * time.Microsecond, Testbed: tb}
@@ -561,6 +565,7 @@ func TestTestbedConfigOrdersTheHandOverAsTheTarget(t *testing.T) {
 	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Workload.StmtsPerTxn = 20, 200, 1
 	cfg.Pooler.PoolMode, cfg.Pooler.DefaultPoolSize = poolmode.Transaction, 1
 	cfg.Server.MaxConnections = 20
+	cfg.Server.SuperuserReserved = 0 // every slot serves the clients
 	tb := &Testbed{Cores: 2, ThroughClients: 20, Driver: 20 * time.Microsecond, Server: 40 * time.Microsecond, Pooler: 30 * time.Microsecond}
 	cal := Calibration{Hop: 30 * time.Microsecond, Testbed: tb}
 	bouncer := testbedConfig(cfg, cal, tb)
@@ -587,6 +592,7 @@ func TestCalibratedTestbedAveragesReplications(t *testing.T) {
 	cfg.Workload.Clients, cfg.Workload.TxnsPerSession, cfg.Workload.StmtsPerTxn = 20, 100, 1
 	cfg.Pooler.DefaultPoolSize = 4
 	cfg.Server.MaxConnections = 20
+	cfg.Server.SuperuserReserved = 0 // every slot serves the clients
 	tb := &Testbed{Cores: 2, ThroughClients: 20, Driver: 20 * time.Microsecond, Server: 40 * time.Microsecond, Pooler: 24 * time.Microsecond, Latency: 40 * time.Microsecond, Spread: 0.5}
 	cal := Calibration{Hop: 30 * time.Microsecond, Testbed: tb}
 	cc := testbedConfig(cfg, cal, tb)

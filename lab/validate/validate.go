@@ -200,9 +200,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Source: sc.Source, Seed: sc.Base.Seed, Target: o.Target, Command: o.Command}
 
 	if o.DSN == "" {
+		reserved := points[0].Config.Server.SuperuserReserved // the scenario's, as the model counts it
+		if reserved == 0 {
+			reserved = pgcluster.ReserveNone
+		}
 		c, err := pgcluster.Start(ctx, pgcluster.Options{
 			MaxConnections:               maxConn,
-			SuperuserReservedConnections: pgcluster.ReserveNone,
+			SuperuserReservedConnections: reserved,
 			Logf:                         l.logf,
 		})
 		if err != nil {

@@ -15,6 +15,7 @@ func base(clients, slots int) system.Config {
 	c.Workload.Clients = clients
 	c.Workload.StmtsPerTxn = 1
 	c.Server.MaxConnections = slots
+	c.Server.SuperuserReserved = 0 // every slot serves the clients
 	c.Pooler.MaxPreparedStatements = 0
 	return c
 }

@@ -24,6 +24,7 @@ func TestPartsAddUpToLatency(t *testing.T) {
 			c.Server.Contention = 0.03
 			c.Server.Coherency = 0.001
 			c.Server.MaxConnections = 30
+			c.Server.SuperuserReserved = 0 // every slot serves the clients
 			c.Server.Connect = sim.ExpDist(2 * sim.Millisecond)
 			c.AppPool = AppPool{Mode: app, Size: 8, MaxOverflow: 2, Timeout: 5 * sim.Millisecond}
 			c.Pooler.Processes = 3
@@ -90,6 +91,7 @@ func TestServerMemoryIsLinearInConnections(t *testing.T) {
 	for _, n := range []int{10, 25, 50, 100} {
 		c := closed(poolmode.Direct, n, 1, 1, sim.Millisecond, 0)
 		c.Server.MaxConnections = 200
+		c.Server.SuperuserReserved = 0 // every slot serves the clients
 		m := Run(c).Metrics
 		if want := float64(n) * 1.5; m.ServerMemPeakMB != want {
 			t.Errorf("%d idle-ish connections: %.2f MB, want %.2f (1.5 MB each)", n, m.ServerMemPeakMB, want)
@@ -105,6 +107,7 @@ func TestProcessorSharingMM1(t *testing.T) {
 	c.Workload.CPU = sim.ExpDist(10 * sim.Millisecond)
 	c.Server.Cores = 1
 	c.Server.MaxConnections = 200
+	c.Server.SuperuserReserved = 0 // every slot serves the clients
 	m := Run(c).Metrics
 	within(t, "M/M/1-PS mean response (ms)", m.MeanMs, 20, 0.03)
 	within(t, "CPU utilisation", m.CPUUtil, 0.5, 0.02)
@@ -161,6 +164,7 @@ func TestAppPoolOracles(t *testing.T) {
 		Query: sim.ExpDist(100 * sim.Millisecond), TimeWait: 60 * sim.Second}
 	o.Pooler.PoolMode = poolmode.Direct
 	o.Server.MaxConnections = 100
+	o.Server.SuperuserReserved = 0 // every slot serves the clients
 	o.AppPool = AppPool{Mode: QueuePool, Size: 10, Timeout: 100 * sim.Millisecond}
 	om := Run(o).Metrics
 	within(t, "P(app-pool timeout)", float64(om.AppTimeouts)/float64(om.Sessions), 0.17742357, 0.03)

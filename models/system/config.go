@@ -231,7 +231,13 @@ type Pooler struct {
 
 // Server is the PostgreSQL server.
 type Server struct {
-	MaxConnections     int
+	MaxConnections int
+	// SuperuserReserved is superuser_reserved_connections: the slots of
+	// max_connections only a superuser may take. The clients are not
+	// superusers, so a backend that would take one is refused (PostgreSQL:
+	// "remaining connection slots are reserved for non-replication
+	// superuser connections"); Usable is what is left to them.
+	SuperuserReserved  int
 	Connect            sim.Dist // cost of starting one backend
 	ConnectConcurrency int      // backends that can start at once
 	MemoryPerConn      int64    // bytes of server memory per open backend
@@ -243,6 +249,10 @@ type Server struct {
 	Contention float64
 	Coherency  float64
 }
+
+// Usable is the connections PostgreSQL lets the clients (not superusers)
+// open: max_connections less superuser_reserved_connections.
+func (s Server) Usable() int { return s.MaxConnections - s.SuperuserReserved }
 
 // Default is a stock installation: PgBouncer's and PostgreSQL's defaults,
 // one client running one one-statement transaction.
@@ -271,6 +281,7 @@ func Default() Config {
 		Live: Live{Statement: "sleep", Scale: 1, Driver: "poolsim"},
 		Server: Server{
 			MaxConnections:     100,
+			SuperuserReserved:  3, // PostgreSQL's default
 			ConnectConcurrency: 1,
 			MemoryPerConn:      1536 << 10, // about 1.5 MB per idle backend, measured in seed 000
 		},
@@ -366,6 +377,9 @@ func (c Config) Validate() error {
 	if s.MaxConnections < 1 {
 		bad("server.max_connections must be at least 1, got %d", s.MaxConnections)
 	}
+	if s.SuperuserReserved < 0 || s.SuperuserReserved >= s.MaxConnections {
+		bad("server.superuser_reserved_connections %d: want 0 or more and below server.max_connections %d (PostgreSQL refuses to start otherwise)", s.SuperuserReserved, s.MaxConnections)
+	}
 	if s.ConnectConcurrency < 1 {
 		bad("server.connect_concurrency must be at least 1, got %d", s.ConnectConcurrency)
 	}
@@ -440,7 +454,7 @@ func (c Config) share(limit int) int {
 
 // poolLimit is how many server connections each process's pool may open.
 func (c Config) poolLimit() int {
-	n := min(c.share(c.Pooler.DefaultPoolSize), c.Server.MaxConnections)
+	n := min(c.share(c.Pooler.DefaultPoolSize), c.Server.Usable())
 	if c.Pooler.MaxDBConnections > 0 {
 		n = min(n, c.share(c.Pooler.MaxDBConnections))
 	}

@@ -87,7 +87,7 @@ func (m *model) refuse(s *sim.Sim, c int32) {
 // as it starts; a direct connection that finds every slot taken is refused
 // (sorry, too many clients already) and the worker moves straight on.
 func (m *model) beginStartup(s *sim.Sim, c int32) {
-	for m.srv.backends >= m.cfg.Server.MaxConnections {
+	for m.srv.backends >= m.cfg.Server.Usable() {
 		if c < 0 {
 			m.loginRefused(s, loginPool(c))
 		} else {

@@ -180,7 +180,7 @@ func closedBounds(c Config, m Metrics) string {
 	servers := c.poolLimit()
 	name := "the pool's servers"
 	if c.Pooler.PoolMode == poolmode.Direct {
-		servers = c.Server.MaxConnections
+		servers = c.Server.Usable()
 		name = "the backends (max_connections)"
 	}
 	dmax := s * perTxn / float64(servers)
@@ -193,7 +193,7 @@ func closedBounds(c Config, m Metrics) string {
 	if c.Pooler.PoolMode.Pooled() {
 		clients = min(clients, c.Pooler.MaxClientConn)
 	} else {
-		clients = min(clients, c.Server.MaxConnections)
+		clients = min(clients, c.Server.Usable())
 	}
 	xMax, knee := queueing.Bounds(clients, z, r0, dmax)
 	return fmt.Sprintf("Bounds for a closed system: %d clients, each transaction taking at least R0 = %s with nobody waiting and followed by Z = %s of think time; "+

@@ -24,6 +24,7 @@ func TestExplain(t *testing.T) {
 	c := closed(poolmode.Transaction, 200, 3, 6, 300*sim.Microsecond, 800*sim.Microsecond)
 	c.Pooler.Hop = 25 * sim.Microsecond
 	c.Server.MaxConnections = 20
+	c.Server.SuperuserReserved = 0 // every slot serves the clients
 	text = strings.Join(Explain(c, Run(c).Metrics), "\n")
 	for _, want := range []string{"Bounds for a closed system", "N* = (R0+Z)/D_max = 22.81 clients", "1/D_max) = 3305.79/s"} {
 		if !strings.Contains(text, want) {

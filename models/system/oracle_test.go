@@ -23,6 +23,7 @@ func openPool(rate float64, c int, query sim.Dist, d sim.Time) Config {
 	cfg.Pooler.MaxClientConn = 10_000_000
 	cfg.Pooler.QueryWaitTimeout = 0
 	cfg.Server.MaxConnections = c
+	cfg.Server.SuperuserReserved = 0 // every slot serves the clients
 	return cfg
 }
 

@@ -375,7 +375,7 @@ func (m *model) openAtStart(s *sim.Sim) {
 			continue
 		}
 		for range min(n, m.specLim[p.spec]) {
-			if m.srv.backends >= m.cfg.Server.MaxConnections || !m.roomFor(s, pi) {
+			if m.srv.backends >= m.cfg.Server.Usable() || !m.roomFor(s, pi) {
 				return
 			}
 			p.queue.Launch()

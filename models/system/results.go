@@ -229,7 +229,7 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 func (m *model) serverShares(sc scope, level func(int) float64) (linked, busy, slots float64) {
 	if !m.multi {
 		if m.specs[0].Mode == poolmode.Direct {
-			return level(lvDirectBusy), level(lvExecuting), float64(m.cfg.Server.MaxConnections)
+			return level(lvDirectBusy), level(lvExecuting), float64(m.cfg.Server.Usable())
 		}
 		return level(lvLinked), level(lvExecuting), float64(m.specLim[0] * len(m.procs))
 	}
@@ -247,7 +247,7 @@ func (m *model) serverShares(sc scope, level func(int) float64) (linked, busy, s
 		}
 	}
 	if direct {
-		slots += float64(m.cfg.Server.MaxConnections)
+		slots += float64(m.cfg.Server.Usable())
 	}
 	return linked, busy, slots
 }
@@ -350,7 +350,7 @@ func (m *model) poolerMetrics(mt *Metrics, sc scope, from, to *snapshot) {
 			mt.ServerBudget += int64(m.specLim[k] * len(m.procs))
 		}
 	}
-	mt.BudgetOver = max(0, mt.ServerBudget-int64(c.Server.MaxConnections))
+	mt.BudgetOver = max(0, mt.ServerBudget-int64(c.Server.Usable()))
 	// Cancel requests arrive on new connections, which the kernel hashes
 	// to any process: one for another process is lost without peering.
 	r := sim.NewRand(c.Seed, "cancel")

@@ -267,7 +267,7 @@ func (m *model) initPools() {
 	m.specs = c.PoolList()
 	dbs, usrs := map[string]int{}, map[string]int{}
 	for _, p := range m.specs {
-		lim := min(c.share(p.Size), c.Server.MaxConnections)
+		lim := min(c.share(p.Size), c.Server.Usable())
 		if c.Pooler.MaxDBConnections > 0 {
 			lim = min(lim, c.share(c.Pooler.MaxDBConnections))
 		}

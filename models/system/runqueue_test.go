@@ -37,6 +37,7 @@ func repairman(txns int, sch Scheduler) Config {
 	cfg.Pooler.PoolMode = poolmode.Direct
 	cfg.Server.Cores = 4
 	cfg.Server.MaxConnections = 30
+	cfg.Server.SuperuserReserved = 0 // every slot serves the clients
 	cfg.Testbed.Scheduler = sch
 	return cfg
 }
@@ -53,6 +54,7 @@ func hub(clients, pool int, sch Scheduler) Config {
 	c.Pooler.Wakeup = 15 * sim.Microsecond
 	c.Server.Cores = 2
 	c.Server.MaxConnections = 48
+	c.Server.SuperuserReserved = 0 // every slot serves the clients
 	c.Testbed = Testbed{DriverCPU: sim.ConstDist(14300), PoolerOnCores: true, Background: 0.01,
 		Scheduler: sch, DriverThreads: 2}
 	return c
@@ -117,6 +119,7 @@ func TestPerCoreSlicesLongJobs(t *testing.T) {
 	c.Workload.Think = sim.ConstDist(sim.Millisecond)
 	c.Server.Cores = 1
 	c.Server.MaxConnections = 10
+	c.Server.SuperuserReserved = 0 // every slot serves the clients
 	c.Testbed.Scheduler = PerCore
 	sliced := Run(c).Metrics
 	old := timeSlice

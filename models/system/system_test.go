@@ -136,7 +136,7 @@ func TestServersOpenAtStart(t *testing.T) {
 	if m.WaitP99Ms != 100 || m.ServerConns != 3 || m.WaitProb != 0.25 {
 		t.Errorf("5 open, pool 3: wait p99 %v ms, %d servers, wait probability %v; want 100, 3, 0.25", m.WaitP99Ms, m.ServerConns, m.WaitProb)
 	}
-	c.Pooler.DefaultPoolSize, c.Server.MaxConnections = 20, 2
+	c.Pooler.DefaultPoolSize, c.Server.MaxConnections, c.Server.SuperuserReserved = 20, 2, 0
 	m = Run(c).Metrics
 	if m.ServerConns != 2 || m.LoginsRefused != 0 || m.OKTxns != 4 {
 		t.Errorf("5 open, max_connections 2: %d servers, %d logins refused, %d ok; want 2, 0, 4", m.ServerConns, m.LoginsRefused, m.OKTxns)
@@ -164,6 +164,7 @@ func TestSlowConnectSpreadsTheStorm(t *testing.T) {
 	// end before the late clients start, so far fewer are refused.
 	c := closed(poolmode.Direct, 40, 1, 1, 200*sim.Millisecond, 0)
 	c.Server.MaxConnections = 20
+	c.Server.SuperuserReserved = 0 // every slot serves the clients
 	if m := Run(c).Metrics; m.ConnRefused != 20 {
 		t.Errorf("instant connect: %d refused, want 20", m.ConnRefused)
 	}

@@ -22,6 +22,7 @@ func cpuBound(mode poolmode.Mode, n, txns int, d, s sim.Time, cores int) Config 
 	c.Testbed.DriverCPU = sim.ConstDist(d)
 	c.Server.Cores = cores
 	c.Server.MaxConnections = n + 10
+	c.Server.SuperuserReserved = 0 // every slot serves the clients
 	c.Pooler.DefaultPoolSize = n
 	return c
 }
@@ -137,6 +138,7 @@ func TestTestbedMM1PS(t *testing.T) {
 	c.Testbed.DriverCPU = sim.ExpDist(10 * sim.Millisecond)
 	c.Server.Cores = 1
 	c.Server.MaxConnections = 200
+	c.Server.SuperuserReserved = 0 // every slot serves the clients
 	m := Run(c).Metrics
 	within(t, "M/M/1-PS mean response (ms)", m.MeanMs, 20, 0.03)
 	within(t, "CPU utilisation", m.CPUUtil, 0.5, 0.02)
@@ -157,6 +159,7 @@ func TestTestbedPartsAddUp(t *testing.T) {
 			c.Server.Cores = 2
 			c.Server.Contention = 0.03
 			c.Server.MaxConnections = 30
+			c.Server.SuperuserReserved = 0 // every slot serves the clients
 			c.Server.Connect = sim.ExpDist(2 * sim.Millisecond)
 			c.AppPool = AppPool{Mode: app, Size: 8, MaxOverflow: 2, Timeout: 5 * sim.Millisecond}
 			c.Pooler.Processes = 2
