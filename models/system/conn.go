@@ -68,6 +68,7 @@ func (m *model) connOpened(s *sim.Sim, c int32) {
 	a := &m.classes[m.conns[c].cls].app
 	a.opens--
 	a.open++
+	m.tally(m.conns[c].cls, func(r *results) { r.connsOpen(1) })
 	m.connReady(s, u, c)
 }
 
@@ -155,6 +156,7 @@ func (m *model) closeConn(s *sim.Sim, c int32) {
 	}
 	k := &m.classes[cn.cls]
 	k.app.open--
+	m.tally(cn.cls, func(r *results) { r.connsOpen(-1) })
 	linger := k.cfg.Workload.TimeWait
 	m.tally(cn.cls, func(r *results) { r.timeWait(now, linger) })
 	m.freeConns = append(m.freeConns, c)
@@ -167,6 +169,7 @@ func (m *model) disconnect(s *sim.Sim, c int32, counter func(*Metrics) *int64) {
 	u, cl := m.conns[c].user, m.conns[c].cls
 	m.procs[m.conns[c].proc].connected--
 	m.classes[cl].app.open--
+	m.tally(cl, func(r *results) { r.connsOpen(-1) })
 	m.freeConns = append(m.freeConns, c)
 	m.failTxn(s, u, counter)
 	m.appSlotFreed(s, cl)

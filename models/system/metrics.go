@@ -94,6 +94,11 @@ type Metrics struct {
 	Assignments       int64 `json:"assignments"`
 	WaitMaxLen        int64 `json:"wait_max_len"`
 	ServerConns       int64 `json:"server_conns_peak"`
+	// ClientConnsPeak is the most client connections open at once (to the
+	// pooler, or in direct mode each with its own backend), counted from
+	// open to close: what max_client_conn must allow, and a direct pool's
+	// share of max_connections.
+	ClientConnsPeak int64 `json:"client_conns_peak"`
 	Events            int64 `json:"events"`
 
 	// The application-side pool: acquire timeouts (failures, like

@@ -23,6 +23,13 @@ type results struct {
 	closedHead            int
 	partsOff              int64   // transactions whose parts do not add up to their latency (a bug)
 	latSum, latN          float64 // latencies since the last snapshot (a pilot's)
+	clientConns           int64   // client connections open now (ClientConnsPeak is their peak)
+}
+
+// connsOpen counts d client connections opened (or closed, d < 0).
+func (r *results) connsOpen(d int64) {
+	r.clientConns += d
+	r.m.ClientConnsPeak = max(r.m.ClientConnsPeak, r.clientConns)
 }
 
 func (r *results) init(procs int) { r.procConns = make([]int64, procs) }
