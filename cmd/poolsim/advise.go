@@ -6,270 +6,483 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/poolsim/poolsim/models/advise"
-	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/scenarios"
 	"github.com/poolsim/poolsim/scenarios/plot"
 	"github.com/poolsim/poolsim/scenarios/report"
 	"github.com/poolsim/poolsim/scenarios/vary"
-	"github.com/spf13/pflag"
 )
 
 func init() {
-	register(command{name: "advise", short: "recommend a pool mode and pool size, with reasons and how sure", run: runAdvise})
+	register(command{name: "advise", short: "recommend pool modes and sizes under one server budget, with reasons and how sure", run: runAdvise})
 }
 
-const adviseHelp = `Usage: poolsim advise SCENARIO [--features [CLASS=]LIST] [--slo-p99 [CLASS=]DURATION] [--min-tps N]
-                      [--pool-sizes VALUES] [--server-cores N] [--spindles N]
-                      [--replications N | --precision P] [--set key=value ...]
-                      [--seed N] [--format table|json] [--quiet]
+const adviseHelp = `Usage: poolsim advise SCENARIO [--slo-p99 [CLASS=]DURATION] [--max-wait [CLASS=]DURATION]
+                      [--min-tps [CLASS=]N] [--features [CLASS=]LIST] [--assume [CLASS=]CHANGE]
+                      [--objective connections|latency] [--headroom N|P%%] [--modes LIST]
+                      [--pool-sizes VALUES] [--emit pgbouncer.ini] [--plot FILE]
+                      [--server-cores N] [--spindles N] [--replications N | --precision P]
+                      [--set key=value ...] [--seed N] [--format table|json] [--quiet]
 
-Answers "which pool mode, and how big a pool?" for SCENARIO's workload:
-simulates every mode (direct, session, transaction, statement) at every pool
-size (pooler.default_pool_size; direct keeps the server's max_connections),
-each with the same replications (default 10 for a scenario that draws random
-numbers; a deterministic one runs once), and prints the answer first with
-how sure it is, then the reasons with figures (mean ± 95%% CI), the
-runner-up, each mode's verdict and the classic rules of thumb.
+Answers "which pool mode, and how big a pool?" for every pool of SCENARIO at
+once, under one server budget, and checks the answer as a whole run.
 
-How it decides:
-  1. Modes that break a session feature in --features are dropped, unless a
-     setting saves them: protocol-level prepared statements (prepared) work in
-     transaction and statement pooling with max_prepared_statements > 0, so
-     those modes are evaluated again with max_prepared_statements=200. More
-     than one statement per transaction implies 'transactions', which
-     statement pooling breaks.
-  2. A configuration qualifies when it carries the load and nothing fails:
-     an open workload's tps_steady (the completion rate between the warm-up
-     and the end of arrivals) is not short of the offered load (arrival rate
-     x transactions per session) by more than %.0f%% beyond its CI, and its
-     backlog drains within %d mean sessions after arrivals stop; a closed
-     workload's tps_steady is within %.0f%% of the best any configuration
-     reaches. No connection is refused, no client times out
-     (query_wait_timeout, app-pool acquire), every transaction finishes,
-     p99 <= --slo-p99 and tps_steady >= --min-tps when given. Latency counts
-     every wait the application sees: connecting (and its queue), the
-     application pool, the pooler.
-  3. Per mode: the smallest qualifying pool whose p99 is not significantly
-     worse than the mode's best qualifying p99 by more than %.0f%% (the
-     paired 95%% CI of the difference over the shared replications decides).
-     The answer's uncertainty is the range of pool sizes the CIs cannot tell
-     apart from it.
-  4. Across modes: the lowest best p99 (the best each mode reaches among its
-     qualifying pools); modes whose paired difference has a CI that includes
-     zero are tied, and the tie goes to the mode that keeps more session
-     features (direct, session, transaction, statement).
-  5. When nothing qualifies it says so, names the binding constraint and the
-     closest configuration, and what would make one qualify.
+The budget is max_connections less server.superuser_reserved_connections
+(PostgreSQL's default 3) less a headroom for consoles, migrations and
+deploys (--headroom, default 10%% of max_connections). A pooled mode spends
+its pool size (at every pooler process); direct spends one server connection
+per client connection.
 
-The SLO bounds the p99 of a request when the workload runs requests
-(workload.requests_per_session), else of a transaction; the output says
-which (slo_applies_to in JSON).
+The objective (--objective): connections (default) is the fewest server
+connections, summed over the pools, that meet every class's bars inside the
+budget; latency is the best latency inside the budget (the class closest to
+its latency bar kept as far from it as can be).
 
-A scenario with classes: (several pools) gets a mode and pool_size per pool
-under the one server budget: each pool in turn, in the scenario's order, is
-simulated at every allowed mode and size with the other pools as they stand
-(decided ones at their answers), and decided on the figures of its lead
-class (the one with an SLO, else the most clients) by the rules above; every
-class is guarded - no configuration may make any class refuse connections,
-time out or leave transactions unfinished, or miss the SLO of a class on the
-same pool. The final configuration is simulated as a whole and every class
-checked on it. --features and --slo-p99 take CLASS=VALUE for one class
-(repeat the flag); a plain value applies to every class. The answer reads
-"web: transaction, 40; report: session, 3; 43 of 200 server connections".
+Every class is held to its own bars, on its own figures:
+  - nothing refused, no client timed out (query_wait_timeout, app-pool
+    acquire), nothing left unfinished;
+  - it carries its load: an open class what it carries with a server for
+    every client connection (the same arrivals, replication by replication),
+    not short by more than %.0f%% beyond its interval, that spare carrying the
+    offered load, and a backlog that drains after arrivals stop; a closed
+    class within %.0f%% of its throughput with servers to spare;
+  - --slo-p99: its p99 latency (of a request when it runs requests, else of
+    a transaction) within the SLO; --max-wait: its p99 wait for a server
+    within it; a class given neither is held to a p99 at most %.0f%% above its
+    p99 with servers to spare;
+  - --min-tps: its steady throughput at least N.
+
+How it searches: each pool's modes (those that keep the session features
+its classes use; --modes limits them) on a logarithmic grid of pool sizes,
+then bisection to the exact smallest size that meets every bar of its
+classes; the other pools meanwhile at the scenario's modes with a server for
+every client connection. Classes and pools are taken in name order, so the
+file's order does not matter. The objective picks one option per pool; the
+whole configuration then runs with the scenario's max_connections, and the
+pools whose classes miss a bar there are searched again beside the others'
+answers (at most %d rounds). Figures come from replications with the same
+seeds everywhere (default 10 when the scenario draws random numbers).
+
+The change that frees a pool: where a feature keeps a pool off transaction
+pooling (advisory locks, LISTEN, SET, SQL PREPARE, WITH HOLD cursors,
+temporary tables), advise says what change of the application would free it
+and what transaction pooling would then take; --assume answers for the
+changed application:
+  xact_locks        transaction-level advisory locks (pg_advisory_xact_lock)
+  listen_direct:N   LISTEN on N dedicated direct connections, one per process
+  set_local         SET LOCAL or startup parameters instead of SET
+  max_prepared      max_prepared_statements above 0 (or no driver cache)
+  protocol_prepare  protocol-level prepared statements instead of SQL PREPARE
+  close_cursors     WITH HOLD cursors closed inside the transaction
+  on_commit_drop    temporary tables ON COMMIT DROP
+
+--emit FILE writes the answer as a pgbouncer.ini ([databases] and [users] per
+pool with pool_mode and pool_size, max_db_connections, max_client_conn) that
+PgBouncer and 'poolsim proxy --config' load, with the application side's
+connection counts in comments; '-' writes it to stdout.
+
+--features (comma-separated): prepared (protocol-level prepared statements),
+sql_prepare, set (session SET), listen, advisory_locks (session-level),
+with_hold (cursors), temp_tables, transactions. --features, --slo-p99,
+--max-wait, --min-tps and --assume take CLASS=VALUE for one class (repeat the
+flag); a plain value applies to every class.
 
 The scenario's sweep: block is ignored (advise takes one workload: the
 scenario's base values with --set applied).
 
---features (comma-separated): prepared (protocol-level prepared statements),
-sql_prepare, set (session SET), listen, advisory_locks (session-level),
-with_hold (cursors), temp_tables, transactions.
-
 %s
 Examples:
   poolsim advise pgbouncer-modes --set workload.clients=200
-  poolsim advise pgbouncer-modes --set workload.clients=200 --features prepared --slo-p99 100ms
-  poolsim advise pgbouncer-modes --set workload.clients=200 --features advisory_locks
-  poolsim advise web-app --slo-p99 50ms --plot advise.png
-  poolsim advise web-app --set workload.arrival_rate=1200/s --replications 20
-  poolsim advise my-app.yaml --features set,listen --slo-p99 50ms --min-tps 2000 --pool-sizes 5..60/5
-  poolsim advise my-app.yaml --format json | jq .answer
-  poolsim advise web-and-report --slo-p99 web=150ms --features report=with_hold
+  poolsim advise web-app --slo-p99 100ms
+  poolsim advise web-app --slo-p99 100ms --objective latency --headroom 20
+  poolsim advise web-and-report --slo-p99 web=150ms --features report=with_hold --emit pgbouncer.ini
+  poolsim advise rails-app --slo-p99 web=200ms --max-wait jobs=1s --features jobs=advisory_locks,cable=listen
+  poolsim advise rails-app --features jobs=advisory_locks --assume jobs=xact_locks
+  poolsim advise my-app.yaml --modes session,transaction --pool-sizes 5..60/5 --format json | jq .split
 
 Exit status: 0 success (also when no configuration qualifies: the output says
-so), 1 failure, 2 usage error (bad flags, bad --features, --slo-p99 or
---pool-sizes, bad scenario).
+so), 1 failure, 2 usage error (bad flags or scenario), 130 interrupted (what
+finished is printed, marked INCOMPLETE).
 `
 
 // DefaultAdviseReplications is how many replications advise runs of a
 // stochastic scenario unless told.
 const DefaultAdviseReplications = 10
 
-func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// adviseFlags are advise's own flags.
+type adviseFlags struct {
+	format, emit, plotPath     string
+	features, slos, waits, tps []string
+	assume                     []string
+	objective, headroom, modes string
+	poolSizes                  string
+	cores, spindles            int
+	seed                       uint64
+	sets                       []string
+	study                      *studyFlags
+	fs                         *pflag.FlagSet
+	req                        advise.Request
+	scenario                   *scenarios.Scenario
+	st                         scenarios.Study
+	stdout, stderr             io.Writer
+}
+
+func newAdviseFlags(stdout, stderr io.Writer) *adviseFlags {
+	f := &adviseFlags{stdout: stdout, stderr: stderr}
 	fs := pflag.NewFlagSet("advise", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	format := fs.String("format", "table", "output format: table or json")
-	seed := fs.Uint64("seed", 0, "random seed (default: the scenario's)")
-	sets := fs.StringArray("set", nil, "override a scenario value by its dotted key: --set workload.clients=500")
-	features := fs.StringArray("features", nil, "session features the application uses: "+advise.FeatureNames+"; with classes, CLASS=LIST for one class (repeat the flag)")
-	slos := fs.StringArray("slo-p99", nil, "p99 latency bound, e.g. 50ms, of a request when the workload has requests, else of a transaction (default: none); with classes, CLASS=DURATION for one class (repeat the flag)")
-	minTPS := fs.Float64("min-tps", 0, "least acceptable steady throughput in transactions per second (default: none)")
-	poolSizes := fs.String("pool-sizes", "", "default_pool_size values to try, as for sweep --vary (default 1..max_connections/log)")
-	cores := fs.Int("server-cores", 2, "server CPU cores, for the HikariCP rule cores*2 + spindles (default: the scenario's server.cores, else 2)")
-	spindles := fs.Int("spindles", 1, "server disks (effective spindles), for the HikariCP rule")
-	plotPath := fs.String("plot", "", "also draw every mode against the pool size into this .png or .svg file, the SLO and the answer marked")
-	sf := addStudyFlags(fs)
+	fs.StringVar(&f.format, "format", "table", "output format: table or json")
+	fs.Uint64Var(&f.seed, "seed", 0, "random seed (default: the scenario's)")
+	fs.StringArrayVar(&f.sets, "set", nil, "override a scenario value by its dotted key: --set workload.clients=500")
+	fs.StringArrayVar(&f.features, "features", nil, "session features in use: "+advise.FeatureNames+"; CLASS=LIST for one class")
+	fs.StringArrayVar(&f.slos, "slo-p99", nil, "p99 latency bound, e.g. 50ms (of a request when the class runs requests, else of a transaction); CLASS=DURATION for one class")
+	fs.StringArrayVar(&f.waits, "max-wait", nil, "p99 bound on the wait for a server, e.g. 20ms; CLASS=DURATION for one class")
+	fs.StringArrayVar(&f.tps, "min-tps", nil, "least steady throughput in transactions per second; CLASS=N for one class")
+	fs.StringArrayVar(&f.assume, "assume", nil, "answer for the application after a change that frees a feature: [CLASS=]CHANGE (xact_locks, listen_direct:N, set_local, max_prepared, protocol_prepare, close_cursors, on_commit_drop)")
+	fs.StringVar(&f.objective, "objective", "connections", "connections (the fewest server connections) or latency (the best latency inside the budget)")
+	fs.StringVar(&f.headroom, "headroom", advise.DefaultHeadroom.String(), "server connections kept free for consoles, migrations and deploys: a count, or a share of max_connections")
+	fs.StringVar(&f.modes, "modes", "", "the modes to consider, comma-separated (default: all four)")
+	fs.StringVar(&f.poolSizes, "pool-sizes", "", "the coarse grid of pool sizes, as for sweep --vary (default: logarithmic up to each pool's client connections); the answer is refined to the exact smallest")
+	fs.IntVar(&f.cores, "server-cores", 2, "server CPU cores, for the HikariCP rule cores*2 + spindles (default: the scenario's server.cores, else 2)")
+	fs.IntVar(&f.spindles, "spindles", 1, "server disks (effective spindles), for the HikariCP rule")
+	fs.StringVar(&f.emit, "emit", "", "write the answer as a pgbouncer.ini to this file ('-': stdout)")
+	fs.StringVar(&f.plotPath, "plot", "", "draw each class's latency and wait against its pool's size, one line per mode, its bars and the answer marked, into this .png or .svg file")
+	f.study = addStudyFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, adviseHelp, advise.LoadSlack*100, advise.DrainFactor, advise.Tolerance*100, advise.P99Slack*100, studyHelp)
+		fmt.Fprintf(stderr, adviseHelp, advise.LoadSlack*100, advise.Tolerance*100, advise.P99Slack*100, advise.MaxRounds, studyHelp)
 	}
-	if err := parseFlags(fs, args); err != nil {
+	f.fs = fs
+	return f
+}
+
+func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newAdviseFlags(stdout, stderr)
+	if err := f.parse(args); err != nil {
 		return err
 	}
-	if *format != "table" && *format != "json" {
-		return usagef("--format %q: want table or json", *format)
-	}
-	if fs.NArg() != 1 {
-		return usagef("want exactly one SCENARIO (a file or a built-in name), got %d arguments; see 'poolsim advise --help'", fs.NArg())
-	}
-	needs, err := parseNeeds(*features, *slos)
-	if err != nil {
+	if err := f.checkCost(); err != nil {
 		return err
 	}
-	all := needs[""]
-	req := advise.Request{Features: all.Features, SLOP99: all.SLOP99, MinTPS: *minTPS, ServerCores: *cores, Spindles: *spindles}
-	if *minTPS < 0 || math.IsNaN(*minTPS) || math.IsInf(*minTPS, 0) {
-		return usagef("--min-tps %v: want a throughput of 0 or more", *minTPS)
-	}
-	if *cores < 1 || *spindles < 0 {
-		return usagef("--server-cores %d --spindles %d: want at least 1 core and 0 or more spindles", *cores, *spindles)
-	}
-	if *plotPath != "" {
-		if err := plot.CheckPath(*plotPath); err != nil {
-			return usage(err)
-		}
-	}
-	sc, err := loadScenario(fs.Arg(0), *sets, fs.Changed("seed"), *seed)
-	if err != nil {
-		return err
-	}
-	st, err := sf.study(fs, sc)
-	if err != nil {
-		return err
-	}
-	if st.Replications == 0 && st.Precision == 0 {
-		st.Replications = DefaultAdviseReplications
-	}
-	req.Base = sc.Base
-	if !fs.Changed("server-cores") && sc.Base.Server.Cores > 0 {
-		req.ServerCores = sc.Base.Server.Cores
-	}
-	if err := req.Base.Validate(); err != nil {
-		return usagef("%s: %v", sc.Source, err)
-	}
-	spec := *poolSizes
-	if spec == "" {
-		spec = fmt.Sprintf("1..%d/log", max(1, req.Base.Server.MaxConnections))
-	}
-	sizes, _, err := vary.Ints(spec)
-	if err != nil {
-		return usagef("--pool-sizes %q: %v", spec, err)
-	}
-	for _, s := range sizes {
-		if s < 1 || s > 100_000 {
-			return usagef("--pool-sizes %q: pool size %d: want 1 to 100000", spec, s)
-		}
-	}
-	req.PoolSizes = sizes
-	if sc.Base.Multi() {
-		if fs.Changed("min-tps") {
-			return usagef("--min-tps: a scenario with classes takes an SLO per class (--slo-p99 CLASS=DURATION), not a throughput floor")
-		}
-		return advisePools(ctx, sc, req, needs, sf, st, *format, *plotPath, stdout, stderr)
-	}
-	for name := range needs {
-		if name != "" {
-			return usagef("%s=...: %s has no classes (classes: in the scenario); give --features and --slo-p99 without a class name", name, sc.Source)
-		}
-	}
-	a, err := advise.Run(req, func(cfgs []system.Config) ([]system.Replicated, error) {
-		pts := make([]scenarios.Point, len(cfgs))
-		for i, c := range cfgs {
-			pts[i] = scenarios.Point{Config: c}
-		}
-		if err := sf.checkCost(sc, pts, st); err != nil {
-			return nil, err
-		}
-		rows, err := sf.run(ctx, pts, st, stderr, "advise "+sc.Name)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]system.Replicated, len(rows))
-		for i := range rows {
-			out[i] = rows[i].Reps
-		}
-		return out, nil
-	})
-	if err != nil {
+	a, err := advise.Advise(f.req, f.runner(ctx))
+	if a == nil {
 		var ue usageError
 		if ctx.Err() != nil || errors.As(err, &ue) {
 			return err
 		}
 		return usage(err)
 	}
-	if len(sc.Sweep) > 0 {
+	in := report.AdviceInput{Scenario: f.scenario.Name, Seed: f.req.Base.Seed, Advice: a, Study: f.st}
+	if err == nil && len(f.scenario.Sweep) > 0 {
 		var ks []string
-		for _, ax := range sc.Sweep {
+		for _, ax := range f.scenario.Sweep {
 			ks = append(ks, ax.Key)
 		}
-		a.Notes = append(a.Notes, fmt.Sprintf("the scenario's sweep over %s is ignored: advise uses its base values (%s); change them with --set", strings.Join(ks, ", "), report.BaseWords(req.Base)))
+		a.Notes = append(a.Notes, fmt.Sprintf("the scenario's sweep over %s is ignored: advise uses its base values (%s); change them with --set", strings.Join(ks, ", "), report.BaseWords(f.req.Base)))
 	}
-	in := report.AdviceInput{Scenario: sc.Name, Request: req, Advice: a, Study: st}
-	if *plotPath != "" {
-		if err := plot.Write(*plotPath, advicePlot(sc, req, a)); err != nil {
+	if werr := f.write(in); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return fmt.Errorf("advise %s: interrupted: %w", f.scenario.Name, err)
+	}
+	return f.artefacts(a)
+}
+
+// parse reads the flags and the scenario into the request.
+func (f *adviseFlags) parse(args []string) error {
+	fs := f.fs
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if f.format != "table" && f.format != "json" {
+		return usagef("--format %q: want table or json", f.format)
+	}
+	if fs.NArg() != 1 {
+		return usagef("want exactly one SCENARIO (a file or a built-in name), got %d arguments; see 'poolsim advise --help'", fs.NArg())
+	}
+	if f.cores < 1 || f.spindles < 0 {
+		return usagef("--server-cores %d --spindles %d: want at least 1 core and 0 or more spindles", f.cores, f.spindles)
+	}
+	if f.plotPath != "" {
+		if err := plot.CheckPath(f.plotPath); err != nil {
+			return usage(err)
+		}
+	}
+	r := advise.Request{ServerCores: f.cores, Spindles: f.spindles, CoresSet: fs.Changed("server-cores")}
+	var err error
+	if r.Objective, err = advise.ParseObjective(f.objective); err != nil {
+		return usagef("--objective: %v", err)
+	}
+	if r.Headroom, err = advise.ParseHeadroom(f.headroom); err != nil {
+		return usagef("--headroom: %v", err)
+	}
+	if fs.Changed("modes") {
+		if r.Modes, err = advise.ParseModes(f.modes); err != nil {
+			return usagef("--modes %q: %v", f.modes, err)
+		}
+	}
+	if f.scenario, err = loadScenario(fs.Arg(0), f.sets, fs.Changed("seed"), f.seed); err != nil {
+		return err
+	}
+	if f.st, err = f.study.study(fs, f.scenario); err != nil {
+		return err
+	}
+	if f.st.Replications == 0 && f.st.Precision == 0 {
+		f.st.Replications = DefaultAdviseReplications
+	}
+	r.Base = f.scenario.Base
+	if err := r.Base.Validate(); err != nil {
+		return usagef("%s: %v", f.scenario.Source, err)
+	}
+	if f.poolSizes != "" {
+		sizes, _, err := vary.Ints(f.poolSizes)
+		if err != nil {
+			return usagef("--pool-sizes %q: %v", f.poolSizes, err)
+		}
+		for _, s := range sizes {
+			if s < 1 || s > 100_000 {
+				return usagef("--pool-sizes %q: pool size %d: want 1 to 100000", f.poolSizes, s)
+			}
+		}
+		r.PoolSizes = sizes
+	}
+	if r.Needs, err = f.needs(); err != nil {
+		return err
+	}
+	if r.Assume, err = f.assumptions(r.Needs); err != nil {
+		return err
+	}
+	f.req = r
+	return nil
+}
+
+// perClass splits a flag's values into CLASS=VALUE (one class) and plain
+// values (every class, key "").
+func perClass(values []string) map[string][]string {
+	out := map[string][]string{}
+	for _, v := range values {
+		if k, rest, ok := strings.Cut(v, "="); ok && k != "" && !strings.ContainsAny(k, ", ") {
+			out[k] = append(out[k], rest)
+			continue
+		}
+		out[""] = append(out[""], v)
+	}
+	return out
+}
+
+// classNames are the scenario's classes ("" for one without classes).
+func (f *adviseFlags) classNames() []string {
+	var out []string
+	for _, cl := range f.scenario.Base.ClassList() {
+		out = append(out, cl.Name)
+	}
+	return out
+}
+
+// forClasses applies a per-class flag: the plain value to every class, a
+// class's own over it; an unknown class is a usage error.
+func (f *adviseFlags) forClasses(flag string, values []string, apply func(class, v string) error) error {
+	by := perClass(values)
+	names := f.classNames()
+	for k := range by {
+		if k == "" {
+			continue
+		}
+		known := false
+		for _, n := range names {
+			known = known || n == k
+		}
+		if !known {
+			if len(names) == 1 && names[0] == "" {
+				return usagef("--%s %s=...: %s has no classes (classes: in the scenario); give the value without a class name", flag, k, f.scenario.Source)
+			}
+			return usagef("--%s %s=...: no class %q in %s (the classes are %s)", flag, k, k, f.scenario.Source, strings.Join(names, ", "))
+		}
+	}
+	for _, n := range names {
+		for _, v := range by[""] {
+			if err := apply(n, v); err != nil {
+				return err
+			}
+		}
+		if n != "" {
+			for _, v := range by[n] {
+				if err := apply(n, v); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// needs reads --features, --slo-p99, --max-wait and --min-tps per class.
+func (f *adviseFlags) needs() (map[string]advise.Need, error) {
+	needs := map[string]advise.Need{}
+	upd := func(class string, g func(n *advise.Need) error) error {
+		n := needs[class]
+		if err := g(&n); err != nil {
+			return err
+		}
+		needs[class] = n
+		return nil
+	}
+	dur := func(flag string, set func(n *advise.Need, d time.Duration)) func(class, v string) error {
+		return func(class, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return usagef("--%s %q: want a duration above 0 such as 50ms or 1.5s, or CLASS=DURATION", flag, v)
+			}
+			return upd(class, func(n *advise.Need) error { set(n, d); return nil })
+		}
+	}
+	steps := []struct {
+		flag   string
+		values []string
+		apply  func(class, v string) error
+	}{
+		{"features", f.features, func(class, v string) error {
+			fs, err := advise.ParseFeatures(v)
+			if err != nil {
+				return usagef("--features %q: %v", v, err)
+			}
+			return upd(class, func(n *advise.Need) error { n.Features = append(n.Features, fs...); return nil })
+		}},
+		{"slo-p99", f.slos, dur("slo-p99", func(n *advise.Need, d time.Duration) { n.SLOP99 = d })},
+		{"max-wait", f.waits, dur("max-wait", func(n *advise.Need, d time.Duration) { n.MaxWait = d })},
+		{"min-tps", f.tps, func(class, v string) error {
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil || x <= 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+				return usagef("--min-tps %q: want a throughput above 0 in transactions per second, or CLASS=N", v)
+			}
+			return upd(class, func(n *advise.Need) error { n.MinTPS = x; return nil })
+		}},
+	}
+	for _, s := range steps {
+		if err := f.forClasses(s.flag, s.values, s.apply); err != nil {
+			return nil, err
+		}
+	}
+	return needs, nil
+}
+
+// assumptions reads --assume: CLASS=CHANGE for one class; a plain
+// CHANGE for every class that uses the feature it frees.
+func (f *adviseFlags) assumptions(needs map[string]advise.Need) (map[string][]advise.Assumption, error) {
+	out := map[string][]advise.Assumption{}
+	names := f.classNames()
+	for _, v := range f.assume {
+		class, as, err := advise.ParseAssume(v)
+		if err != nil {
+			return nil, usage(err)
+		}
+		if class != "" {
+			if !slices.Contains(names, class) {
+				return nil, usagef("--assume %q: no class %q in %s (the classes are %s)", v, class, f.scenario.Source, strings.Join(names, ", "))
+			}
+			out[class] = append(out[class], as...)
+			continue
+		}
+		for _, a := range as {
+			used := false
+			for _, n := range names {
+				if slices.Contains(needs[n].Features, a.Change.Feature) {
+					out[n] = append(out[n], a)
+					used = true
+				}
+			}
+			if !used {
+				return nil, usagef("--assume %q: no class uses %s (give --features)", v, a.Change.Feature)
+			}
+		}
+	}
+	return out, nil
+}
+
+// runner simulates advise's batches with the study's replications and
+// progress on stderr.
+func (f *adviseFlags) runner(ctx context.Context) advise.Runner {
+	return func(cfgs []system.Config) ([]advise.Outcome, error) {
+		pts := make([]scenarios.Point, len(cfgs))
+		for i, c := range cfgs {
+			pts[i] = scenarios.Point{Config: c}
+		}
+		rows, err := f.study.run(ctx, pts, f.st, f.stderr, "advise "+f.scenario.Name)
+		out := make([]advise.Outcome, len(rows))
+		for i := range rows {
+			if rows[i].Incomplete {
+				continue
+			}
+			o := advise.Outcome{Total: rows[i].Reps, Deterministic: rows[i].Deterministic}
+			if cfgs[i].Multi() {
+				for _, c := range rows[i].Classes {
+					o.Classes = append(o.Classes, c.Reps)
+				}
+			} else {
+				o.Classes = []system.Replicated{rows[i].Reps}
+			}
+			out[i] = o
+		}
+		return out, err
+	}
+}
+
+// write prints the advice in the chosen format.
+func (f *adviseFlags) write(in report.AdviceInput) error {
+	if f.format == "json" {
+		return report.WriteAdviceJSON(f.stdout, in)
+	}
+	return report.WriteAdviceText(f.stdout, in)
+}
+
+// artefacts writes --emit and --plot.
+func (f *adviseFlags) artefacts(a *advise.Advice) error {
+	if f.emit != "" {
+		text, err := advise.INI(a, f.scenario.Name)
+		if err != nil {
+			return fmt.Errorf("--emit: %w", err)
+		}
+		if f.emit == "-" {
+			_, err = io.WriteString(f.stdout, text)
+		} else {
+			err = os.WriteFile(f.emit, []byte(text), 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("--emit: %w", err)
+		}
+	}
+	if f.plotPath != "" {
+		if err := plot.WriteAdvice(f.plotPath, advicePlot(f.scenario, a)); err != nil {
 			return fmt.Errorf("--plot: %w", err)
 		}
 	}
-	if *format == "json" {
-		return report.WriteAdviceJSON(stdout, in)
-	}
-	return report.WriteAdviceText(stdout, in)
+	return nil
 }
 
-// advicePlot is every evaluated configuration against the pool size, one
-// line per mode (direct, which has no pool, drawn flat across), with the
-// SLO and the answer marked.
-func advicePlot(sc *scenarios.Scenario, req advise.Request, a *advise.Advice) plot.Input {
-	var rows []scenarios.Row
-	var chosen []int
-	for _, v := range a.Modes {
-		for _, e := range v.Evals {
-			sizes := []int{e.PoolSize}
-			if e.Mode == poolmode.Direct {
-				sizes = req.PoolSizes
-			}
-			for _, n := range sizes {
-				c := req.Base
-				c.Pooler.PoolMode, c.Pooler.DefaultPoolSize, c.Pooler.MaxPreparedStatements = e.Mode, n, e.MaxPrepared
-				if e == a.Answer && (e.Mode != poolmode.Direct || n == sizes[0]) {
-					chosen = append(chosen, len(rows))
-				}
-				rows = append(rows, scenarios.Row{
-					Params: []scenarios.Param{{Key: "pooler.default_pool_size", Value: strconv.Itoa(n)}, {Key: "pooler.mode", Value: e.Option.Name()}},
-					Config: c, Result: system.Result{Metrics: e.Metrics}, Reps: e.Reps,
-				})
-			}
-		}
+// checkCost refuses, before anything runs, an advise estimated above the
+// limits unless --yes was given.
+func (f *adviseFlags) checkCost() error {
+	n, err := advise.EstimateRuns(f.req)
+	if err != nil {
+		return usage(err)
 	}
-	title := fmt.Sprintf("poolsim advise %s (seed %d)", sc.Name, req.Base.Seed)
-	if a.Answer != nil {
-		title += ": " + a.Answer.Mode.String() + ", pool " + strconv.Itoa(a.Answer.PoolSize)
-	} else {
-		title += ": no configuration qualifies"
+	pts := make([]scenarios.Point, n)
+	for i := range pts {
+		pts[i] = scenarios.Point{Config: f.req.Base}
 	}
-	return plot.Input{Title: title, Rows: rows, SLOP99Ms: float64(req.SLOP99) / 1e6, Chosen: chosen,
-		LogKeys: map[string]bool{"pooler.default_pool_size": true}}
+	return f.study.checkCost(f.scenario, pts, f.st)
+}
+
+// advicePlot is each class's figures against its pool's size.
+func advicePlot(sc *scenarios.Scenario, a *advise.Advice) plot.AdviceInput {
+	return plot.AdviceInput{Title: fmt.Sprintf("poolsim advise %s (seed %d): %s", sc.Name, sc.Base.Seed, report.AnswerLine(a)), Advice: a}
 }

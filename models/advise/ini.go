@@ -1,0 +1,137 @@
+package advise
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/poolsim/poolsim/models/poolmode"
+)
+
+// ErrNoAnswer is returned by INI for advice without an answer.
+var ErrNoAnswer = errors.New("no configuration qualifies, so there is no pgbouncer.ini to write")
+
+// INI is the answer as a pgbouncer.ini: one [databases] entry per database
+// with its pools' pool_size (the largest of them), pool_mode and
+// max_db_connections (their sum: the budget held at the pooler), [users]
+// entries where a user's pool differs from its database's (pool_mode,
+// max_user_connections as its pool size), and the [pgbouncer] settings the
+// answer rests on (max_client_conn, max_prepared_statements,
+// query_wait_timeout). The application side - how many connections each
+// class opens - is in comments, as are the pools that go direct. Host, port
+// and authentication are placeholders to set as deployed.
+func INI(a *Advice, scenario string) (string, error) {
+	if !a.Answer {
+		return "", ErrNoAnswer
+	}
+	b := &strings.Builder{}
+	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
+	p(";; pgbouncer.ini written by poolsim advise %s (seed %d)", scenario, a.Final.Seed)
+	p(";; answer: %s", a.Split())
+	p(";; budget: max_connections %d - %d superuser_reserved_connections - headroom %d = %d server connections; the pools spend %d",
+		a.Budget.MaxConnections, a.Budget.SuperuserReserved, a.Budget.Headroom, a.Budget.Total, a.Spend)
+	if a.MaxPrepared > 0 {
+		p(";; max_prepared_statements needs PgBouncer 1.21 or later (1.18 refuses the key)")
+	}
+	p(";; the application side (client connections each class opens at most):")
+	for _, c := range a.Classes {
+		name := c.Name
+		if name == "" {
+			name = "the workload"
+		}
+		n := "one per arrival"
+		if c.Conns > 0 {
+			n = fmt.Sprintf("%d", c.Conns)
+		}
+		p(";;   %s -> pool %s: %s", name, c.Pool, n)
+	}
+	type dbEntry struct {
+		name  string
+		pools []*Pool
+	}
+	var dbs []*dbEntry
+	for _, pl := range a.Pools {
+		if pl.Choice == nil {
+			continue
+		}
+		if pl.Choice.Mode == poolmode.Direct {
+			p(";; pool %s (database %s, user %s) connects straight to PostgreSQL: %d server connections, not through PgBouncer", pl.Name, pl.Database, pl.User, pl.Choice.Spend)
+			continue
+		}
+		i := slices.IndexFunc(dbs, func(d *dbEntry) bool { return d.name == pl.Database })
+		if i < 0 {
+			dbs = append(dbs, &dbEntry{name: pl.Database})
+			i = len(dbs) - 1
+		}
+		dbs[i].pools = append(dbs[i].pools, pl)
+	}
+	if len(dbs) == 0 {
+		return "", errors.New("every pool of the answer connects directly to PostgreSQL: there is no PgBouncer to configure")
+	}
+	users := map[string][]*Pool{}
+	for _, d := range dbs {
+		for _, pl := range d.pools {
+			users[pl.User] = append(users[pl.User], pl)
+		}
+	}
+	p("")
+	p("[databases]")
+	var userLines []string
+	for _, d := range dbs {
+		size, sum := 0, 0
+		modes := map[poolmode.Mode]int{}
+		for _, pl := range d.pools {
+			size = max(size, pl.Choice.Size)
+			sum += pl.Choice.Size
+			modes[pl.Choice.Mode]++
+		}
+		mode := d.pools[0].Choice.Mode
+		for _, pl := range d.pools {
+			if modes[pl.Choice.Mode] > modes[mode] {
+				mode = pl.Choice.Mode
+			}
+		}
+		p("%s = host=127.0.0.1 port=5432 dbname=%s pool_size=%d pool_mode=%s max_db_connections=%d", d.name, d.name, size, mode, sum)
+		for _, pl := range d.pools {
+			var opts []string
+			if pl.Choice.Mode != mode {
+				opts = append(opts, "pool_mode="+pl.Choice.Mode.String())
+			}
+			if pl.Choice.Size < size || len(users[pl.User]) > 1 {
+				n := 0
+				for _, q := range users[pl.User] {
+					n += q.Choice.Size
+				}
+				opts = append(opts, fmt.Sprintf("max_user_connections=%d", n))
+			}
+			if len(opts) > 0 {
+				userLines = append(userLines, fmt.Sprintf("%s = %s", pl.User, strings.Join(opts, " ")))
+			}
+		}
+	}
+	slices.Sort(userLines)
+	userLines = slices.Compact(userLines)
+	if len(userLines) > 0 {
+		p("")
+		p("[users]")
+		for _, l := range userLines {
+			p("%s", l)
+		}
+	}
+	c := a.Final.Pooler
+	p("")
+	p("[pgbouncer]")
+	p("listen_addr = 127.0.0.1")
+	p("listen_port = 6432")
+	p(";auth_type = scram-sha-256                ; as deployed")
+	p(";auth_file = /etc/pgbouncer/userlist.txt  ; as deployed")
+	p("pool_mode = %s", dbs[0].pools[0].Choice.Mode)
+	p("default_pool_size = %d", dbs[0].pools[0].Choice.Size)
+	p("max_client_conn = %d", a.MaxClientConn)
+	p("query_wait_timeout = %g", c.QueryWaitTimeout.Seconds())
+	if a.MaxPrepared > 0 {
+		p("max_prepared_statements = %d", a.MaxPrepared)
+	}
+	return b.String(), nil
+}
