@@ -77,9 +77,9 @@ func (e *Eval) Fails() []string {
 
 // Check is one class against its bars at one configuration.
 type Check struct {
-	Class  string
-	Fails  []string // the bars it misses
-	Unsure []string // the bars its intervals straddle
+	Class                 string
+	Fails                 []string // the bars it misses
+	Unsure                []string // the bars its intervals straddle
 	Meets, Sure, Excluded bool
 	// Score is how close it comes to its latency bar: its latency (or
 	// wait) over the bar; below 1 meets it.

@@ -99,7 +99,7 @@ type Metrics struct {
 	// open to close: what max_client_conn must allow, and a direct pool's
 	// share of max_connections.
 	ClientConnsPeak int64 `json:"client_conns_peak"`
-	Events            int64 `json:"events"`
+	Events          int64 `json:"events"`
 
 	// The application-side pool: acquire timeouts (failures, like
 	// PgBouncer's query_wait_timeout) and Little's law on its wait queue.
