@@ -15,18 +15,21 @@ import (
 //   - nothing fails: no connection refused, no client timed out (the
 //     pooler's query_wait_timeout, the application pool's acquire), no
 //     transaction left unfinished, and some transaction completes;
-//   - it carries its load, judged against the same mode with a server for
-//     every client connection ("servers to spare": the spare), replication
-//     by replication (the same seeds, so the same arrivals): an open
-//     class's steady throughput is not short of the spare's by more than
-//     LoadSlack beyond its interval, the spare itself carries the offered
-//     load (arrival rate × transactions), and the backlog drains within
-//     DrainFactor mean sessions after arrivals stop; a closed class's is
-//     within Tolerance of the spare's, beyond its interval;
+//   - it carries its load, judged against its reference: the run, among
+//     its pool's modes with a server for every client connection as far as
+//     the budget allows ("servers to spare": the spare), that carries it
+//     most; replication by replication (the same seeds, so the same
+//     arrivals): an open class's steady throughput is not short of the
+//     reference's by more than LoadSlack beyond its interval, the
+//     reference itself carries the offered load (arrival rate ×
+//     transactions), and the backlog drains within DrainFactor mean
+//     sessions after arrivals stop; a closed class's is within Tolerance
+//     of the reference's, beyond its interval;
 //   - its latency: p99 (of a request when it runs requests, else of a
 //     transaction) within --slo-p99, and its p99 wait for a server within
 //     --max-wait, on the means; a class given neither is held to a p99 at
-//     most P99Slack above the spare's (paired);
+//     most P99Slack above its own mode's spare (paired): what a smaller
+//     pool costs it;
 //   - its steady throughput at least --min-tps.
 
 var (
@@ -104,9 +107,10 @@ func (k checker) unsure(format string, args ...any) {
 }
 
 // check holds class cl's replications x (at some configuration) to its
-// bars, against its references with servers to spare: ref for the load,
-// refLat for the default latency bar.
-func (cl *classInfo) check(x, ref, refLat system.Replicated) *Check {
+// bars, against its references with servers to spare: ref for the load
+// (the most any mode carries), spare for the default latency bar (its own
+// mode's).
+func (cl *classInfo) check(x, ref, spare system.Replicated) *Check {
 	c := &Check{Class: cl.Name, Sure: true}
 	k := checker{c}
 	reps := len(x)
@@ -122,7 +126,7 @@ func (cl *classInfo) check(x, ref, refLat system.Replicated) *Check {
 		k.miss(true, "no transaction completed")
 	}
 	cl.checkLoad(k, x, ref)
-	cl.checkLatency(k, x, refLat)
+	cl.checkLatency(k, x, spare)
 	if n := cl.Need.MinTPS; n > 0 {
 		m, h := stat(x, fTPSSteady)
 		switch {

@@ -86,10 +86,9 @@ func (e *engine) candidates(p *poolInfo) []*Eval {
 		switch {
 		case a.Spend != b.Spend:
 			return a.Spend - b.Spend
-		case a.score() != b.score():
-			if a.score() < b.score() {
-				return -1
-			}
+		case lower(a.score(), b.score()):
+			return -1
+		case lower(b.score(), a.score()):
 			return 1
 		}
 		return int(a.Mode) - int(b.Mode) // the mode that keeps more session features
@@ -132,7 +131,7 @@ func (e *engine) combine() ([]*Eval, bool) {
 		var walk func(i, spent int, score float64)
 		walk = func(i, spent int, score float64) {
 			if i == len(e.pools) {
-				if score < bestScore || (score == bestScore && spent < bestSpend) {
+				if lower(score, bestScore) || (!lower(bestScore, score) && spent < bestSpend) {
 					copy(best, cur)
 					bestScore, bestSpend = score, spent
 				}
@@ -151,12 +150,16 @@ func (e *engine) combine() ([]*Eval, bool) {
 	return choice, true
 }
 
+// lower reports whether score a is below b by more than rounding: the
+// same figures reached through different sums compare equal.
+func lower(a, b float64) bool { return a < b-1e-9*math.Abs(b) }
+
 // pareto keeps the candidates (cheapest first) that lower the score.
 func pareto(cs []*Eval) []*Eval {
 	var out []*Eval
 	best := math.Inf(1)
 	for _, c := range cs {
-		if s := c.score(); s < best {
+		if s := c.score(); lower(s, best) {
 			out = append(out, c)
 			best = s
 		}
@@ -210,12 +213,12 @@ func (e *engine) verify(k int, choice []*Eval) ([]*poolInfo, error) {
 			v.Meets = false
 			continue
 		}
-		ref, refLat := c.ref, c.refLat
+		sp := e.verdictOf(p, ev).Spare
+		ref := c.ref
 		if ref == nil {
-			sp := e.verdictOf(p, ev).Spare
-			ref, refLat = sp, sp
+			ref = sp
 		}
-		c.Check = c.check(o.Classes[c.idx], ref.Classes[c.idx], refLat.Classes[c.idx])
+		c.Check = c.check(o.Classes[c.idx], ref.Classes[c.idx], sp.Classes[c.idx])
 		v.Checks = append(v.Checks, c.Check)
 		if !c.Check.Meets {
 			v.Meets = false

@@ -78,19 +78,20 @@ func INI(a *Advice, scenario string) (string, error) {
 	p("")
 	p("[databases]")
 	var userLines []string
+	var first *Pool
 	for _, d := range dbs {
-		size, sum := 0, 0
-		modes := map[poolmode.Mode]int{}
+		// The database's own pool_size and pool_mode are its largest
+		// pool's; the others differ through [users].
+		main, sum := d.pools[0], 0
 		for _, pl := range d.pools {
-			size = max(size, pl.Choice.Size)
 			sum += pl.Choice.Size
-			modes[pl.Choice.Mode]++
-		}
-		mode := d.pools[0].Choice.Mode
-		for _, pl := range d.pools {
-			if modes[pl.Choice.Mode] > modes[mode] {
-				mode = pl.Choice.Mode
+			if pl.Choice.Size > main.Choice.Size {
+				main = pl
 			}
+		}
+		size, mode := main.Choice.Size, main.Choice.Mode
+		if first == nil {
+			first = main
 		}
 		p("%s = host=127.0.0.1 port=5432 dbname=%s pool_size=%d pool_mode=%s max_db_connections=%d", d.name, d.name, size, mode, sum)
 		for _, pl := range d.pools {
@@ -126,8 +127,8 @@ func INI(a *Advice, scenario string) (string, error) {
 	p("listen_port = 6432")
 	p(";auth_type = scram-sha-256                ; as deployed")
 	p(";auth_file = /etc/pgbouncer/userlist.txt  ; as deployed")
-	p("pool_mode = %s", dbs[0].pools[0].Choice.Mode)
-	p("default_pool_size = %d", dbs[0].pools[0].Choice.Size)
+	p("pool_mode = %s", first.Choice.Mode)
+	p("default_pool_size = %d", first.Choice.Size)
 	p("max_client_conn = %d", a.MaxClientConn)
 	p("query_wait_timeout = %g", c.QueryWaitTimeout.Seconds())
 	if a.MaxPrepared > 0 {

@@ -39,11 +39,10 @@ type classInfo struct {
 	lat      system.Field
 	latWords string
 	w        system.Workload
-	// ref and refLat are the class's references in the last round that
-	// searched its pool: of its modes with servers to spare inside the
-	// budget, the run with the most steady throughput and the one with
-	// the lowest latency.
-	ref, refLat *Eval
+	// ref is the class's reference in the last round that searched its
+	// pool: of its modes with servers to spare inside the budget, the run
+	// with the most steady throughput.
+	ref *Eval
 }
 
 // poolInfo is a pool as the search sees it.
@@ -498,24 +497,21 @@ func (e *engine) judgeAll(ps []*poolInfo) {
 
 // refs sets the references of pool p's classes: among the allowed modes'
 // spares that fit the budget (direct's is its client connections), the
-// most steady throughput and the lowest latency, each class on its own
-// figures. A class's bars then say what it loses to its pool being
-// smaller than that, whatever the mode.
+// most steady throughput, each class on its own figures. A class's load
+// bar then says what it loses to its pool, whatever the mode.
 func (e *engine) refs(p *poolInfo) {
 	for _, c := range p.classes {
-		c.ref, c.refLat = nil, nil
+		c.ref = nil
 		for _, v := range p.Verdicts {
 			sp := v.Spare
 			if !v.Allowed || sp == nil || sp.Spend+p.Listeners > e.a.Budget.Total {
 				continue
 			}
 			t, _ := stat(sp.Classes[c.idx], fTPSSteady)
-			l, _ := stat(sp.Classes[c.idx], c.lat)
-			if c.ref == nil || t > func() float64 { x, _ := stat(c.ref.Classes[c.idx], fTPSSteady); return x }() {
+			if c.ref == nil {
 				c.ref = sp
-			}
-			if c.refLat == nil || l < func() float64 { x, _ := stat(c.refLat.Classes[c.idx], c.lat); return x }() {
-				c.refLat = sp
+			} else if best, _ := stat(c.ref.Classes[c.idx], fTPSSteady); t > best {
+				c.ref = sp
 			}
 		}
 	}
@@ -554,18 +550,19 @@ func (e *engine) judge(p *poolInfo, v *Verdict) {
 	}
 }
 
-// checkEval holds ev's classes of pool p to their bars against their
-// references (or, where no mode's spare fits the budget, spare: its own
-// mode's).
+// checkEval holds ev's classes of pool p to their bars: the load against
+// the class's reference (the most any mode carries with servers to spare
+// inside the budget; where none fits, spare: its own mode's), the default
+// latency bar against spare (what its own mode's pool size costs it).
 func (e *engine) checkEval(p *poolInfo, ev, spare *Eval) {
 	ev.Checks = ev.Checks[:0]
 	ev.Meets, ev.Sure, ev.Excluded = true, true, false
 	for _, c := range p.classes {
-		ref, refLat := c.ref, c.refLat
+		ref := c.ref
 		if ref == nil {
-			ref, refLat = spare, spare
+			ref = spare
 		}
-		ch := c.check(ev.Classes[c.idx], ref.Classes[c.idx], refLat.Classes[c.idx])
+		ch := c.check(ev.Classes[c.idx], ref.Classes[c.idx], spare.Classes[c.idx])
 		ev.Checks = append(ev.Checks, ch)
 		ev.Meets = ev.Meets && ch.Meets
 		ev.Sure = ev.Sure && ch.Sure
