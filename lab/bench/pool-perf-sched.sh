@@ -2,7 +2,7 @@
 # Who takes PgBouncer's core, and where each thread runs: the kernel's
 # scheduler events (perf sched) during pgbench -S through PgBouncer.
 #
-# Usage: bench/pool-perf-sched.sh
+# Usage: lab/bench/pool-perf-sched.sh
 #
 # Starts a throwaway PostgreSQL (pgbench -i -s 1) and a real PgBouncer
 # (transaction mode, default_pool_size $POOL), warms it up (pgbench -T 2,
@@ -21,7 +21,7 @@
 #     thread's switch in to its switch out there), and how many times the
 #     kernel moved a thread to another core (sched_migrate_task).
 # Recording costs the machine something: pgbench's TPS is printed, to set
-# beside an unrecorded run (bench/pool-switches.sh).
+# beside an unrecorded run (lab/bench/pool-switches.sh).
 # Needs the PostgreSQL server binaries, pgbench, pgbouncer, perf (Debian:
 # linux-perf) with the sched tracepoints readable (root), and python3; the
 # servers run as postgres. Everything it starts is stopped and removed on
@@ -39,7 +39,7 @@ die() { echo "$0: $*" >&2; exit 1; }
 command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
 command -v python3 >/dev/null || die "python3 not found: it reads perf's events"
 [ "${DURATION%.*}" -ge $((RECORD + 3)) ] 2>/dev/null || die "DURATION=$DURATION: want whole seconds, at least RECORD + 3 ($((RECORD + 3)))"
-. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack, sched_mode
+. "$(dirname "$0")/../../bench/throwaway.sh" # start_pgbench_stack, sched_mode
 sched_mode "$SCHED"
 before_cleanup() { autogroup_restore; }
 start_pgbench_stack poolsim-perf-sched "$POOL"

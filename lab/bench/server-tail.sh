@@ -3,7 +3,7 @@
 # has sent a statement's result, through PgBouncer and through poolsim's
 # proxy at pool 1 - the testbed.server_tail poolsim validate sets.
 #
-# Usage: bench/server-tail.sh
+# Usage: lab/bench/server-tail.sh
 #
 # Starts a throwaway PostgreSQL (pgbench -i -s 1), a real PgBouncer and
 # `poolsim proxy` (both transaction mode, pool size 1), and for each
@@ -38,10 +38,10 @@ command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
 command -v python3 >/dev/null || die "python3 not found: it reads perf's events"
 [ "${DURATION%.*}" -ge 3 ] 2>/dev/null || die "DURATION=$DURATION: want whole seconds, at least 3"
 
-. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack, start_poolsim_proxy
+. "$(dirname "$0")/../../bench/throwaway.sh" # start_pgbench_stack, start_poolsim_proxy
 start_pgbench_stack poolsim-server-tail 1
 start_poolsim_proxy 1
-echo "# bench/server-tail.sh, $(date -u '+%Y-%m-%d %H:%M:%S UTC'): PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), $("$bouncer" --version | head -n 1), poolsim $POOLSIM; pgbench -S -n -c $CLIENTS -j 2 -T $DURATION at pool 1, perf record for $RECORD s from 2 s in; kernel $(uname -r), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# lab/bench/server-tail.sh, $(date -u '+%Y-%m-%d %H:%M:%S UTC'): PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), $("$bouncer" --version | head -n 1), poolsim $POOLSIM; pgbench -S -n -c $CLIENTS -j 2 -T $DURATION at pool 1, perf record for $RECORD s from 2 s in; kernel $(uname -r), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # backend: the pid of the one server connection the target holds (after
 # a warm-up run opened it): the client backend not among $seen, the

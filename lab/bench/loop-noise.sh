@@ -3,7 +3,7 @@
 # throughput on this machine: the noise a CPU-bound validation row's
 # verdict carries whatever the model.
 #
-# Usage: bench/loop-noise.sh
+# Usage: lab/bench/loop-noise.sh
 #
 # Starts a throwaway PostgreSQL (pgbench -i -s 1) and a real PgBouncer
 # (transaction mode, default_pool_size $POOL), opens the pool with a
@@ -26,7 +26,7 @@
 set -euo pipefail
 POOL=${POOL:-8} CLIENTS=${CLIENTS:-50} LOOP=${LOOP:-3} TXNS=${TXNS:-600} CYCLES=${CYCLES:-10}
 die() { echo "$0: $*" >&2; exit 1; }
-. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack
+. "$(dirname "$0")/../../bench/throwaway.sh" # start_pgbench_stack
 start_pgbench_stack poolsim-loop-noise "$POOL"
 "$pgbench" -S -n -c "$CLIENTS" -j 2 -T 2 -h 127.0.0.1 -p "$bport" -U postgres postgres >/dev/null 2>&1
 echo "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), $("$bouncer" --version | head -n 1), kernel $(uname -r), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -3,7 +3,7 @@
 # poolsim's proxy, seen in pgbench's own transaction log: what
 # testbed.driver_scan models.
 #
-# Usage: bench/pgbench-passes.sh
+# Usage: lab/bench/pgbench-passes.sh
 #
 # Starts a throwaway PostgreSQL (pgbench -i -s 1), a real PgBouncer and
 # `poolsim proxy` (both transaction mode, default_pool_size $POOL), opens
@@ -46,7 +46,7 @@ POOLSIM=${POOLSIM:-$(command -v poolsim || true)}
 die() { echo "$0: $*" >&2; exit 1; }
 [ -n "$POOLSIM" ] && [ -x "$POOLSIM" ] || die "poolsim not found: go build -o /usr/local/bin/poolsim ./cmd/poolsim, or set POOLSIM"
 command -v python3 >/dev/null || die "python3 not found: it reads pgbench's log"
-. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack, start_poolsim_proxy
+. "$(dirname "$0")/../../bench/throwaway.sh" # start_pgbench_stack, start_poolsim_proxy
 sched_mode "$SCHED"
 before_cleanup() { autogroup_restore; }
 start_pgbench_stack poolsim-passes "$POOL"

@@ -5,7 +5,7 @@
 # thread's, one message at a time, as it runs PgBouncer's; the Go runtime
 # could run its goroutines on every core.
 #
-# Usage: bench/proxy-threads.sh
+# Usage: lab/bench/proxy-threads.sh
 #
 # Starts a throwaway PostgreSQL (pgbench -i -s 1) and `poolsim proxy`
 # (transaction mode, pool size $POOL), warms it up (pgbench -T 2, which
@@ -33,7 +33,7 @@ die() { echo "$0: $*" >&2; exit 1; }
 [ -n "$POOLSIM" ] && [ -x "$POOLSIM" ] || die "poolsim not found: go build -o /usr/local/bin/poolsim ./cmd/poolsim, or set POOLSIM"
 command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
 command -v python3 >/dev/null || die "python3 not found: it reads perf's events"
-. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack, start_poolsim_proxy, sched_mode
+. "$(dirname "$0")/../../bench/throwaway.sh" # start_pgbench_stack, start_poolsim_proxy, sched_mode
 sched_mode "$SCHED"
 before_cleanup() { autogroup_restore; }
 start_pgbench_stack poolsim-proxy-threads "$POOL"

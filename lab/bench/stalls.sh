@@ -2,7 +2,7 @@
 # Where pgbench's latency tail comes from through PgBouncer on this
 # machine: the machine's stalls, seen in pgbench's own transaction log.
 #
-# Usage: bench/stalls.sh
+# Usage: lab/bench/stalls.sh
 #
 # Starts a throwaway PostgreSQL (pgbench -i -s 1) and a real PgBouncer
 # (transaction mode, default_pool_size $POOL), opens the pool with a
@@ -25,7 +25,7 @@
 set -euo pipefail
 POOL=${POOL:-2} CLIENTS=${CLIENTS:-50} TXNS=${TXNS:-600} RUNS=${RUNS:-3}
 die() { echo "$0: $*" >&2; exit 1; }
-. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack
+. "$(dirname "$0")/../../bench/throwaway.sh" # start_pgbench_stack
 start_pgbench_stack poolsim-stalls "$POOL"
 "$pgbench" -S -n -c "$CLIENTS" -j 2 -T 1 -h 127.0.0.1 -p "$bport" -U postgres postgres >/dev/null 2>&1
 echo "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), $("$bouncer" --version | head -n 1), kernel $(uname -r), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -2,7 +2,7 @@
 # How often the kernel takes the core from PgBouncer, and how long the
 # cores idle, at small pools: pgbench -S through PgBouncer, per transaction.
 #
-# Usage: bench/pool-switches.sh
+# Usage: lab/bench/pool-switches.sh
 #
 # For each pool size in POOLS it starts a throwaway PostgreSQL (pgbench -i
 # -s 1) and a real PgBouncer (transaction mode, default_pool_size the
@@ -36,7 +36,7 @@
 set -euo pipefail
 POOLS=${POOLS:-2 8} CLIENTS=${CLIENTS:-50} DURATION=${DURATION:-5} ROUNDS=${ROUNDS:-3} SCHED=${SCHED:-asis}
 die() { echo "$0: $*" >&2; exit 1; }
-. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack, sched_mode
+. "$(dirname "$0")/../../bench/throwaway.sh" # start_pgbench_stack, sched_mode
 sched_mode "$SCHED"
 [ "${DURATION%.*}" -ge 2 ] 2>/dev/null || die "DURATION=$DURATION: want whole seconds, 2 or more"
 before_cleanup() { autogroup_restore; }

@@ -3,7 +3,7 @@
 # hand-over goes - from the backend's result to PgBouncer's next query to
 # it - and who takes PgBouncer's core while it could run.
 #
-# Usage: bench/handover.sh
+# Usage: lab/bench/handover.sh
 #
 # Starts a throwaway PostgreSQL (pgbench -i -s 1) and a real PgBouncer
 # (transaction mode, default_pool_size 1). For each arrangement (together:
@@ -43,7 +43,7 @@ command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
 command -v python3 >/dev/null || die "python3 not found: it reads perf's events"
 [ "${DURATION%.*}" -ge 3 ] 2>/dev/null || die "DURATION=$DURATION: want whole seconds, at least 3"
 
-. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack, sched_mode
+. "$(dirname "$0")/../../bench/throwaway.sh" # start_pgbench_stack, sched_mode
 sched_mode "$SCHED"
 before_cleanup() { autogroup_restore; }
 start_pgbench_stack poolsim-handover 1
@@ -55,7 +55,7 @@ run 1 >/dev/null 2>&1 || die "warm-up pgbench failed"
 spid=$("$psql" -XAt -h 127.0.0.1 -p "$pgport" -U postgres postgres -c \
   "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
 [ "$(echo "$spid" | wc -l)" = 1 ] && [ -n "$spid" ] || die "want PgBouncer's one server connection, found: $spid"
-echo "# bench/handover.sh, $(date -u '+%Y-%m-%d %H:%M:%S UTC'): PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), $("$bouncer" --version | head -n 1); pgbench -S -n -c $CLIENTS -j 2 -T $DURATION at pool 1, perf record for $RECORD s from 2 s in; kernel $(uname -r), $(nproc) cores, autogroup $(cat /proc/sys/kernel/sched_autogroup_enabled)"
+echo "# lab/bench/handover.sh, $(date -u '+%Y-%m-%d %H:%M:%S UTC'): PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), $("$bouncer" --version | head -n 1); pgbench -S -n -c $CLIENTS -j 2 -T $DURATION at pool 1, perf record for $RECORD s from 2 s in; kernel $(uname -r), $(nproc) cores, autogroup $(cat /proc/sys/kernel/sched_autogroup_enabled)"
 
 for r in $(seq 1 "$ROUNDS"); do
   for a in together apart; do

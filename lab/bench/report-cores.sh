@@ -10,7 +10,7 @@
 # (testbed.wake_curve), which the kernel counts idle, so those rows are
 # listed but left out of it.
 #
-# Usage: bench/report-cores.sh REPORT.md...
+# Usage: lab/bench/report-cores.sh REPORT.md...
 set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: $0 REPORT.md..." >&2; exit 2; }
 for f in "$@"; do

@@ -4,7 +4,7 @@
 # on a core, its voluntary and involuntary switches and its moves to
 # another core - the figures the per-core model's rules rest on.
 #
-# Usage: bench/pool-sched.sh
+# Usage: lab/bench/pool-sched.sh
 #
 # Starts a throwaway PostgreSQL (pgbench -i -s 1) and a real PgBouncer
 # (transaction mode, default_pool_size $POOL), opens the pool with a
@@ -24,7 +24,7 @@
 set -euo pipefail
 POOL=${POOL:-8} CLIENTS=${CLIENTS:-50} DURATION=${DURATION:-4} ROUNDS=${ROUNDS:-3}
 die() { echo "$0: $*" >&2; exit 1; }
-. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack
+. "$(dirname "$0")/../../bench/throwaway.sh" # start_pgbench_stack
 start_pgbench_stack poolsim-pool-sched "$POOL"
 bpid=$(cat "$tmp/pgbouncer.pid")
 "$pgbench" -S -n -c "$CLIENTS" -j 2 -T 2 -h 127.0.0.1 -p "$bport" -U postgres postgres >/dev/null 2>&1

@@ -2,7 +2,7 @@
 # Pool 1 through PgBouncer, three ways: is its throughput set by where the
 # kernel puts PgBouncer and its one server?
 #
-# Usage: bench/pool1-arrangements.sh
+# Usage: lab/bench/pool1-arrangements.sh
 #
 # Starts a throwaway PostgreSQL (pgbench -i -s 1) and a real PgBouncer
 # (transaction mode, default_pool_size 1), then runs `pgbench -S -n -c
@@ -26,7 +26,7 @@ die() { echo "$0: $*" >&2; exit 1; }
 [ "$(nproc)" -ge 2 ] || die "needs 2 or more cores, this machine has $(nproc)"
 command -v taskset >/dev/null || die "taskset not found (util-linux)"
 
-. "$(dirname "$0")/throwaway.sh" # start_pgbench_stack
+. "$(dirname "$0")/../../bench/throwaway.sh" # start_pgbench_stack
 start_pgbench_stack poolsim-pool1 1
 bpid=$(cat "$tmp/pgbouncer.pid")
 

@@ -5,7 +5,7 @@
 # target" rate) and that loop against the run (the measured median), with
 # the mean and standard deviation over the rows.
 #
-# Usage: bench/error-split.sh DIR...   (each a poolsim validate --out folder
+# Usage: lab/bench/error-split.sh DIR...   (each a poolsim validate --out folder
 # of a CPU-bound scenario: report.md and rows.csv)
 set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: $0 DIR..." >&2; exit 2; }
