@@ -4,7 +4,7 @@
 # (5,000 idle clients, a minute of backend kills, three crash-restarts, 200
 # slowloris connections, 23 killed lock holders, a soak of
 # POOLSIM_CHAOS_SOAK, default 10m), and writes the figures table to
-# results/chaos/full.md (quoted in README.md), or to POOLSIM_CHAOS_OUT.
+# results/chaos/full.md (quoted in docs/proxy.md), or to POOLSIM_CHAOS_OUT.
 #
 # Usage: bench/chaos.sh [go test flags, e.g. -run TestSoak]
 # Needs Go, the PostgreSQL server binaries and pgbouncer (as .ci/run

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's table of a CPU-bound curve: for each point (clients, pool
+# The table of a CPU-bound curve in docs/validate.md: for each point (clients, pool
 # size) of two `poolsim validate` runs of the same scenario, one through
 # the proxy and one through PgBouncer (their rows.csv), the calibrated
 # model's TPS against the measured median and the calibrated model's TPS,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Speed and memory of the whole model (issue 19), as quoted in README.md:
+# Speed and memory of the whole model (issue 19), as quoted in docs/speed.md (bench/speed.sh runs it):
 #   1. the speed scenario (bench/model-speed.yaml: 200 clients x 500
 #      transactions x 6 statements through a transaction pooler) as a whole
 #      process, beside the same run of bench/speedref, a minimal handler

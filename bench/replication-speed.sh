@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Speed of replications, as quoted in README.md: 'poolsim run erlang-c'
+# Speed of replications, as quoted in docs/speed.md (bench/speed.sh runs it): 'poolsim run erlang-c'
 # (a stochastic built-in: Poisson arrivals, exponential statements) with
 # REPS replications (default 40, plus the 5 pilot runs of its automatic
 # warm-up), as a whole process with one worker and with two: replications

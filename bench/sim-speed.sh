@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Speed of the simulator, as quoted in README.md: the engine's hold
+# Speed of the simulator, as quoted in docs/speed.md (bench/speed.sh runs it): the engine's hold
 # benchmark, a million-transaction run, the pgbouncer-modes scenario in
 # process, and 'poolsim run pgbouncer-modes' as a whole process.
 # Usage: bench/sim-speed.sh            (from the repository root)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Speed of 'poolsim sweep' on 1,000 points of pgbouncer-modes (250 client
-# counts x 4 modes), as quoted in README.md: the whole process with one
+# counts x 4 modes), as quoted in docs/speed.md (bench/speed.sh runs it): the whole process with one
 # worker and with two, the speedup, and the in-process Go benchmark.
 # Usage: bench/sweep-speed.sh            (from anywhere; RUNS=5 by default)
 set -euo pipefail

@@ -1,5 +1,5 @@
-// Package scenarios loads and validates scenario YAML (the README's
-// "Scenarios" section shows every key) into system configurations, expands the sweep: block
+// Package scenarios loads and validates scenario YAML (docs/scenarios.md
+// explains it and lists every key) into system configurations, expands the sweep: block
 // into points, applies --set overrides, and holds the built-in scenarios
 // embedded in the binary.
 //

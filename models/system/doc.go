@@ -3,7 +3,7 @@
 // asks about: throughput, transaction latency, the wait for a server
 // connection, refusals and timeouts.
 //
-// What it models (the README's "Semantics in one paragraph"; the PgBouncer
+// What it models (docs/scenarios.md, "Semantics in one paragraph"; the PgBouncer
 // behaviour behind it, with its sources, is docs/pgbouncer-rules.md):
 //
 //   - workload: a closed workload of Clients sessions that all try to

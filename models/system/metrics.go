@@ -9,7 +9,7 @@ import (
 	"github.com/poolsim/poolsim/sim"
 )
 
-// Metrics is one run's measurements. The JSON names are fixed (the README
+// Metrics is one run's measurements. The JSON names are fixed (docs/run.md
 // describes them); times ending _ms are milliseconds.
 type Metrics struct {
 	OKTxns       int64   `json:"ok_txns"`
