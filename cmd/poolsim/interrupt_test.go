@@ -142,6 +142,35 @@ func TestHugeRunRefusedAtOnce(t *testing.T) {
 	}
 }
 
+// The memory estimate behind the refusal holds a large run: the process's
+// peak resident memory is within the estimate, and the estimate is not
+// loose by more than three times (a 300,000-client closed run).
+func TestMemoryEstimateHolds(t *testing.T) {
+	skipUnderRace(t)
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"run", "pgbouncer-modes", "--set", "workload.clients=300000", "--set", "pooler.max_client_conn=300000", "--set", "pooler.mode=transaction", "--yes", "-q"}
+	cmd, stderr := poolsimProcess(t, out, args...)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	sc, err := loadScenario("pgbouncer-modes", nil, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sc.Base
+	c.Workload.Clients = 300000
+	est := c.Estimate().Bytes
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		t.Skip("no rusage on this system")
+	}
+	rss := float64(ru.Maxrss) * 1024
+	t.Logf("peak RSS %.0f MB, estimate %.0f MB", rss/(1<<20), est/(1<<20))
+	if rss > est || est > 3*rss {
+		t.Errorf("peak RSS %.0f MB, estimate %.0f MB: want the estimate above the peak and within three times it", rss/(1<<20), est/(1<<20))
+	}
+}
+
 // Above the (here lowered) limits a run is refused; --yes runs it.
 func TestCostLimitAndYes(t *testing.T) {
 	saved := costBytes

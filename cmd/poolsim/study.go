@@ -162,8 +162,8 @@ func smaller(c system.Config, factor float64) string {
 			return fmt.Sprintf("--set workload.txns_per_session=%d: the same clients for fewer transactions each (tps_steady measures the steady state)", n)
 		}
 	}
-	if !w.Open() && float64(w.Clients)*500 > costBytes/2 {
-		return fmt.Sprintf("fewer clients: %d clients alone hold about %s; scale clients and pool sizes down together", w.Clients, bytesWords(float64(w.Clients)*500))
+	if !w.Open() && float64(w.Clients)*system.BytesPerClient > costBytes/2 {
+		return fmt.Sprintf("fewer clients: %d clients alone hold about %s; scale clients and pool sizes down together", w.Clients, bytesWords(float64(w.Clients)*system.BytesPerClient))
 	}
 	return ""
 }
