@@ -335,3 +335,21 @@ func TestWorkersInvalid(t *testing.T) {
 		t.Errorf("the base is valid: %v", err)
 	}
 }
+
+// --explain for workers: Little's law on the application queue, and
+// Erlang C for it - or, for a session pool smaller than the workers, the
+// starvation in words.
+func TestWorkersExplain(t *testing.T) {
+	c := workersCfg(poolmode.Transaction, 10, 80, 2000*sim.Second, sim.ExpDist(100*sim.Millisecond), 1)
+	text := strings.Join(Explain(c, Run(c).Metrics), "\n")
+	for _, want := range []string{"The application queue (requests waiting for a free worker)", "exactly M/M/N", "Erlang C gives P(wait) = 0.4092"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("explain lacks %q:\n%s", want, text)
+		}
+	}
+	c = workersCfg(poolmode.Session, 12, 20, 20*sim.Second, sim.ConstDist(10*sim.Millisecond), 1)
+	c.Pooler.DefaultPoolSize, c.Pooler.QueryWaitTimeout = 8, 2*time.Second
+	if text := strings.Join(Explain(c, Run(c).Metrics), "\n"); !strings.Contains(text, "so 4 workers can never get one") {
+		t.Errorf("explain of a starving session pool:\n%s", text)
+	}
+}

@@ -31,6 +31,10 @@ func BaseWords(c system.Config) string {
 	if w.Open() {
 		load = fmt.Sprintf("%g sessions/s for %v (%g transactions/s offered)", w.ArrivalRate, w.Duration, w.ArrivalRate*w.MeanTxnsPerSession())
 	}
+	if w.Persistent() {
+		return fmt.Sprintf("%g requests/s for %v served by %d workers with a connection each (%g transactions/s offered), %g transactions per request on average, %d statements per transaction, server max_connections %d",
+			w.ArrivalRate, w.Duration, w.Workers, w.OfferedTPS(), w.MeanTxnsPerSession(), w.StmtsPerTxn, c.Server.MaxConnections)
+	}
 	if w.RequestLevel() {
 		return fmt.Sprintf("%s, %d requests per session of %g transactions on average, %d statements per transaction, server max_connections %d", load, w.RequestsPerSession, w.MeanTxnsPerSession()/float64(w.RequestsPerSession), w.StmtsPerTxn, c.Server.MaxConnections)
 	}
