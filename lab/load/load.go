@@ -422,6 +422,9 @@ func closedGroups(ctx context.Context, runs []*run) ([]*Result, error) {
 
 func (r *run) open(ctx context.Context) (*Result, error) {
 	w := r.spec.Workload
+	if w.Persistent() {
+		return r.workers(ctx)
+	}
 	name := r.spec.ArrivalStream
 	if name == "" {
 		name = "load arrivals"
@@ -500,31 +503,14 @@ func (r *run) session(ctx context.Context, c *client) {
 			return
 		}
 	}
-	streams := sim.NewStreams(r.spec.Seed, "requests")
 	for req := range reqs {
-		n := per.Min
-		if per.Random() {
-			rr := streams.At(r.spec.SessionBase+uint64(c.index), uint64(req))
-			n = per.Sample(&rr)
-		}
+		n := r.txnsOf(r.spec.SessionBase+uint64(c.index), uint64(req), per)
 		var reqStart time.Time
 		lastReq := req == reqs-1
 		for txn := range n {
 			var t0 time.Time
 			for s := range w.StmtsPerTxn {
-				sql := r.spec.Statement.Next(w.Query.Sample(c.queryRNG).Duration(), c.queryRNG)
-				if r.spec.Hold {
-					sql = holdSQL(sql, txn, n, s, w.StmtsPerTxn)
-				}
-				if blocks && s == 0 {
-					sql = "BEGIN; " + sql
-				}
-				if blocks && s == w.StmtsPerTxn-1 {
-					sql += "; COMMIT"
-				}
-				if r.spec.Hold && txn == n-1 && s == w.StmtsPerTxn-1 {
-					sql += "; " + holdClose
-				}
+				sql := r.statementSQL(c.queryRNG, txn, n, s, blocks)
 				t := time.Now()
 				if s == 0 {
 					t0 = t
@@ -566,6 +552,39 @@ func (r *run) session(ctx context.Context, c *client) {
 			}
 		}
 	}
+}
+
+// txnsOf is how many transactions request req of the model's session
+// key runs: per's draw from the model's own stream there (common random
+// numbers with the model).
+func (r *run) txnsOf(key, req uint64, per sim.IntDist) int {
+	if !per.Random() {
+		return per.Min
+	}
+	rr := sim.NewStreams(r.spec.Seed, "requests").At(key, req)
+	return per.Sample(&rr)
+}
+
+// statementSQL is statement s of transaction txn of a request of n
+// transactions: the scenario's statement for a query time drawn from
+// rng, in a transaction block when blocks is set, with the request's
+// WITH HOLD cursor when Spec.Hold is.
+func (r *run) statementSQL(rng *sim.Rand, txn, n, s int, blocks bool) string {
+	w := r.spec.Workload
+	sql := r.spec.Statement.Next(w.Query.Sample(rng).Duration(), rng)
+	if r.spec.Hold {
+		sql = holdSQL(sql, txn, n, s, w.StmtsPerTxn)
+	}
+	if blocks && s == 0 {
+		sql = "BEGIN; " + sql
+	}
+	if blocks && s == w.StmtsPerTxn-1 {
+		sql += "; COMMIT"
+	}
+	if r.spec.Hold && txn == n-1 && s == w.StmtsPerTxn-1 {
+		sql += "; " + holdClose
+	}
+	return sql
 }
 
 // pause sleeps one draw of d (from c's think stream) and records how long
