@@ -425,11 +425,6 @@ func (r *run) open(ctx context.Context) (*Result, error) {
 	if w.Persistent() {
 		return r.workers(ctx)
 	}
-	name := r.spec.ArrivalStream
-	if name == "" {
-		name = "load arrivals"
-	}
-	arrivals := sim.NewRand(r.spec.Seed, name)
 	runCtx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	var done sync.WaitGroup
@@ -439,23 +434,7 @@ func (r *run) open(ctx context.Context) (*Result, error) {
 	}
 	t0 := time.Now()
 	first := time.Time{}
-	at := time.Duration(0)
-	for i := 0; ; i++ {
-		// The gaps in the model's arithmetic (sim.FromSeconds), so that a
-		// run with the model's ArrivalStream has its arrivals.
-		at += sim.FromSeconds(arrivals.ExpFloat64() / w.ArrivalRate).Duration()
-		if at >= w.Duration.Duration() {
-			break
-		}
-		t := time.NewTimer(time.Until(t0.Add(at)))
-		select {
-		case <-runCtx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		if runCtx.Err() != nil {
-			break
-		}
+	r.arrivals(runCtx, t0, func(i int, _ time.Time) {
 		if first.IsZero() {
 			first = time.Now()
 		}
@@ -468,7 +447,7 @@ func (r *run) open(ctx context.Context) (*Result, error) {
 				r.session(runCtx, c)
 			}
 		}()
-	}
+	})
 	done.Wait()
 	if first.IsZero() {
 		first = t0
@@ -551,6 +530,35 @@ func (r *run) session(ctx context.Context, c *client) {
 				}
 			}
 		}
+	}
+}
+
+// arrivals calls each with every arrival of the open workload in turn -
+// its number and its time - at that time after t0, until the workload's
+// duration is over or ctx is done. The times are the seeded stream's
+// (Spec.ArrivalStream: the model's gives the model's arrivals), the gaps
+// in the model's arithmetic (sim.FromSeconds).
+func (r *run) arrivals(ctx context.Context, t0 time.Time, each func(i int, at time.Time)) {
+	w := r.spec.Workload
+	name := r.spec.ArrivalStream
+	if name == "" {
+		name = "load arrivals"
+	}
+	rng := sim.NewRand(r.spec.Seed, name)
+	at := time.Duration(0)
+	for i := 0; ; i++ {
+		at += sim.FromSeconds(rng.ExpFloat64() / w.ArrivalRate).Duration()
+		if at >= w.Duration.Duration() {
+			return
+		}
+		t := time.NewTimer(time.Until(t0.Add(at)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		each(i, t0.Add(at))
 	}
 }
 

@@ -115,25 +115,7 @@ func (r *run) workers(ctx context.Context) (*Result, error) {
 			r.serve(runCtx, q, wk)
 		}()
 	}
-	arrivals := sim.NewRand(r.spec.Seed, r.arrivalStream())
-	at := time.Duration(0)
-	for i := 0; ; i++ {
-		// The gaps in the model's arithmetic, as in an open run.
-		at += sim.FromSeconds(arrivals.ExpFloat64() / w.ArrivalRate).Duration()
-		if at >= w.Duration.Duration() {
-			break
-		}
-		t := time.NewTimer(time.Until(t0.Add(at)))
-		select {
-		case <-runCtx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		if runCtx.Err() != nil {
-			break
-		}
-		q.arrive(request{n: i, at: t0.Add(at)})
-	}
+	r.arrivals(runCtx, t0, func(i int, at time.Time) { q.arrive(request{n: i, at: at}) })
 	q.end()
 	done.Wait()
 	clients := make([]*client, len(ws))
@@ -159,14 +141,6 @@ func (r *run) workers(ctx context.Context) (*Result, error) {
 		return res, fmt.Errorf("load: run timed out after %v", r.timeout)
 	}
 	return res, nil
-}
-
-// arrivalStream names the arrivals' seeded stream.
-func (r *run) arrivalStream() string {
-	if r.spec.ArrivalStream == "" {
-		return "load arrivals"
-	}
-	return r.spec.ArrivalStream
 }
 
 // arrive queues req, or hands it to the longest-idle worker.
