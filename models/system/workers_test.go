@@ -353,3 +353,43 @@ func TestWorkersExplain(t *testing.T) {
 		t.Errorf("explain of a starving session pool:\n%s", text)
 	}
 }
+
+// Workers in every mode, through a fleet, with prepared statements, on a
+// CPU server, with the pooler's thread modelled: each run conserves its
+// transactions, and the workers leave at the end.
+func TestWorkersEverywhere(t *testing.T) {
+	for _, mode := range []poolmode.Mode{poolmode.Direct, poolmode.Session, poolmode.Transaction, poolmode.Statement} {
+		for _, variant := range []string{"plain", "fleet", "prepared", "cpu", "thread", "connect"} {
+			c := workersCfg(mode, 6, 300, 2*sim.Second, sim.ExpDist(2*sim.Millisecond), 3)
+			c.Workload.TxnsPerRequest, _ = sim.UniformInt(1, 3)
+			c.Pooler.DefaultPoolSize = 4
+			c.Pooler.QueryWaitTimeout = 300 * time.Millisecond
+			c.Server.MaxConnections = 8
+			switch variant {
+			case "fleet":
+				c.Pooler.Processes, c.Pooler.MaxClientConn = 2, 4
+			case "prepared":
+				c.Workload.Statements, c.Workload.PrepareThreshold, c.Workload.Parse = 20, 2, sim.ConstDist(100*sim.Microsecond)
+			case "cpu":
+				c.Server.Cores, c.Workload.CPU = 2, sim.ExpDist(sim.Millisecond)
+			case "thread":
+				c.Pooler.CPUPerMsg, c.Pooler.CPUPerAssign = 5*sim.Microsecond, 2*sim.Microsecond
+			case "connect":
+				c.Server.Connect = sim.ConstDist(5 * sim.Millisecond)
+			}
+			mdl, m := traced(t, c)
+			checkConservation(t, m)
+			if m.OKTxns == 0 {
+				t.Errorf("%v %s: nothing completed", mode, variant)
+			}
+			for u := range mdl.users {
+				if us := mdl.users[u]; !us.done || us.conn >= 0 {
+					t.Errorf("%v %s: worker %d still there at the end (done %v, connection %d)", mode, variant, u, us.done, us.conn)
+				}
+			}
+			if mdl.linked.Value() != 0 || mdl.active != 0 {
+				t.Errorf("%v %s: %d servers still linked, %d requests in the system at the end", mode, variant, mdl.linked.Value(), mdl.active)
+			}
+		}
+	}
+}
