@@ -216,6 +216,13 @@ func (s *Scenario) parseClasses(m *yaml.Node) error {
 				if cv.Kind != yaml.MappingNode {
 					return invalid(s.Source, cv.Line, "classes.%s.%s must be a mapping of its settings (%s)", k.Value, ck.Value, strings.Join(keysUnder(ck.Value), ", "))
 				}
+				seen := map[string]int{}
+				for x := 0; x+1 < len(cv.Content); x += 2 {
+					seen[cv.Content[x].Value] = cv.Content[x].Line
+				}
+				if l, msg := workersConflict(seen); ck.Value == "workload" && msg != "" {
+					return invalid(s.Source, l, "classes.%s.%s", k.Value, msg)
+				}
 				for x := 0; x+1 < len(cv.Content); x += 2 {
 					key := cv.Content[x].Value
 					if _, ok := lookup(ck.Value + "." + key); !ok {

@@ -43,13 +43,18 @@ var fields = []field{
 		c.Workload.Clients, c.Workload.ArrivalRate = int(v), 0
 		return err
 	}},
-	{"workload.arrival_rate", "open workload: Poisson session arrivals, e.g. 80/s or 4800/min; setting it makes the workload open", func(c *system.Config, n *yaml.Node) error {
+	{"workload.arrival_rate", "open workload: Poisson session arrivals (with workers: request arrivals), e.g. 80/s or 4800/min; setting it makes the workload open", func(c *system.Config, n *yaml.Node) error {
 		v, err := rateValue(n)
 		c.Workload.ArrivalRate, c.Workload.Clients = v, 0
 		return err
 	}},
 	{"workload.duration", "open workload: how long arrivals go on (duration above 0)", func(c *system.Config, n *yaml.Node) error {
 		return durationInto(&c.Workload.Duration, n)
+	}},
+	{"workload.workers", "open workload served by a fixed set of application workers (Puma threads, Sidekiq or gunicorn workers), each holding one persistent connection (0..1000000; default 0 = none, each arrival its own session): the workers connect at t=0 as closed clients do; requests arrive at arrival_rate for duration, queue in the application (FIFO) while every worker is busy, and the longest-idle worker takes the next; a request runs txns_per_request transactions with app between its statements and transactions, and its latency runs from its arrival; a connection closed under a worker (query_wait_timeout, refusal) fails its request and the worker reconnects at its next; when arrivals stop the workers finish the queue and disconnect. Not with clients, think, requests_per_session, txns_per_session or an app_pool", func(c *system.Config, n *yaml.Node) error {
+		v, err := intValue(n, 0, 1_000_000)
+		c.Workload.Workers = int(v)
+		return err
 	}},
 	{"workload.txns_per_session", "transactions per client session (1..1000000), each its own request; with requests_per_session use txns_per_request instead", func(c *system.Config, n *yaml.Node) error {
 		v, err := intValue(n, 1, 1_000_000)
@@ -61,10 +66,10 @@ var fields = []field{
 		c.Workload.RequestsPerSession = int(v)
 		return err
 	}},
-	{"workload.txns_per_request", "transactions per request (needs requests_per_session): a whole number or an integer distribution such as {dist: uniform, min: 1, max: 3} (default 1)", func(c *system.Config, n *yaml.Node) error {
+	{"workload.txns_per_request", "transactions per request (needs requests_per_session or workers): a whole number or an integer distribution such as {dist: uniform, min: 1, max: 3} (default 1)", func(c *system.Config, n *yaml.Node) error {
 		return intDistInto(&c.Workload.TxnsPerRequest, n, 1, 1_000_000)
 	}},
-	{"workload.app", "application time between the statements of a transaction and between the transactions of a request (needs requests_per_session): a duration or a distribution (default: workload.think)", func(c *system.Config, n *yaml.Node) error {
+	{"workload.app", "application time between the statements of a transaction and between the transactions of a request (needs requests_per_session or workers): a duration or a distribution (default: workload.think)", func(c *system.Config, n *yaml.Node) error {
 		c.Workload.AppSet = true
 		return distInto(&c.Workload.App, n)
 	}},

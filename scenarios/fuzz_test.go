@@ -26,6 +26,8 @@ func FuzzParse(f *testing.F) {
 		"name: x\nworkload: {clients: 2, query: {dist: empirical, buckets: [[1ms, 3], [4ms, 1]]}}\n",
 		"name: x\nworkload: {clients: 2, query: {dist: empirical, file: missing.csv}}\n",
 		"name: x\nworkload:\n  clients: 1e3\n",
+		"name: x\nworkload: {workers: 3, arrival_rate: 20/s, duration: 2s, txns_per_request: {dist: uniform, min: 1, max: 2}, app: 1ms}\npooler: {mode: session, default_pool_size: 2, query_wait_timeout: 300ms}\n",
+		"name: x\nworkload: {query: 1ms}\nclasses:\n  web: {workload: {workers: 2, arrival_rate: 5/s, duration: 1s}}\n  api: {workload: {arrival_rate: 5/s, duration: 1s}}\nsweep: {classes.web.workload.workers: [0, 1, 4]}\n",
 		"", "---", "name: [", "\x00",
 	} {
 		f.Add([]byte(s))
@@ -44,7 +46,8 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("accepted an invalid point: %v", err)
 			}
 			w := p.Config.Workload
-			small := !w.Open() && w.Clients*w.TxnsPerSession*w.StmtsPerTxn <= 2000
+			small := !w.Open() && w.Clients*w.TxnsPerSession*w.StmtsPerTxn <= 2000 ||
+				w.Persistent() && w.Workers <= 1000 && w.ArrivalRate*w.Duration.Seconds()*w.MeanTxnsPerSession()*float64(w.StmtsPerTxn) <= 2000
 			if small {
 				system.Run(p.Config)
 			}

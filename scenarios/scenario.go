@@ -309,6 +309,9 @@ func (s *Scenario) parseSection(name string, m *yaml.Node) error {
 			}
 		}
 	}
+	if l, msg := workersConflict(seen); msg != "" {
+		return invalid(s.Source, l, "%s", msg)
+	}
 	if _, c := seen["clients"]; c {
 		if l, a := seen["arrival_rate"]; a {
 			return invalid(s.Source, l, "workload has both clients and arrival_rate: a closed workload has clients, an open one arrival_rate and duration")
@@ -484,4 +487,23 @@ func ValueText(n *yaml.Node) string {
 		return "?"
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// workersConflict finds a workload key that does not go with workers
+// among the keys of one workload mapping (key -> line): its line and why.
+func workersConflict(seen map[string]int) (int, string) {
+	if _, w := seen["workers"]; !w {
+		return 0, ""
+	}
+	for _, k := range []struct{ key, why string }{
+		{"clients", "the workers are the application's connections; requests come at arrival_rate"},
+		{"requests_per_session", "a worker's connection lasts the whole run and takes request after request; say how many transactions a request runs with txns_per_request"},
+		{"txns_per_session", "each request runs txns_per_request transactions"},
+		{"think", "a worker takes the next request as soon as it is free, and the time between requests is the arrivals'; application time inside a request is app"},
+	} {
+		if l, ok := seen[k.key]; ok {
+			return l, fmt.Sprintf("workload has both workers and %s: %s", k.key, k.why)
+		}
+	}
+	return 0, ""
 }

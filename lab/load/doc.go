@@ -12,7 +12,10 @@
 // measurement, as it is in a model whose server.connect is 0 for the
 // clients' own logins. An open workload starts one goroutine per Poisson
 // arrival (seeded, so the arrival times repeat); each connects when it
-// arrives and runs one session.
+// arrives and runs one session. A workers workload (workload.workers,
+// workers.go) connects its workers before time zero as closed clients do,
+// then serves the seeded arrivals from an application queue, the
+// longest-idle worker taking the next request on its own connection.
 //
 // A session is workload.txns_per_session transactions of
 // workload.stmts_per_txn statements, with workload.think after every

@@ -422,11 +422,9 @@ func closedGroups(ctx context.Context, runs []*run) ([]*Result, error) {
 
 func (r *run) open(ctx context.Context) (*Result, error) {
 	w := r.spec.Workload
-	name := r.spec.ArrivalStream
-	if name == "" {
-		name = "load arrivals"
+	if w.Persistent() {
+		return r.workers(ctx)
 	}
-	arrivals := sim.NewRand(r.spec.Seed, name)
 	runCtx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	var done sync.WaitGroup
@@ -436,23 +434,7 @@ func (r *run) open(ctx context.Context) (*Result, error) {
 	}
 	t0 := time.Now()
 	first := time.Time{}
-	at := time.Duration(0)
-	for i := 0; ; i++ {
-		// The gaps in the model's arithmetic (sim.FromSeconds), so that a
-		// run with the model's ArrivalStream has its arrivals.
-		at += sim.FromSeconds(arrivals.ExpFloat64() / w.ArrivalRate).Duration()
-		if at >= w.Duration.Duration() {
-			break
-		}
-		t := time.NewTimer(time.Until(t0.Add(at)))
-		select {
-		case <-runCtx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		if runCtx.Err() != nil {
-			break
-		}
+	r.arrivals(runCtx, t0, func(i int, _ time.Time) {
 		if first.IsZero() {
 			first = time.Now()
 		}
@@ -465,7 +447,7 @@ func (r *run) open(ctx context.Context) (*Result, error) {
 				r.session(runCtx, c)
 			}
 		}()
-	}
+	})
 	done.Wait()
 	if first.IsZero() {
 		first = t0
@@ -500,31 +482,14 @@ func (r *run) session(ctx context.Context, c *client) {
 			return
 		}
 	}
-	streams := sim.NewStreams(r.spec.Seed, "requests")
 	for req := range reqs {
-		n := per.Min
-		if per.Random() {
-			rr := streams.At(r.spec.SessionBase+uint64(c.index), uint64(req))
-			n = per.Sample(&rr)
-		}
+		n := r.txnsOf(r.spec.SessionBase+uint64(c.index), uint64(req), per)
 		var reqStart time.Time
 		lastReq := req == reqs-1
 		for txn := range n {
 			var t0 time.Time
 			for s := range w.StmtsPerTxn {
-				sql := r.spec.Statement.Next(w.Query.Sample(c.queryRNG).Duration(), c.queryRNG)
-				if r.spec.Hold {
-					sql = holdSQL(sql, txn, n, s, w.StmtsPerTxn)
-				}
-				if blocks && s == 0 {
-					sql = "BEGIN; " + sql
-				}
-				if blocks && s == w.StmtsPerTxn-1 {
-					sql += "; COMMIT"
-				}
-				if r.spec.Hold && txn == n-1 && s == w.StmtsPerTxn-1 {
-					sql += "; " + holdClose
-				}
+				sql := r.statementSQL(c.queryRNG, txn, n, s, blocks)
 				t := time.Now()
 				if s == 0 {
 					t0 = t
@@ -566,6 +531,68 @@ func (r *run) session(ctx context.Context, c *client) {
 			}
 		}
 	}
+}
+
+// arrivals calls each with every arrival of the open workload in turn -
+// its number and its time - at that time after t0, until the workload's
+// duration is over or ctx is done. The times are the seeded stream's
+// (Spec.ArrivalStream: the model's gives the model's arrivals), the gaps
+// in the model's arithmetic (sim.FromSeconds).
+func (r *run) arrivals(ctx context.Context, t0 time.Time, each func(i int, at time.Time)) {
+	w := r.spec.Workload
+	name := r.spec.ArrivalStream
+	if name == "" {
+		name = "load arrivals"
+	}
+	rng := sim.NewRand(r.spec.Seed, name)
+	at := time.Duration(0)
+	for i := 0; ; i++ {
+		at += sim.FromSeconds(rng.ExpFloat64() / w.ArrivalRate).Duration()
+		if at >= w.Duration.Duration() {
+			return
+		}
+		t := time.NewTimer(time.Until(t0.Add(at)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		each(i, t0.Add(at))
+	}
+}
+
+// txnsOf is how many transactions request req of the model's session
+// key runs: per's draw from the model's own stream there (common random
+// numbers with the model).
+func (r *run) txnsOf(key, req uint64, per sim.IntDist) int {
+	if !per.Random() {
+		return per.Min
+	}
+	rr := sim.NewStreams(r.spec.Seed, "requests").At(key, req)
+	return per.Sample(&rr)
+}
+
+// statementSQL is statement s of transaction txn of a request of n
+// transactions: the scenario's statement for a query time drawn from
+// rng, in a transaction block when blocks is set, with the request's
+// WITH HOLD cursor when Spec.Hold is.
+func (r *run) statementSQL(rng *sim.Rand, txn, n, s int, blocks bool) string {
+	w := r.spec.Workload
+	sql := r.spec.Statement.Next(w.Query.Sample(rng).Duration(), rng)
+	if r.spec.Hold {
+		sql = holdSQL(sql, txn, n, s, w.StmtsPerTxn)
+	}
+	if blocks && s == 0 {
+		sql = "BEGIN; " + sql
+	}
+	if blocks && s == w.StmtsPerTxn-1 {
+		sql += "; COMMIT"
+	}
+	if r.spec.Hold && txn == n-1 && s == w.StmtsPerTxn-1 {
+		sql += "; " + holdClose
+	}
+	return sql
 }
 
 // pause sleeps one draw of d (from c's think stream) and records how long

@@ -242,17 +242,13 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 		// connections at once as its pool has servers (calibrate runs
 		// max_connections - 2 at most).
 		cc.Server.MaxConnections = min(c.Server.MaxConnections, p.size+2)
-		app := cl.Workload.RequestLevel() && cl.Workload.AppSet
-		if app {
-			// The timers of the app pauses are measured; think gets
-			// the same overshoot (calibratedMulti).
-			cc.Workload.Think = cl.Workload.App
-		}
-		cal, err := calibrate(ctx, vv.srv.as(p.user, p.database).dsn, cc, stmt, samples, vv.backendGone)
+		// The timers of the app pauses are measured; think gets the same
+		// overshoot (calibratedPauses).
+		cal, err := calibrate(ctx, vv.srv.as(p.user, p.database).dsn, appAsThink(cc), stmt, samples, vv.backendGone)
 		if err != nil {
 			return a, err
 		}
-		cal.App = app
+		cal.App = appCalibrated(cc)
 		a.cals = append(a.cals, cal)
 	}
 	t, dsns, err := startPools(ctx, vv.o.Target, vv.srv, pools, c, vv.bouncerVersion, vv.logf)
@@ -410,15 +406,7 @@ func calibratedMulti(cfg system.Config, cals []Calibration) system.Result {
 	for i := range cc.Classes {
 		w, cal := &cc.Classes[i].Workload, cals[i]
 		w.Query = cal.Query
-		if cal.App {
-			w.App = cal.Think
-			if n := w.Think.MeanValue(); n > 0 {
-				over := float64(cal.ThinkMean - cal.ThinkNominal)
-				w.Think = scaleDist(w.Think, (float64(n.Duration())+over)/float64(n.Duration()))
-			}
-		} else {
-			w.Think = cal.Think
-		}
+		calibratedPauses(w, cal)
 	}
 	cc.Server.Connect = sim.ConstDist(sim.FromDuration(cals[0].Connect))
 	cc.Pooler.Hop = sim.FromDuration(cals[0].Hop)

@@ -206,7 +206,7 @@ func calibrated(cfg system.Config, cal Calibration) system.Metrics {
 	}
 	cc := cfg
 	cc.Workload.Query = cal.Query
-	cc.Workload.Think = cal.Think
+	calibratedPauses(&cc.Workload, cal)
 	cc.Server.Connect = sim.ConstDist(0) // direct clients connect before time zero
 	if cfg.Pooler.PoolMode.Pooled() {
 		cc.Pooler.Hop = sim.FromDuration(cal.Hop)

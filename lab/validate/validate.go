@@ -295,6 +295,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	rep.Notes = append(rep.Notes, notes(o.Target, points)...)
+	rep.Notes = append(rep.Notes, workersNotes(points)...)
 	if multi {
 		rep.Notes = append(rep.Notes, classNotes(points[0].Config)...)
 	}
@@ -440,7 +441,7 @@ func serverStarts(ctx context.Context, dsn, user, database string, since time.Ti
 func (l *lab) row(ctx context.Context, p scenarios.Point, model system.Metrics, stmt load.Statement, samples int) (Row, error) {
 	c := p.Config
 	mode := c.Pooler.PoolMode
-	row := Row{Params: p.Params, Mode: mode, Clients: c.Workload.Clients, Model: model, Prepared: preparedScenario(c),
+	row := Row{Params: p.Params, Mode: mode, Clients: max(c.Workload.Clients, c.Workload.Workers), Model: model, Prepared: preparedScenario(c), reqLevel: c.Workload.RequestLevel(),
 		maxPrepared: c.Pooler.MaxPreparedStatements, threshold: c.Workload.PrepareThreshold,
 		cores: c.Server.Cores, poolSize: c.Pooler.DefaultPoolSize, testbed: testbedKind(c)}
 	if l.o.Target == TargetDirect && mode.Pooled() {
@@ -520,7 +521,8 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	case prepared:
 		a.cal, err = calibratePrepared(ctx, l.srv.dsn, c, stmt, samples, l.backendGone)
 	default:
-		a.cal, err = calibrate(ctx, l.srv.dsn, c, stmt, samples, l.backendGone)
+		a.cal, err = calibrate(ctx, l.srv.dsn, appAsThink(c), stmt, samples, l.backendGone)
+		a.cal.App = appCalibrated(c)
 	}
 	if err != nil {
 		return a, err
@@ -625,6 +627,8 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 			Started:   func() { t.waits() },
 			Warm:      warmText(mode, stmt),
 			KeepConns: mode == poolmode.Direct,
+
+			ArrivalStream: arrivalStream(c), // an open workload's arrivals are the model's
 		})
 	}
 	cpu1 := sampleCPU()
@@ -715,7 +719,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 		// The same for the statement and think times: pg_sleep and the
 		// timers overshoot more when the machine is busier, and its other
 		// work changes while a row runs.
-		after, err := calibrate(ctx, l.srv.dsn, c, stmt, samples, l.backendGone)
+		after, err := calibrate(ctx, l.srv.dsn, appAsThink(c), stmt, samples, l.backendGone)
 		if err != nil {
 			return a, err
 		}

@@ -62,6 +62,8 @@ func Assumptions(c Config) []string {
 			who = "class " + cl.Name + ": "
 		}
 		switch {
+		case w.Persistent():
+			out = append(out, fmt.Sprintf("%s%d workers hold one connection each from t = 0 (connecting as closed clients do); requests arrive for %v (Poisson, %g/s) and queue in the application, FIFO, for the longest-idle worker; request latency counts that queue; a connection closed under a worker fails its request and the worker reconnects at its next; the figures are the steady window up to the end of arrivals", who, w.Workers, w.Duration, w.ArrivalRate))
 		case w.Open():
 			warm := fmt.Sprintf("a %v warm-up", w.Warmup)
 			if w.WarmupAuto {

@@ -134,9 +134,7 @@ func (c Config) RequestLevel() bool {
 func (c Config) OfferedTPS() float64 {
 	var sum float64
 	for _, cl := range c.ClassList() {
-		if w := cl.Workload; w.Open() {
-			sum += w.ArrivalRate * w.MeanTxnsPerSession()
-		}
+		sum += cl.Workload.OfferedTPS()
 	}
 	return sum
 }
@@ -174,9 +172,10 @@ func (c Config) validateClasses(bad func(string, ...any)) {
 		}
 		cl.Workload.validate(fmt.Sprintf("classes.%s.workload", cl.Name), bad)
 		cl.AppPool.validate(fmt.Sprintf("classes.%s.app_pool", cl.Name), bad)
+		workersAppPool(cl.Workload, cl.AppPool, fmt.Sprintf("classes.%s.", cl.Name), bad)
 	}
 	if open > 0 && open < len(c.Classes) {
-		bad("classes: %d open and %d closed: every class is closed (clients) or every class open (arrival_rate) in one scenario", open, len(c.Classes)-open)
+		bad("classes: %d open and %d closed: every class is closed (clients) or every class open (arrival_rate, with or without workers) in one scenario: a run's steady window is an open or a closed one", open, len(c.Classes)-open)
 	}
 	if open > 0 {
 		d := c.Classes[0].Workload.Duration

@@ -91,7 +91,7 @@ type AppPool struct {
 // Workload is what the clients do.
 type Workload struct {
 	Clients        int      // closed workload: sessions connecting at t=0
-	ArrivalRate    float64  // open workload: session arrivals per second (0 = closed)
+	ArrivalRate    float64  // open workload: session arrivals per second (0 = closed); with Workers, request arrivals
 	Duration       sim.Time // open workload: arrivals stop after this
 	TxnsPerSession int
 	StmtsPerTxn    int
@@ -99,6 +99,12 @@ type Workload struct {
 	CPU            sim.Dist // server CPU time per statement, shared by Server.Cores (0 = none)
 	Think          sim.Dist // client time after each statement but the session's last (see Requests)
 	TimeWait       sim.Time // how long a closed connection lingers in TIME_WAIT on the client
+
+	// Workers: an open workload served by a fixed set of Workers
+	// application workers (Puma threads, Sidekiq or gunicorn workers),
+	// each holding one persistent connection (0 = none: each arrival is
+	// a session of its own). See workers.go for the semantics.
+	Workers int
 
 	// Requests: a session runs RequestsPerSession requests, a request runs
 	// TxnsPerRequest transactions (drawn per request), a transaction runs
@@ -136,16 +142,28 @@ type Workload struct {
 	StmtTextSize     int64
 }
 
-// Open reports whether the workload is open (Poisson arrivals).
+// Open reports whether the workload is open (Poisson arrivals); a
+// workers workload is open too.
 func (w Workload) Open() bool { return w.ArrivalRate > 0 }
 
+// Persistent reports whether the workload's arrivals are served by a
+// fixed set of workers with persistent connections (Workers > 0).
+func (w Workload) Persistent() bool { return w.Workers > 0 }
+
 // RequestLevel reports whether the workload has requests of their own
-// (RequestsPerSession set).
-func (w Workload) RequestLevel() bool { return w.RequestsPerSession > 0 }
+// (RequestsPerSession set, or workers: every arrival is one request).
+func (w Workload) RequestLevel() bool { return w.RequestsPerSession > 0 || w.Persistent() }
 
 // Requests is how many requests a session runs and how many transactions
-// each: without a request level, TxnsPerSession requests of one.
+// each: without a request level, TxnsPerSession requests of one. With
+// workers it is per arrival: one request of TxnsPerRequest transactions.
 func (w Workload) Requests() (perSession int, txns sim.IntDist) {
+	if w.Persistent() {
+		if w.TxnsPerRequest == (sim.IntDist{}) {
+			return 1, sim.ConstInt(1)
+		}
+		return 1, w.TxnsPerRequest
+	}
 	if w.RequestLevel() {
 		if w.TxnsPerRequest == (sim.IntDist{}) { // not given: one
 			return w.RequestsPerSession, sim.ConstInt(1)
@@ -155,7 +173,10 @@ func (w Workload) Requests() (perSession int, txns sim.IntDist) {
 	return w.TxnsPerSession, sim.ConstInt(1)
 }
 
-// MeanTxnsPerSession is the mean number of transactions a session runs.
+// MeanTxnsPerSession is the mean number of transactions a session runs;
+// with workers, a request (one arrival). An open workload offers
+// ArrivalRate × MeanTxnsPerSession transactions per second either way
+// (OfferedTPS).
 func (w Workload) MeanTxnsPerSession() float64 {
 	n, t := w.Requests()
 	return float64(n) * t.MeanValue()
@@ -318,6 +339,7 @@ func (c Config) Validate() error {
 	if len(c.Classes) == 0 {
 		c.Workload.validate("workload", bad)
 		c.AppPool.validate("app_pool", bad)
+		workersAppPool(c.Workload, c.AppPool, "", bad)
 	}
 	c.validateClasses(bad)
 	p := c.Pooler
@@ -408,6 +430,7 @@ func (w Workload) validate(p string, bad func(string, ...any)) {
 	if w.TxnsPerSession < 1 {
 		bad("%s.txns_per_session must be at least 1, got %d", p, w.TxnsPerSession)
 	}
+	w.validateWorkers(p, bad)
 	if w.RequestsPerSession < 0 {
 		bad("%s.requests_per_session must be at least 1, got %d", p, w.RequestsPerSession)
 	}

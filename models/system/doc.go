@@ -10,7 +10,10 @@
 //     connect at t=0 in index order, or an open workload of Poisson session
 //     arrivals at ArrivalRate for Duration; each session runs
 //     TxnsPerSession transactions of StmtsPerTxn statements, with Think
-//     after every statement but the session's last;
+//     after every statement but the session's last; or an open workload
+//     of Poisson requests served by Workers persistent application
+//     connections (Puma threads, Sidekiq workers), queued in the
+//     application while every worker is busy (workers.go);
 //   - pooler: the four modes, with the assign/release rule read from
 //     models/poolmode and the queueing rules from models/poolqueue (the
 //     same code the live proxy runs): lazy assignment, FIFO waiters, LIFO

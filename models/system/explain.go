@@ -24,6 +24,10 @@ func Explain(c Config, m Metrics) []string {
 		out = append(out, little("The application pool's wait queue (clients waiting for a pooled connection)",
 			"departures (connections handed over and acquire timeouts)", m.AppWaitL, m.AppWaitLambda, m.AppWaitW))
 	}
+	if c.Workload.Persistent() {
+		out = append(out, little("The application queue (requests waiting for a free worker)",
+			"requests taken by a worker", m.AppWaitL, m.AppWaitLambda, m.AppWaitW))
+	}
 	if c.Server.Cores > 0 {
 		out = append(out, cpuLaw(c, m))
 	}
@@ -127,6 +131,9 @@ func hold(c Config) (s, perTxn float64) {
 // query_wait_timeout.
 func erlang(c Config, m Metrics) string {
 	w := c.Workload
+	if w.Persistent() {
+		return workersErlang(c, m)
+	}
 	if !w.Open() || !c.Pooler.PoolMode.Pooled() || c.AppPool.Mode != NoAppPool || c.Server.Cores > 0 {
 		return ""
 	}
@@ -204,4 +211,41 @@ func closedBounds(c Config, m Metrics) string {
 
 func fmtSec(s float64) string {
 	return sim.FromSeconds(s).String()
+}
+
+// workersErlang compares the application queue of a workers workload
+// with M/M/N (Erlang C): Poisson requests, each holding one of the N
+// workers for its own time - exactly M/M/N when a request is one
+// exponential statement with no hop and no app time and the pool never
+// makes a worker wait. A session pool smaller than the workers is said
+// to starve the rest instead.
+func workersErlang(c Config, m Metrics) string {
+	w := c.Workload
+	n := w.Workers
+	q := w.Query.MeanValue().Seconds() + w.CPU.MeanValue().Seconds()
+	hop := 0.0
+	if c.Pooler.PoolMode.Pooled() {
+		hop = 2 * c.Pooler.Hop.Seconds()
+	}
+	stmts := float64(w.StmtsPerTxn)
+	txns := w.MeanTxnsPerSession()
+	app := w.AppPause().MeanValue().Seconds()
+	s := txns*(stmts*(q+hop)+(stmts-1)*app) + (txns-1)*app
+	lambda := w.ArrivalRate
+	head := fmt.Sprintf("Analytic check: requests arrive as a Poisson stream at λ = %.6g/s and each keeps one of N = %d workers busy for S = %s on average with nobody waiting for a server (offered load A = λS = %.4g Erlangs, ρ = %.3f).",
+		lambda, n, fmtSec(s), lambda*s, lambda*s/float64(n))
+	if pool := c.poolLimit(); c.Pooler.PoolMode == poolmode.Session && pool < n {
+		return head + fmt.Sprintf(" But the pool is in session mode with %d servers for %d workers that never disconnect: a worker keeps the server it first gets, so %d workers can never get one and every request they take waits for query_wait_timeout (%s; the simulation counted %d timeouts) - transaction pooling, or a pool of %d, serves them.",
+			pool, n, n-pool, c.Pooler.QueryWaitTimeout, m.WaitTimeouts, n)
+	}
+	kind := "not one exponential statement, so M/M/N is an approximation"
+	if w.Query.Kind == sim.Exp && w.CPU.MeanValue() == 0 && stmts == 1 && txns == 1 && hop == 0 {
+		kind = "one exponential statement with no hop, so the queue is exactly M/M/N while the pool makes no worker wait"
+	}
+	p, wq, ok := queueing.ErlangC(n, lambda, s)
+	if !ok {
+		return head + " The offered load is at or above the number of workers, so the application queue grows without bound (Erlang C does not exist)."
+	}
+	return head + fmt.Sprintf(" The request's time is %s. Erlang C gives P(wait) = %.4f and Wq = %s for the application queue; the simulation gave W = %s.",
+		kind, p, fmtSec(wq), fmtSec(m.AppWaitW))
 }

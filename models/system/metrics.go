@@ -64,6 +64,8 @@ type Metrics struct {
 	// ok_reqs / wall, and request latency from its first transaction's
 	// start to its last result (the app time between its transactions
 	// included). Without a request level every transaction is a request.
+	// With workers a request's latency runs from its arrival: the wait in
+	// the application queue for a free worker counts.
 	OKReqs     int64   `json:"ok_reqs"`
 	FailedReqs int64   `json:"failed_reqs"`
 	ReqTPS     float64 `json:"req_tps"`
@@ -103,6 +105,11 @@ type Metrics struct {
 
 	// The application-side pool: acquire timeouts (failures, like
 	// PgBouncer's query_wait_timeout) and Little's law on its wait queue.
+	// With workers (workload.workers) the same fields measure the
+	// application queue of requests waiting for a free worker: one
+	// app_wait_p99_ms sample per request taken (zeros included), and
+	// app_wait_L, _lambda, _W over every request (each passes through
+	// the queue; lambda is the rate requests were taken).
 	AppTimeouts   int64   `json:"app_timeouts"`
 	AppWaitP99Ms  float64 `json:"app_wait_p99_ms"` // per acquisition
 	AppWaitL      float64 `json:"app_wait_L"`

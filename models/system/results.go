@@ -128,6 +128,11 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 			mt.UnfinishedTxn += int64(u.total - u.txn)
 		}
 	}
+	for i := range m.classes { // workers: requests still in the application queue
+		if sc.class < 0 || i == sc.class {
+			mt.UnfinishedTxn += m.classes[i].queuedTxns
+		}
+	}
 	wall := r.lastTxn - r.firstAttempt
 	if mt.OKTxns == 0 {
 		wall = 0
@@ -281,8 +286,7 @@ func (m *model) steady(mt *Metrics, sc scope, from, to *snapshot, end sim.Time) 
 		if sc.class < 0 {
 			mt.OfferedTPS = c.OfferedTPS()
 		} else {
-			wl := m.classes[sc.class].cfg.Workload
-			mt.OfferedTPS = wl.ArrivalRate * wl.MeanTxnsPerSession()
+			mt.OfferedTPS = m.classes[sc.class].cfg.Workload.OfferedTPS()
 		}
 		if d := c.Duration(); r.lastTxn > d {
 			mt.DrainMs = ms(r.lastTxn - d)

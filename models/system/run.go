@@ -53,6 +53,10 @@ type model struct {
 	freeUsers []int32 // finished client slots for reuse (open workload)
 	conns     []conn
 	freeConns []int32
+	// Workers classes' requests that arrived and wait for a worker
+	// (workers.go), and their free slots.
+	pending     []pendingReq
+	freePending []int32
 
 	procs      []proc      // the pooler processes
 	pools      []pooler    // every process's pools: process p's pool of spec k is p*len(specs)+k
@@ -68,6 +72,7 @@ type model struct {
 	window     window
 	end        sim.Time              // time of the last state change
 	trace      map[uint64][]sim.Time // session -> query times drawn, when traced
+	taken      []int32               // workers: the worker that took each request, in order, when traced
 	done       <-chan struct{}       // closed when the caller gives up
 	canceled   bool                  // the run stopped early because done was closed
 }
@@ -92,6 +97,14 @@ type classRun struct {
 	appSet   bool        // pause is workload.app (its own stream), not think
 	noApp    bool        // no application pool: a connection per session
 	open     bool
+
+	// Workers (workers.go): the class's arrivals are requests served by
+	// its workers; app.waitQ is then the application queue of requests
+	// (pending ids), idle the workers waiting for one, longest idle first.
+	workers    bool
+	idle       []int32
+	queuedTxns int64 // transactions of the requests in the queue
+	ended      bool  // arrivals are over
 }
 
 // tally records into the run's results and, with classes, class cl's.
@@ -223,6 +236,9 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 		w := k.cfg.Workload
 		if w.Open() {
 			m.scheduleArrival(&s, int16(i))
+			if w.Persistent() {
+				m.startWorkers(&s, int16(i))
+			}
 			continue
 		}
 		for j := range w.Clients {
@@ -310,6 +326,7 @@ func (m *model) initClasses() {
 		k.stmts, k.pause, k.appSet, k.open = w.StmtsPerTxn, w.AppPause(), w.AppSet, w.Open()
 		k.requests, k.txnsPer = w.Requests()
 		k.noApp = cl.AppPool.Mode == NoAppPool
+		k.workers = w.Persistent()
 		k.app.init()
 		name := "arrivals"
 		if m.multi {
@@ -374,6 +391,15 @@ func (m *model) Handle(s *sim.Sim, e sim.Event) {
 		m.srvBack(s, int(e.Arg), e.ID)
 	case evSnapshot:
 		m.window.snap(m, s.Now())
+	case evWorkerUp:
+		m.end = s.Now()
+		m.workerUp(s, e.ID)
+	case evWorkerFree:
+		m.end = s.Now()
+		m.workerFree(s, e.ID)
+	case evArrivalsEnd:
+		m.end = s.Now()
+		m.arrivalsEnd(s, int16(e.ID))
 	}
 }
 

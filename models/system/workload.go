@@ -87,6 +87,10 @@ func (m *model) scheduleArrival(s *sim.Sim, cl int16) {
 
 func (m *model) arrival(s *sim.Sim, cl int16) {
 	k := &m.classes[cl]
+	if k.workers {
+		m.workerArrival(s, cl)
+		return
+	}
 	id := take(&m.users, &m.freeUsers)
 	m.users[id] = newUser(k.base+k.sessions, cl)
 	k.sessions++
@@ -143,6 +147,10 @@ func (m *model) connReady(s *sim.Sim, u, c int32) {
 	us.conn = c
 	us.joined = true
 	m.conns[c].user = u
+	if us.reqLeft == 0 && m.classes[us.cls].workers {
+		m.workerFree(s, u) // a worker connected before its first request
+		return
+	}
 	m.send(s, u)
 }
 
@@ -244,6 +252,10 @@ func (m *model) received(s *sim.Sim, u int32) {
 			m.appRelease(s, c)
 		}
 		if us.txn == us.total {
+			if k.workers {
+				m.requestDone(s, u)
+				return
+			}
 			if k.noApp {
 				us.conn = -1
 				m.closeConn(s, c)
@@ -284,6 +296,10 @@ func (m *model) txnOver(s *sim.Sim, u int32) {
 // Without an application pool the whole session ends with it; with one
 // the client goes on to its next transaction.
 func (m *model) failTxn(s *sim.Sim, u int32, counter func(*Metrics) *int64) {
+	if m.classes[m.users[u].cls].workers {
+		m.workerLost(s, u, counter)
+		return
+	}
 	us := &m.users[u]
 	us.conn = -1
 	k := &m.classes[us.cls]
