@@ -23,8 +23,8 @@ mkdir -p "$out"
 # --emit or --plot is written into results/advise/)
 examples=(
 	"rails-1x|rails-app --slo-p99 web=200ms --max-wait jobs=1s --features jobs=advisory_locks,cable=listen --emit rails-1x.ini --plot rails-1x.png"
-	"rails-2x|rails-app --set classes.web.workload.arrival_rate=400/s --set classes.jobs.workload.arrival_rate=60/s --slo-p99 web=200ms --max-wait jobs=1s --features jobs=advisory_locks,cable=listen"
-	"rails-2x-xact|rails-app --set classes.web.workload.arrival_rate=400/s --set classes.jobs.workload.arrival_rate=60/s --slo-p99 web=200ms --max-wait jobs=1s --features jobs=advisory_locks,cable=listen --assume jobs=xact_locks --emit rails-2x-xact.ini"
+	"rails-2x|rails-app --set classes.web.workload.arrival_rate=1000/s --set classes.jobs.workload.arrival_rate=120/s --slo-p99 web=200ms --max-wait jobs=1s --features jobs=advisory_locks,cable=listen"
+	"rails-2x-xact|rails-app --set classes.web.workload.arrival_rate=1000/s --set classes.jobs.workload.arrival_rate=120/s --slo-p99 web=200ms --max-wait jobs=1s --features jobs=advisory_locks,cable=listen --assume jobs=xact_locks --emit rails-2x-xact.ini"
 	"web-app|web-app --slo-p99 100ms --plot web-app.png"
 	"web-app-overload|web-app --slo-p99 100ms --set workload.arrival_rate=1300/s"
 	"pgbouncer-modes-prepared|pgbouncer-modes --set workload.clients=200 --features prepared --slo-p99 100ms"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -265,16 +266,23 @@ func (f *adviseFlags) parse(args []string) error {
 	return nil
 }
 
-// perClass splits a flag's values into CLASS=VALUE (one class) and plain
-// values (every class, key "").
+// perClass splits a flag's values into their items by class: a value is
+// a comma-separated list whose items apply to every class (key "") until
+// an item CLASS=ITEM names a class, which the items after it then follow
+// ("jobs=advisory_locks,set,cable=listen").
 func perClass(values []string) map[string][]string {
 	out := map[string][]string{}
 	for _, v := range values {
-		if k, rest, ok := strings.Cut(v, "="); ok && k != "" && !strings.ContainsAny(k, ", ") {
-			out[k] = append(out[k], rest)
-			continue
+		class := ""
+		for _, item := range strings.Split(v, ",") {
+			item = strings.TrimSpace(item)
+			if k, rest, ok := strings.Cut(item, "="); ok && k != "" && !strings.Contains(k, " ") {
+				class, item = k, rest
+			}
+			if item != "" {
+				out[class] = append(out[class], item)
+			}
 		}
-		out[""] = append(out[""], v)
 	}
 	return out
 }
@@ -380,28 +388,32 @@ func (f *adviseFlags) needs() (map[string]advise.Need, error) {
 func (f *adviseFlags) assumptions(needs map[string]advise.Need) (map[string][]advise.Assumption, error) {
 	out := map[string][]advise.Assumption{}
 	names := f.classNames()
-	for _, v := range f.assume {
-		class, as, err := advise.ParseAssume(v)
-		if err != nil {
-			return nil, usage(err)
-		}
-		if class != "" {
-			if !slices.Contains(names, class) {
-				return nil, usagef("--assume %q: no class %q in %s (the classes are %s)", v, class, f.scenario.Source, strings.Join(names, ", "))
+	by := perClass(f.assume)
+	classes := slices.Sorted(maps.Keys(by))
+	for _, class := range classes {
+		for _, item := range by[class] {
+			_, as, err := advise.ParseAssume(item)
+			if err != nil {
+				return nil, usage(err)
 			}
-			out[class] = append(out[class], as...)
-			continue
-		}
-		for _, a := range as {
-			used := false
-			for _, n := range names {
-				if slices.Contains(needs[n].Features, a.Change.Feature) {
-					out[n] = append(out[n], a)
-					used = true
+			if class != "" {
+				if !slices.Contains(names, class) {
+					return nil, usagef("--assume %s=%s: no class %q in %s (the classes are %s)", class, item, class, f.scenario.Source, strings.Join(names, ", "))
 				}
+				out[class] = append(out[class], as...)
+				continue
 			}
-			if !used {
-				return nil, usagef("--assume %q: no class uses %s (give --features)", v, a.Change.Feature)
+			for _, a := range as {
+				used := false
+				for _, n := range names {
+					if slices.Contains(needs[n].Features, a.Change.Feature) {
+						out[n] = append(out[n], a)
+						used = true
+					}
+				}
+				if !used {
+					return nil, usagef("--assume %s: no class uses %s (give --features)", item, a.Change.Feature)
+				}
 			}
 		}
 	}

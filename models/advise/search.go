@@ -159,7 +159,7 @@ func (e *engine) layout() error {
 			c.lat, c.latWords, c.Latency = fReqP99, "request", fReqP99.Name
 		}
 		if c.Open {
-			c.Offered = w.ArrivalRate * w.MeanTxnsPerSession()
+			c.Offered = w.OfferedTPS()
 		}
 		c.Conns = clientConns(w, cl.AppPool)
 		e.classes = append(e.classes, c)
@@ -195,9 +195,12 @@ func keys[V any](m map[string]V) map[string]bool {
 }
 
 // clientConns is how many client connections a class opens at most: its
-// clients (or its application pool's limit), 0 when each arrival opens
-// its own.
+// clients or workers (or its application pool's limit), 0 when each
+// arrival opens its own.
 func clientConns(w system.Workload, app system.AppPool) int {
+	if w.Persistent() {
+		return w.Workers
+	}
 	if w.Open() {
 		return 0
 	}

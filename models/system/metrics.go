@@ -24,8 +24,13 @@ type Metrics struct {
 	WaitMeanMs   float64 `json:"wait_mean_ms"`
 	WaitP50Ms    float64 `json:"wait_p50_ms"`
 	WaitP99Ms    float64 `json:"wait_p99_ms"`
-	WaitProb     float64 `json:"wait_prob"` // fraction of assignments that waited at all (Erlang C's P(wait))
-	HopMsPerTxn  float64 `json:"hop_ms_per_txn"`
+	// WaitMaxMs is the longest wait for a server of the whole run, the
+	// drain after an open run's arrivals included: a connection that waits
+	// as long as the run lasts never got a server while the others kept
+	// theirs (a session pool smaller than persistent connections).
+	WaitMaxMs   float64 `json:"wait_max_ms"`
+	WaitProb    float64 `json:"wait_prob"` // fraction of assignments that waited at all (Erlang C's P(wait))
+	HopMsPerTxn float64 `json:"hop_ms_per_txn"`
 	// The server connections, as a share of the pool (pool size × pooler
 	// processes; max_connections in direct mode): linked is the mean number
 	// held for a client (a session-mode server from its first statement to

@@ -246,6 +246,7 @@ func (m *model) assign(s *sim.Sim, c, srv int32, waited sim.Time) {
 	us.part.wait += waited
 	m.tally(us.cls, func(r *results) {
 		r.waits.Add(waited)
+		r.m.WaitMaxMs = max(r.m.WaitMaxMs, ms(waited))
 		if waited > 0 {
 			r.waited++
 		}

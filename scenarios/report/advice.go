@@ -42,8 +42,8 @@ func classLoad(w system.Workload) string {
 		load = fmt.Sprintf("%g sessions/s for %v (%.4g transactions/s offered)", w.ArrivalRate, w.Duration, w.ArrivalRate*w.MeanTxnsPerSession())
 	}
 	if w.Persistent() {
-		return fmt.Sprintf("%g requests/s for %v served by %d workers with a connection each (%g transactions/s offered), %g transactions per request on average, %d statements per transaction, server max_connections %d",
-			w.ArrivalRate, w.Duration, w.Workers, w.OfferedTPS(), w.MeanTxnsPerSession(), w.StmtsPerTxn, c.Server.MaxConnections)
+		return fmt.Sprintf("%g requests/s for %v served by %d workers with a connection each (%.4g transactions/s offered), %.3g transactions per request on average, %d statements per transaction",
+			w.ArrivalRate, w.Duration, w.Workers, w.OfferedTPS(), w.MeanTxnsPerSession(), w.StmtsPerTxn)
 	}
 	if w.RequestLevel() {
 		return fmt.Sprintf("%s, %d requests per session of %.3g transactions on average, %d statements per transaction", load, w.RequestsPerSession, w.MeanTxnsPerSession()/float64(w.RequestsPerSession), w.StmtsPerTxn)
