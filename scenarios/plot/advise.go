@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/poolsim/poolsim/models/advise"
 	"github.com/poolsim/poolsim/models/poolmode"
@@ -18,8 +15,6 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // AdviceInput is an advise to draw: one row of two panels per class, its
@@ -33,22 +28,7 @@ type AdviceInput struct {
 
 // WriteAdvice draws in to path (.png or .svg).
 func WriteAdvice(path string, in AdviceInput) error {
-	if err := CheckPath(path); err != nil {
-		return err
-	}
-	c, err := DrawAdvice(in, strings.ToLower(filepath.Ext(path)) == ".svg")
-	if err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return save(path, func(svg bool) (vg.CanvasWriterTo, error) { return DrawAdvice(in, svg) })
 }
 
 // advicePanel is one panel of an advise plot.
@@ -96,30 +76,7 @@ func DrawAdvice(in AdviceInput, svg bool) (vg.CanvasWriterTo, error) {
 		}
 		rows = append(rows, row)
 	}
-	w, h := 12*vg.Inch, 4.1*vg.Inch*vg.Length(len(rows))
-	var cw vg.CanvasWriterTo
-	if svg {
-		cw = vgsvg.New(w, h)
-	} else {
-		cw = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(150))}
-	}
-	dc := draw.New(cw)
-	dc.FillPolygon(color.White, []vg.Point{{X: 0, Y: 0}, {X: w, Y: 0}, {X: w, Y: h}, {X: 0, Y: h}})
-	const titleH = 0.45 * vg.Inch
-	sty := gplot.New().Title.TextStyle
-	sty.Font.Size = vg.Points(13)
-	sty.XAlign = draw.XCenter
-	sty.YAlign = draw.YTop
-	dc.FillText(sty, vg.Point{X: w / 2, Y: h - vg.Points(8)}, in.Title)
-	body := draw.Crop(dc, 0, 0, 0, -titleH)
-	tiles := draw.Tiles{Rows: len(rows), Cols: 2, PadX: vg.Points(18), PadY: vg.Points(18), PadLeft: vg.Points(8), PadRight: vg.Points(14), PadBottom: vg.Points(8), PadTop: vg.Points(4)}
-	canvases := gplot.Align(rows, tiles, body)
-	for r := range rows {
-		for c := range rows[r] {
-			rows[r][c].Draw(canvases[r][c])
-		}
-	}
-	return cw, nil
+	return tile(in.Title, 13, rows, svg), nil
 }
 
 // advicePanelPlot draws one panel: class ci's metric against pool's size,

@@ -156,10 +156,15 @@ var axisLabels = map[string]string{
 
 // Write draws in to path (.png or .svg).
 func Write(path string, in Input) error {
+	return save(path, func(svg bool) (vg.CanvasWriterTo, error) { return Draw(in, svg) })
+}
+
+// save renders with draw (SVG when path ends in .svg, else PNG) to path.
+func save(path string, draw func(svg bool) (vg.CanvasWriterTo, error)) error {
 	if err := CheckPath(path); err != nil {
 		return err
 	}
-	c, err := Draw(in, strings.ToLower(filepath.Ext(path)) == ".svg")
+	c, err := draw(strings.ToLower(filepath.Ext(path)) == ".svg")
 	if err != nil {
 		return err
 	}
@@ -438,6 +443,12 @@ func Draw(in Input, svg bool) (vg.CanvasWriterTo, error) {
 		plots[pi/2] = append(plots[pi/2], p)
 	}
 
+	return tile(in.Title, 15, plots, svg), nil
+}
+
+// tile lays plots out two to a row under a title (of fontSize points) on
+// one white canvas, 12 inches wide and 4.1 a row (SVG, or PNG at 150 dpi).
+func tile(title string, fontSize float64, plots [][]*gplot.Plot, svg bool) vg.CanvasWriterTo {
 	w, h := 12*vg.Inch, 4.1*vg.Inch*vg.Length(len(plots))
 	var cw vg.CanvasWriterTo
 	if svg {
@@ -448,10 +459,9 @@ func Draw(in Input, svg bool) (vg.CanvasWriterTo, error) {
 	dc := draw.New(cw)
 	dc.FillPolygon(color.White, []vg.Point{{X: 0, Y: 0}, {X: w, Y: 0}, {X: w, Y: h}, {X: 0, Y: h}})
 	const titleH = 0.45 * vg.Inch
-	title := in.Title
 	if title != "" {
 		sty := gplot.New().Title.TextStyle
-		sty.Font.Size = vg.Points(15)
+		sty.Font.Size = vg.Points(fontSize)
 		sty.XAlign = draw.XCenter
 		sty.YAlign = draw.YTop
 		dc.FillText(sty, vg.Point{X: w / 2, Y: h - vg.Points(8)}, title)
@@ -464,7 +474,7 @@ func Draw(in Input, svg bool) (vg.CanvasWriterTo, error) {
 			plots[r][c].Draw(canvases[r][c])
 		}
 	}
-	return cw, nil
+	return cw
 }
 
 // FirstMeeting is, for each line of rows (the combinations of the keys
