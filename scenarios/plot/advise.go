@@ -106,14 +106,7 @@ func advicePanelPlot(pool *advise.Pool, ci int, pan advicePanel) (*gplot.Plot, e
 	if pan.bar > 0 {
 		ys = append(ys, pan.bar)
 	}
-	logY := spansDecades(ys)
-	if logY {
-		p.Y.Scale = gplot.LogScale{}
-		p.Y.Tick.Marker = ticks125{}
-		p.Y.Label.Text += ", log scale"
-	} else {
-		p.Y.Min = 0
-	}
+	logY := yScale(p, ys)
 	for li, v := range pool.Verdicts {
 		if len(v.Evals) == 0 {
 			continue

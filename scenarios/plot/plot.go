@@ -315,14 +315,7 @@ func Draw(in Input, svg bool) (vg.CanvasWriterTo, error) {
 		if panel.SLO && in.SLOP99Ms > 0 {
 			ys = append(ys, in.SLOP99Ms)
 		}
-		logY := spansDecades(ys)
-		if logY {
-			p.Y.Scale = gplot.LogScale{}
-			p.Y.Tick.Marker = ticks125{}
-			p.Y.Label.Text += ", log scale"
-		} else {
-			p.Y.Min = 0
-		}
+		logY := yScale(p, ys)
 		for si, se := range panel.Series {
 			f, ok := system.FieldByName(se.Metric)
 			if !ok {
@@ -555,6 +548,19 @@ func ciBand(lo, hi plotter.XYs, col color.Color, logY bool) *plotter.Polygon {
 	poly.Color = color.NRGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), 50}
 	poly.LineStyle.Width = 0
 	return poly
+}
+
+// yScale makes p's y axis logarithmic when ys span decades (spansDecades),
+// else linear from 0, and reports which.
+func yScale(p *gplot.Plot, ys []float64) bool {
+	if !spansDecades(ys) {
+		p.Y.Min = 0
+		return false
+	}
+	p.Y.Scale = gplot.LogScale{}
+	p.Y.Tick.Marker = ticks125{}
+	p.Y.Label.Text += ", log scale"
+	return true
 }
 
 // spansDecades: every value above zero, the largest at least 50 times the
