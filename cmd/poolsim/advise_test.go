@@ -415,3 +415,26 @@ func TestAdviseEmitLoads(t *testing.T) {
 		}
 	}
 }
+
+// --plot draws a scenario with classes: a PNG, one row of panels a class.
+func TestAdvisePlotClasses(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "advise.png")
+	code, _, errOut := runCmd("advise", "web-and-report", "--set", "classes.web.workload.requests_per_session=4", "--slo-p99", "web=150ms",
+		"--features", "report=with_hold", "--replications", "2", "--plot", p, "-q")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil || len(data) < 10_000 || string(data[1:4]) != "PNG" {
+		t.Fatalf("plot: %d bytes, %v", len(data), err)
+	}
+}
+
+// An advise estimated far above the limits is refused before it runs,
+// with the estimate and --yes.
+func TestAdviseCostRefused(t *testing.T) {
+	code, out, errOut := runCmd("advise", "pgbouncer-modes", "--set", "workload.clients=5000000", "--set", "pooler.max_client_conn=5000000")
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "give --yes") || !strings.Contains(errOut, "GB of memory") {
+		t.Fatalf("exit %d, stderr %q: want a refusal with the estimate", code, errOut)
+	}
+}

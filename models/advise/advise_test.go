@@ -364,3 +364,73 @@ func TestHeadroomAndObjective(t *testing.T) {
 		t.Errorf("a headroom of the whole server: %v", err)
 	}
 }
+
+// Workers behind a session pool smaller than their persistent
+// connections: those beyond the pool never get a server while the others
+// keep theirs. A short run hides it in the throughput and the p99 (the
+// stuck requests are few); the starvation bar does not.
+func TestStarvedWorkersDoNotQualify(t *testing.T) {
+	base := scenario(t, `
+seed: 3
+workload: {workers: 12, arrival_rate: 40/s, duration: 30s, txns_per_request: 2, stmts_per_txn: 2, query: {dist: exp, mean: 3ms}, app: 1ms}
+pooler: {mode: session, hop: 50us, max_client_conn: 1000}
+server: {max_connections: 100}
+`)
+	r := advise.Request{Base: base, Modes: []poolmode.Mode{poolmode.Session}, Needs: map[string]advise.Need{"": {SLOP99: time.Second}}}
+	a := mustAdvise(t, r, 3)
+	v := verdict(a.Pools[0], poolmode.Session)
+	if v.Min == nil || v.Min.Size != 12 {
+		t.Fatalf("session answer %v, want 12: one server per persistent connection", v.Min)
+	}
+	for _, e := range v.Evals {
+		if e.Size < 12 && !strings.Contains(strings.Join(e.Fails(), ";"), "waited") {
+			t.Errorf("session %d: fails %q, want the starved connections named", e.Size, e.Fails())
+		}
+	}
+	// Transaction pooling shares the servers a transaction at a time.
+	r.Modes = nil
+	if b := mustAdvise(t, r, 3); b.Pools[0].Choice.Mode != poolmode.Transaction || b.Spend >= 12 {
+		t.Errorf("with every mode: %s, want transaction below 12", b.Split())
+	}
+}
+
+// A light open class carries its arrivals: judged against the same
+// arrivals with servers to spare, the noise of a short run's arrivals does
+// not fail it (58.7 of 60 a second is all that arrived).
+func TestLightOpenClassQualifies(t *testing.T) {
+	base := scenario(t, `
+seed: 11
+workload: {arrival_rate: 60/s, duration: 10s, txns_per_session: 1, stmts_per_txn: 1, query: {dist: exp, mean: 5ms}}
+pooler: {mode: transaction, hop: 50us, max_client_conn: 1000}
+server: {max_connections: 50}
+`)
+	a := mustAdvise(t, advise.Request{Base: base}, 5)
+	if !a.Answer {
+		t.Fatalf("no answer for a light open class: %q; %+v", a.Binding, a.Classes[0].Check)
+	}
+	if c := a.Classes[0]; !c.Check.Meets {
+		t.Errorf("the class misses: %q", c.Check.Fails)
+	}
+}
+
+// The classic starting points: Little's law counts the application's
+// time inside a transaction, never exceeds the class's connections, and
+// HikariCP's rule takes the scenario's cores.
+func TestClassicStartingPoints(t *testing.T) {
+	base := scenario(t, `
+workload: {clients: 60, requests_per_session: 5, txns_per_request: 4, stmts_per_txn: 4, query: 5ms, app: 3ms, think: 50ms}
+pooler: {mode: transaction, hop: 0s, max_client_conn: 1000}
+server: {max_connections: 100, cores: 8}
+`)
+	a := mustAdvise(t, advise.Request{Base: base, Spindles: 1}, 1)
+	k := a.Classes[0].Classic
+	if k.ServiceMs != 20 || k.HeldMs != 29 {
+		t.Errorf("server time %v ms, held %v ms; want 4 x 5 = 20 and 20 + 3 x 3 = 29 (the app's time between statements)", k.ServiceMs, k.HeldMs)
+	}
+	if k.LittleHeld > 60 || k.LittleBusy > 60 {
+		t.Errorf("Little's law gives %.1f held and %.1f busy for 60 clients", k.LittleHeld, k.LittleBusy)
+	}
+	if h := a.Hikari; h.Cores != 8 || h.Conns != 17 || h.Assumed {
+		t.Errorf("HikariCP %+v, want the scenario's 8 cores: 17", h)
+	}
+}

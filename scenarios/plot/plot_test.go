@@ -2,6 +2,7 @@ package plot
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -66,5 +67,20 @@ func TestLooksLog(t *testing.T) {
 	}
 	if err := CheckPath("x.pdf"); err == nil {
 		t.Error("accepted .pdf")
+	}
+}
+
+// A pool-size axis is labelled even over a short range.
+func TestSizeTicksLabelled(t *testing.T) {
+	for _, r := range [][2]float64{{1, 8}, {1, 177}, {3, 40}} {
+		var labels []string
+		for _, tk := range (sizeTicks{}).Ticks(r[0], r[1]) {
+			if tk.Label != "" {
+				labels = append(labels, tk.Label)
+			}
+		}
+		if len(labels) < 3 || labels[0] != strconv.FormatFloat(r[0], 'g', -1, 64) || labels[len(labels)-1] != strconv.FormatFloat(r[1], 'g', -1, 64) {
+			t.Errorf("%v..%v: labels %v, want both ends and more", r[0], r[1], labels)
+		}
 	}
 }
