@@ -13,6 +13,7 @@ import (
 	"github.com/poolsim/poolsim/lab/load"
 	"github.com/poolsim/poolsim/lab/pgbouncer"
 	"github.com/poolsim/poolsim/lab/probe"
+	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/models/system"
@@ -71,7 +72,7 @@ func poolIndex(c system.Config, cl system.Class) int {
 }
 
 // checkMulti refuses what the multi-class live run cannot do.
-func checkMulti(o Options, c system.Config) error {
+func checkMulti(o Options, live Live, c system.Config) error {
 	if o.DSN != "" {
 		return fmt.Errorf("%w: a scenario with classes runs on the throwaway cluster only: validate creates each pool's user and database there (drop --dsn)", ErrUnsupported)
 	}
@@ -100,15 +101,15 @@ func checkMulti(o Options, c system.Config) error {
 			return fmt.Errorf("%w: classes.%s: prepared statements are validated without classes", ErrUnsupported, cl.Name)
 		}
 		if w.CPU.MeanValue() > 0 {
-			return fmt.Errorf("%w: classes.%s.workload.cpu models CPU sharing; run it live with live.statement: cpu and workload.query instead", ErrUnsupported, cl.Name)
+			return fmt.Errorf("%w: classes.%s.workload.cpu models CPU sharing; run it live with validate.statement: cpu and workload.query instead", ErrUnsupported, cl.Name)
 		}
 	}
 	if c.Server.Cores > 0 {
-		return fmt.Errorf("%w: server.cores models CPU sharing; run it live with live.statement: cpu and workload.query instead", ErrUnsupported)
+		return fmt.Errorf("%w: server.cores models CPU sharing; run it live with validate.statement: cpu and workload.query instead", ErrUnsupported)
 	}
-	for _, h := range c.Live.WithHold {
+	for _, h := range live.WithHold {
 		if !slices.ContainsFunc(c.Classes, func(cl system.Class) bool { return cl.Name == h }) {
-			return fmt.Errorf("validate: live.with_hold: no class %q", h)
+			return fmt.Errorf("validate: validate.with_hold: no class %q", h)
 		}
 	}
 	return nil
@@ -276,7 +277,7 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 		}
 	}
 	hold := map[string]bool{}
-	for _, h := range c.Live.WithHold {
+	for _, h := range vv.live.WithHold {
 		hold[h] = true
 	}
 	var specs []load.Spec
@@ -422,7 +423,7 @@ func calibratedMulti(cfg system.Config, cals []Calibration) system.Result {
 	}
 	cc.Server.Connect = sim.ConstDist(sim.FromDuration(cals[0].Connect))
 	cc.Pooler.Hop = sim.FromDuration(cals[0].Hop)
-	cc.Testbed.ServersOpen = classesOpen(cals)
+	onMachine(&cc, func(m *testbed.Machine) { m.ServersOpen = classesOpen(cals) })
 	return system.Run(cc)
 }
 
@@ -475,7 +476,7 @@ func (vv *lab) multiRow(ctx context.Context, p scenarios.Point, model scenarios.
 	for _, a := range runs {
 		models = append(models, calibratedMulti(c, a.cals))
 	}
-	fill := func(row *Row, xs []Measured, ms []system.Metrics, cals []Calibration) {
+	fill := func(row *Row, xs []Measured, ms []ModelRun, cals []Calibration) {
 		row.Repeats, row.RepeatModels = xs, ms
 		row.Measured = combineMeasured(xs, row.Model)
 		row.Calibrated = combineModels(ms, row.Model)
@@ -486,10 +487,10 @@ func (vv *lab) multiRow(ctx context.Context, p scenarios.Point, model scenarios.
 		judge(row)
 	}
 	var xs []Measured
-	var ms []system.Metrics
+	var ms []ModelRun
 	var cals []Calibration
 	for k, a := range runs {
-		xs, ms, cals = append(xs, a.total), append(ms, models[k].Metrics), append(cals, a.cals[0])
+		xs, ms, cals = append(xs, a.total), append(ms, ModelRun{Metrics: models[k].Metrics}), append(cals, a.cals[0])
 	}
 	fill(&total, xs, ms, cals)
 	total.calStmt, total.calThinkMs = 0, 0 // the classes' own are on their rows
@@ -497,7 +498,7 @@ func (vv *lab) multiRow(ctx context.Context, p scenarios.Point, model scenarios.
 	for i := range rows {
 		xs, ms, cals = nil, nil, nil
 		for k, a := range runs {
-			xs, ms, cals = append(xs, a.classes[i]), append(ms, models[k].Classes[i].Metrics), append(cals, a.cals[i])
+			xs, ms, cals = append(xs, a.classes[i]), append(ms, ModelRun{Metrics: models[k].Classes[i].Metrics}), append(cals, a.cals[i])
 		}
 		fill(&rows[i], xs, ms, cals)
 		out = append(out, rows[i])
@@ -512,7 +513,7 @@ func (vv *lab) multiRow(ctx context.Context, p scenarios.Point, model scenarios.
 const allClasses = "all classes"
 
 // classNotes explain how a scenario with classes runs live.
-func classNotes(c system.Config) []string {
+func classNotes(live Live, c system.Config) []string {
 	var ps []string
 	for _, p := range livePools(c) {
 		ps = append(ps, fmt.Sprintf("%s = dbname=%s pool_mode=%s pool_size=%d (clients log in as %s)", p.alias, p.database, p.mode, p.size, p.user))
@@ -522,8 +523,8 @@ func classNotes(c system.Config) []string {
 		"The classes run at once: every client of every class connects, then all start at one time zero. Each class's transactions per request are drawn from the model's own stream (the class's sessions numbered as the model numbers them), so the live run and the model run the same transactions and requests. A request-level closed client waits one think before its first request, as in the model.",
 		"The row for all classes adds up the classes' transactions and requests over the wall from time zero to the last completion of any class; its percentiles are over every class's transactions and requests together.",
 	}
-	if len(c.Live.WithHold) > 0 {
-		n = append(n, fmt.Sprintf("live.with_hold (%s): each request of these classes declares a WITH HOLD cursor (DECLARE ... CURSOR WITH HOLD FOR a few generate_series rows) in the Query message of its first statement, FETCHes a row from it at the start of every later transaction of the request and CLOSEs it after the last one; the extra commands travel in the statements' own Query messages, so a transaction costs stmts_per_txn round trips as in the model. Outside session pooling the FETCH would land on a server without the cursor and fail the client.", strings.Join(c.Live.WithHold, ", ")))
+	if len(live.WithHold) > 0 {
+		n = append(n, fmt.Sprintf("validate.with_hold (%s): each request of these classes declares a WITH HOLD cursor (DECLARE ... CURSOR WITH HOLD FOR a few generate_series rows) in the Query message of its first statement, FETCHes a row from it at the start of every later transaction of the request and CLOSEs it after the last one; the extra commands travel in the statements' own Query messages, so a transaction costs stmts_per_txn round trips as in the model. Outside session pooling the FETCH would land on a server without the cursor and fail the client.", strings.Join(live.WithHold, ", ")))
 	}
 	return n
 }

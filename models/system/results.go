@@ -191,21 +191,12 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 	mt.ServerConns = max(m.results.m.ServerConns, v.open.Max())
 	mt.ServerMemPeakMB = float64(v.open.Max()*m.cfg.Server.MemoryPerConn) / (1 << 20)
 	if v.cfg.Cores > 0 {
-		mt.CPUUtil = level(lvCores) / float64(v.cfg.Cores)
-		if v.tb { // the cores' utilisation: the test's jobs (backends, driver, pooler) and the background
-			mt.CPUUtil = m.testbedUtil(level)
+		cpu := CPU(&m.ps)
+		if m.port != nil {
+			cpu = m.port
 		}
-		mt.CPUJobsL = level(lvJobs)
+		mt.CPUUtil, mt.CPUJobsL = cpu.Measure(func(i int) float64 { return level(m.lvCPU() + i) })
 	}
-	if n := v.rqJobs[jobStatement]; v.cpus != nil && n > 0 {
-		per := func(k jobKind) float64 { return float64(v.rqWait[k]) / float64(n) / 1e3 }
-		mt.RunQueueServerUs, mt.RunQueuePoolerUs, mt.RunQueueDriverUs = per(jobStatement), per(jobPooler), per(jobDriver)
-		if v.pooledDone > 0 {
-			mt.PoolerPreempts = float64(v.preempted) / float64(v.pooledDone)
-			mt.ServerPreempts = float64(v.srvPreempted) / float64(v.pooledDone)
-		}
-	}
-	mt.DriverThreadSpread = m.driverThreadSpread()
 	for i, cl := range m.classes {
 		if sc.class >= 0 && i != sc.class {
 			continue
@@ -366,25 +357,4 @@ func (m *model) poolerMetrics(mt *Metrics, sc scope, from, to *snapshot) {
 			mt.CancelsLost++
 		}
 	}
-}
-
-// driverThreadSpread is the slowest driver thread's clients' mean
-// latency over the fastest's (Metrics.DriverThreadSpread); 0 without
-// two threads that completed transactions.
-func (m *model) driverThreadSpread() float64 {
-	lo, hi := 0.0, 0.0
-	for _, t := range m.drv {
-		if t.txns == 0 {
-			continue
-		}
-		x := float64(t.latSum) / float64(t.txns)
-		if lo == 0 || x < lo {
-			lo = x
-		}
-		hi = max(hi, x)
-	}
-	if len(m.drv) < 2 || lo == 0 {
-		return 0
-	}
-	return hi / lo
 }
