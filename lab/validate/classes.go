@@ -234,27 +234,9 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 	}
 	pools := livePools(c)
 	classes := c.ClassList()
-	for _, cl := range classes {
-		p := pools[poolIndex(c, cl)]
-		cc := c.Clone()
-		cc.Classes, cc.Pools = nil, nil
-		cc.Workload = cl.Workload
-		// The class's statements and pauses are measured on as many
-		// connections at once as its pool has servers (calibrate runs
-		// max_connections - 2 at most).
-		cc.Server.MaxConnections = min(c.Server.MaxConnections, p.size+2)
-		app := cl.Workload.RequestLevel() && cl.Workload.AppSet
-		if app {
-			// The timers of the app pauses are measured; think gets
-			// the same overshoot (calibratedMulti).
-			cc.Workload.Think = cl.Workload.App
-		}
-		cal, err := calibrate(ctx, vv.srv.as(p.user, p.database).dsn, cc, stmt, samples, vv.backendGone)
-		if err != nil {
-			return a, err
-		}
-		cal.App = app
-		a.cals = append(a.cals, cal)
+	var err error
+	if a.cals, err = vv.calibrateClasses(ctx, c, pools, stmt, samples); err != nil {
+		return a, err
 	}
 	t, dsns, err := startPools(ctx, vv.o.Target, vv.srv, pools, c, vv.bouncerVersion, vv.logf)
 	if err != nil {
@@ -332,34 +314,73 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 		}
 	}
 	if t.bouncer != nil {
-		// SHOW STATS totals move every stats_period (1 s here).
-		if err := probe.Sleep(ctx, 1100*time.Millisecond); err != nil {
+		if err := a.bouncerWaits(ctx, t.bouncer, c, pools, res, waitBefore, users); err != nil {
 			return a, err
-		}
-		var sum, n int64
-		for i, cl := range classes {
-			p := pools[poolIndex(c, cl)]
-			after, _, err := bouncerStats(ctx, t.bouncer, p.alias)
-			if err != nil {
-				return a, err
-			}
-			k := assignments(p.mode, res[i])
-			sum += after - waitBefore[p.alias]
-			n += k
-			if users[p.alias] == 1 && k > 0 {
-				a.classes[i].Assignments, a.classes[i].WaitMeanOnly = k, true
-				a.classes[i].WaitMeanMs = float64(after-waitBefore[p.alias]) / 1e3 / float64(k)
-			}
-		}
-		if n > 0 {
-			a.total.Assignments, a.total.WaitMeanOnly = n, true
-			a.total.WaitMeanMs = float64(sum) / 1e3 / float64(n)
 		}
 	}
 	if err := t.close(); err != nil {
 		return a, err
 	}
 	return a, nil
+}
+
+// calibrateClasses calibrates each class of c on its pool's user and
+// database, one after another.
+func (vv *lab) calibrateClasses(ctx context.Context, c system.Config, pools []livePool, stmt load.Statement, samples int) ([]Calibration, error) {
+	var cals []Calibration
+	for _, cl := range c.ClassList() {
+		p := pools[poolIndex(c, cl)]
+		cc := c.Clone()
+		cc.Classes, cc.Pools = nil, nil
+		cc.Workload = cl.Workload
+		// The class's statements and pauses are measured on as many
+		// connections at once as its pool has servers (calibrate runs
+		// max_connections - 2 at most).
+		cc.Server.MaxConnections = min(c.Server.MaxConnections, p.size+2)
+		app := cl.Workload.RequestLevel() && cl.Workload.AppSet
+		if app {
+			// The timers of the app pauses are measured; think gets
+			// the same overshoot (calibratedMulti).
+			cc.Workload.Think = cl.Workload.App
+		}
+		cal, err := calibrate(ctx, vv.srv.as(p.user, p.database).dsn, cc, stmt, samples, vv.backendGone)
+		if err != nil {
+			return cals, err
+		}
+		cal.App = app
+		cals = append(cals, cal)
+	}
+	return cals, nil
+}
+
+// bouncerWaits sets the waits of a run through PgBouncer from SHOW
+// STATS' total_wait_time, over the assignments each class's run made:
+// the total's, and a class's alone on its pool.
+func (a *multiAttempt) bouncerWaits(ctx context.Context, bouncer *pgbouncer.PgBouncer, c system.Config, pools []livePool, res []*load.Result, waitBefore map[string]int64, users map[string]int) error {
+	// SHOW STATS totals move every stats_period (1 s here).
+	if err := probe.Sleep(ctx, 1100*time.Millisecond); err != nil {
+		return err
+	}
+	var sum, n int64
+	for i, cl := range c.ClassList() {
+		p := pools[poolIndex(c, cl)]
+		after, _, err := bouncerStats(ctx, bouncer, p.alias)
+		if err != nil {
+			return err
+		}
+		k := assignments(p.mode, res[i])
+		sum += after - waitBefore[p.alias]
+		n += k
+		if users[p.alias] == 1 && k > 0 {
+			a.classes[i].Assignments, a.classes[i].WaitMeanOnly = k, true
+			a.classes[i].WaitMeanMs = float64(after-waitBefore[p.alias]) / 1e3 / float64(k)
+		}
+	}
+	if n > 0 {
+		a.total.Assignments, a.total.WaitMeanOnly = n, true
+		a.total.WaitMeanMs = float64(sum) / 1e3 / float64(n)
+	}
+	return nil
 }
 
 // setWaits fills x's waits from the proxy's assignments after start that

@@ -292,7 +292,7 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 	var out loopCPU
 	ctx, cancel := context.WithTimeout(ctx, dur+time.Minute)
 	defer cancel()
-	conns := make([]*pgconn.PgConn, 0, n)
+	conns, pids, err := openLoop(ctx, dsn, st, n, backends)
 	defer func() {
 		for _, c := range conns {
 			pid := c.PID()
@@ -302,62 +302,11 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 			}
 		}
 	}()
-	var pids []int
-	for range n {
-		c, err := pgconn.Connect(ctx, dsn)
-		if err != nil {
-			return out, fmt.Errorf("calibrate testbed: %w", err)
-		}
-		conns = append(conns, c)
-		if backends {
-			pids = append(pids, int(c.PID()))
-		}
-		if _, err := c.Exec(ctx, st.Text(0)).ReadAll(); err != nil {
-			return out, fmt.Errorf("calibrate testbed: %w", err)
-		}
+	if err != nil {
+		return out, err
 	}
-	var (
-		stop  = make(chan struct{})
-		wg    sync.WaitGroup
-		count atomic.Int64
-		errs  = make([]error, n)
-		// Each connection's statements' ends, from base: the windows'
-		// counts of the machine's speed.
-		base = time.Now()
-		ends = make([][]time.Duration, n)
-		rtts = make([][]time.Duration, n)
-	)
-	for i, c := range conns {
-		wg.Add(1)
-		go func() { // owner: closedLoop; ends when stop closes or on error
-			defer wg.Done()
-			r := sim.NewRand(seed, fmt.Sprintf("validate testbed %d %d", n, i))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				t0 := time.Since(base)
-				if _, err := c.Exec(ctx, st.Next(0, r)).ReadAll(); err != nil {
-					errs[i] = fmt.Errorf("calibrate testbed: %w", err)
-					return
-				}
-				count.Add(1)
-				t1 := time.Since(base)
-				ends[i], rtts[i] = append(ends[i], t1), append(rtts[i], t1-t0)
-			}
-		}()
-	}
-	stopped := false
-	halt := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wg.Wait()
-		}
-	}
-	defer halt()
+	lr := startLoop(ctx, conns, st, seed)
+	defer lr.halt()
 	// A warm-up first: through a pooler the pool opens its servers, and
 	// every process settles into the loop's rhythm.
 	if err := probe.Sleep(ctx, closedLoopWarm); err != nil {
@@ -370,19 +319,19 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 		}
 		pids = append(pids, more...)
 	}
-	m0, c0 := sampleCPU(), count.Load()
+	m0, c0 := sampleCPU(), lr.count.Load()
 	e0, ok0 := eachCPU(pids)
 	g0, gok0 := migrations(pids)
 	if err := probe.Sleep(ctx, dur); err != nil {
 		return out, fmt.Errorf("calibrate testbed: %w", err)
 	}
-	m1, c1 := sampleCPU(), count.Load()
+	m1, c1 := sampleCPU(), lr.count.Load()
 	e1, ok1 := eachCPU(pids)
 	g1, gok1 := migrations(pids)
 	out.migr, out.migrOK = g1-g0, gok0 && gok1 && len(pids) > 0
 	total := c1 - c0
-	halt()
-	for _, err := range errs {
+	lr.halt()
+	for _, err := range lr.errs {
 		if err != nil {
 			return out, err
 		}
@@ -391,17 +340,7 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 		return out, fmt.Errorf("calibrate testbed: %w", err)
 	}
 	out.stmts, out.wall = total, m1.at.Sub(m0.at)
-	from, to := m0.at.Sub(base), m1.at.Sub(base)
-	out.speed = speedTimeline(slices.Concat(ends...), from, to)
-	var rt []time.Duration
-	for i := range ends {
-		for j, e := range ends[i] {
-			if e >= from && e < to {
-				rt = append(rt, rtts[i][j])
-			}
-		}
-	}
-	out.p50, out.p99 = medianP99(rt)
+	out.speed, out.p50, out.p99 = lr.timing(m0.at, m1.at)
 	out.self, out.watchedOK = m1.self-m0.self, ok0 && ok1
 	out.instr = m1.instr - m0.instr
 	if out.watchedOK {
@@ -409,6 +348,99 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 	}
 	out.busy = busyCores(m0, m1)
 	return out, nil
+}
+
+// openLoop opens closedLoop's n connections to dsn, each running st once
+// (a backend loads its caches on its first statement), and returns them
+// - those it opened, on an error too - with their backends' pids when
+// backends is set.
+func openLoop(ctx context.Context, dsn string, st load.Statement, n int, backends bool) ([]*pgconn.PgConn, []int, error) {
+	conns := make([]*pgconn.PgConn, 0, n)
+	var pids []int
+	for range n {
+		c, err := pgconn.Connect(ctx, dsn)
+		if err != nil {
+			return conns, pids, fmt.Errorf("calibrate testbed: %w", err)
+		}
+		conns = append(conns, c)
+		if backends {
+			pids = append(pids, int(c.PID()))
+		}
+		if _, err := c.Exec(ctx, st.Text(0)).ReadAll(); err != nil {
+			return conns, pids, fmt.Errorf("calibrate testbed: %w", err)
+		}
+	}
+	return conns, pids, nil
+}
+
+// loopRun is closedLoop's connections running the statement back to
+// back, a goroutine each: its owner ends them with halt (they end on an
+// error too). Each connection's statements' ends and round trips are
+// kept, from base: the windows' counts of the machine's speed.
+type loopRun struct {
+	stop       chan struct{}
+	stopped    bool
+	wg         sync.WaitGroup
+	count      atomic.Int64
+	errs       []error
+	base       time.Time
+	ends, rtts [][]time.Duration
+}
+
+// startLoop starts the statement loop on every connection.
+func startLoop(ctx context.Context, conns []*pgconn.PgConn, st load.Statement, seed uint64) *loopRun {
+	n := len(conns)
+	lr := &loopRun{stop: make(chan struct{}), errs: make([]error, n), base: time.Now(),
+		ends: make([][]time.Duration, n), rtts: make([][]time.Duration, n)}
+	for i, c := range conns {
+		lr.wg.Add(1)
+		go func() { // owner: lr's (closedLoop); ends when stop closes or on error
+			defer lr.wg.Done()
+			r := sim.NewRand(seed, fmt.Sprintf("validate testbed %d %d", n, i))
+			for {
+				select {
+				case <-lr.stop:
+					return
+				default:
+				}
+				t0 := time.Since(lr.base)
+				if _, err := c.Exec(ctx, st.Next(0, r)).ReadAll(); err != nil {
+					lr.errs[i] = fmt.Errorf("calibrate testbed: %w", err)
+					return
+				}
+				lr.count.Add(1)
+				t1 := time.Since(lr.base)
+				lr.ends[i], lr.rtts[i] = append(lr.ends[i], t1), append(lr.rtts[i], t1-t0)
+			}
+		}()
+	}
+	return lr
+}
+
+// halt stops the loop and waits for its goroutines (once).
+func (lr *loopRun) halt() {
+	if !lr.stopped {
+		lr.stopped = true
+		close(lr.stop)
+		lr.wg.Wait()
+	}
+}
+
+// timing is the machine's speed step by step and the statements' round
+// trips' p50 and p99 between from and to (after halt).
+func (lr *loopRun) timing(from, to time.Time) (speed []float64, p50, p99 time.Duration) {
+	f, t := from.Sub(lr.base), to.Sub(lr.base)
+	speed = speedTimeline(slices.Concat(lr.ends...), f, t)
+	var rt []time.Duration
+	for i := range lr.ends {
+		for j, e := range lr.ends[i] {
+			if e >= f && e < t {
+				rt = append(rt, lr.rtts[i][j])
+			}
+		}
+	}
+	p50, p99 = medianP99(rt)
+	return speed, p50, p99
 }
 
 // addWatched sets each and watched from the watched processes' CPU

@@ -177,15 +177,7 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 		}
 	}
 	mt.AppWaitP99Ms = ms(r.appWaits.Percentile(99))
-	d := &r.dec
-	mt.DecAppWaitP50Ms, mt.DecAppWaitP99Ms = ms(d[0].Percentile(50)), ms(d[0].Percentile(99))
-	mt.DecConnectP50Ms, mt.DecConnectP99Ms = ms(d[1].Percentile(50)), ms(d[1].Percentile(99))
-	mt.DecWaitP50Ms, mt.DecWaitP99Ms = ms(d[2].Percentile(50)), ms(d[2].Percentile(99))
-	mt.DecCPUQueueP50Ms, mt.DecCPUQueueP99Ms = ms(d[3].Percentile(50)), ms(d[3].Percentile(99))
-	mt.DecServiceP50Ms, mt.DecServiceP99Ms = ms(d[4].Percentile(50)), ms(d[4].Percentile(99))
-	mt.DecHopP50Ms, mt.DecHopP99Ms = ms(d[5].Percentile(50)), ms(d[5].Percentile(99))
-	mt.DecThinkP50Ms, mt.DecThinkP99Ms = ms(d[6].Percentile(50)), ms(d[6].Percentile(99))
-	mt.DecPoolerP50Ms, mt.DecPoolerP99Ms = ms(d[7].Percentile(50)), ms(d[7].Percentile(99))
+	r.decomposition(&mt)
 	// The server's own figures are the same for every class.
 	v := &m.srv
 	mt.ServerConns = max(m.results.m.ServerConns, v.open.Max())
@@ -212,6 +204,20 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 		}
 	}
 	return mt
+}
+
+// decomposition fills the p50 and p99 of each part of the completed
+// transactions' latencies.
+func (r *results) decomposition(mt *Metrics) {
+	d := &r.dec
+	mt.DecAppWaitP50Ms, mt.DecAppWaitP99Ms = ms(d[0].Percentile(50)), ms(d[0].Percentile(99))
+	mt.DecConnectP50Ms, mt.DecConnectP99Ms = ms(d[1].Percentile(50)), ms(d[1].Percentile(99))
+	mt.DecWaitP50Ms, mt.DecWaitP99Ms = ms(d[2].Percentile(50)), ms(d[2].Percentile(99))
+	mt.DecCPUQueueP50Ms, mt.DecCPUQueueP99Ms = ms(d[3].Percentile(50)), ms(d[3].Percentile(99))
+	mt.DecServiceP50Ms, mt.DecServiceP99Ms = ms(d[4].Percentile(50)), ms(d[4].Percentile(99))
+	mt.DecHopP50Ms, mt.DecHopP99Ms = ms(d[5].Percentile(50)), ms(d[5].Percentile(99))
+	mt.DecThinkP50Ms, mt.DecThinkP99Ms = ms(d[6].Percentile(50)), ms(d[6].Percentile(99))
+	mt.DecPoolerP50Ms, mt.DecPoolerP99Ms = ms(d[7].Percentile(50)), ms(d[7].Percentile(99))
 }
 
 // serverShares are the mean server connections linked to a client and
