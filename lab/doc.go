@@ -13,7 +13,11 @@
 //	lab/probe          the live session-feature probes (compat, for real)
 //	lab/autogroup      the kernel's autogroup switch for a validation run
 //	lab/importtest     the live set-up behind poolsim import's tests
+//	lab/testbed        the model of the test machine the validator runs
+//	                   on: its scheduler and load driver behind
+//	                   models/system's CPU port (system.Machine)
 //	lab/validate       poolsim validate: runs a scenario through the
 //	                   proxy, PgBouncer or directly, and sets the
-//	                   measurement beside the model (models/system)
+//	                   measurement beside the model (models/system);
+//	                   the scenarios' validate: section is its
 package lab

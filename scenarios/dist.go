@@ -13,7 +13,7 @@ import (
 
 // DistHelp describes the distribution forms a duration key accepts, for
 // help texts.
-const DistHelp = `Distributions (workload.query, cpu, parse, think, server.connect, testbed.driver_cpu):
+const DistHelp = `Distributions (workload.query, cpu, parse, think, server.connect):
   3ms                                          a constant
   {dist: exp, mean: 2ms}                       exponential
   {dist: uniform, min: 1ms, max: 3ms}          uniform

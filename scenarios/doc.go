@@ -9,6 +9,14 @@
 // block and --set key=value, so the three accept exactly the same values.
 // Defaults are PgBouncer's and PostgreSQL's own (system.Default).
 //
+// The validate: section is not the model's: it says how poolsim validate
+// runs the scenario live and what machine its models run on. This package
+// keeps it as written, line numbers included, with its --set
+// validate.KEY overrides (Scenario.Validate, a Section), and lab/validate
+// decodes it as strictly, with the value readers this package exports
+// (ReadDuration, ReadDist, ...); a sweep or a variant does not vary it,
+// and a model run ignores it.
+//
 // Durations are Go duration strings ("300us", "5.48ms", "3s"); rates are a
 // number per second, written "80/s", "4800/min" or "80". A duration key
 // also takes a distribution (DistHelp lists the forms), including empirical

@@ -24,6 +24,10 @@ type Scenario struct {
 	Sweep       []Axis
 	Variants    []Variant // named sets of overrides, swept with the key "variant"
 	Study       Study     // replications: and precision:, for every point
+	// Validate is the validate: block, poolsim validate's (how to run the
+	// workload live, and the test machine's model): kept as written for
+	// lab/validate to decode; a model run ignores it.
+	Validate Section
 }
 
 // Variant is a named set of overrides (the variants: block), such as a
@@ -170,7 +174,7 @@ func Parse(data []byte, source string) (*Scenario, error) {
 	if err := resolveDataFiles(&doc, source); err != nil {
 		return nil, err
 	}
-	s := &Scenario{Source: source, Base: system.Default()}
+	s := &Scenario{Source: source, Base: system.Default(), Validate: Section{Name: SectionValidate}}
 	if err := s.parseTop(doc.Content[0]); err != nil {
 		return nil, err
 	}
@@ -223,10 +227,15 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 			if err != nil {
 				return invalid(s.Source, v.Line, "precision: %v", err)
 			}
-		case "workload", "app_pool", "pooler", "server", "testbed", "live":
+		case "workload", "app_pool", "pooler", "server":
 			if err := s.parseSection(k.Value, v); err != nil {
 				return err
 			}
+		case SectionValidate:
+			if v.Kind != yaml.MappingNode {
+				return invalid(s.Source, v.Line, "%s must be a mapping of poolsim validate's settings (poolsim validate --help lists them)", k.Value)
+			}
+			s.Validate.Node = v
 		case "sweep":
 			sweep = v // after variants, wherever it is written
 		case "variants":
@@ -242,7 +251,7 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 				return err
 			}
 		default:
-			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, replications, precision, workload, app_pool, pooler, server, testbed, live, classes, pools, variants or sweep%s", k.Value, didYouMean(k.Value, topKeys))
+			return invalid(s.Source, k.Line, "unknown key %q: want name, description, seed, replications, precision, workload, app_pool, pooler, server, validate, classes, pools, variants or sweep%s", k.Value, didYouMean(k.Value, topKeys))
 		}
 	}
 	if sweep != nil {
@@ -252,7 +261,7 @@ func (s *Scenario) parseTop(m *yaml.Node) error {
 }
 
 // topKeys are the keys a scenario's top level accepts.
-var topKeys = []string{"name", "description", "seed", "replications", "precision", "workload", "app_pool", "pooler", "server", "testbed", "live", "classes", "pools", "variants", "sweep"}
+var topKeys = []string{"name", "description", "seed", "replications", "precision", "workload", "app_pool", "pooler", "server", "validate", "classes", "pools", "variants", "sweep"}
 
 func (s *Scenario) parseVariants(m *yaml.Node) error {
 	if m.Kind != yaml.MappingNode || len(m.Content) == 0 {
@@ -272,6 +281,9 @@ func (s *Scenario) parseVariants(m *yaml.Node) error {
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			key, val := v.Content[j], v.Content[j+1]
 			set, ok := setterFor(key.Value)
+			if !ok && strings.HasPrefix(key.Value, SectionValidate+".") {
+				return invalid(s.Source, key.Line, "variant %s: %s is poolsim validate's (the validate: section), which a variant does not vary", k.Value, key.Value)
+			}
 			if !ok {
 				return invalid(s.Source, key.Line, "variant %s: unknown key %q: want a dotted key such as workload.query%s", k.Value, key.Value, didYouMean(key.Value, allKeys()))
 			}
@@ -332,6 +344,9 @@ func (s *Scenario) parseSweep(m *yaml.Node) error {
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		set, ok := s.setter(k.Value)
+		if !ok && strings.HasPrefix(k.Value, SectionValidate+".") {
+			return invalid(s.Source, k.Line, "sweep: %s is poolsim validate's (the validate: section), which a sweep does not vary", k.Value)
+		}
 		if !ok {
 			return invalid(s.Source, k.Line, "sweep: unknown key %q: want a dotted key such as workload.clients or pooler.mode%s", k.Value, didYouMean(k.Value, allKeys()))
 		}
@@ -369,7 +384,14 @@ func (s *Scenario) setNode(key string, v *yaml.Node) error {
 // YAML (a scalar such as 500 or 2ms, or a flow mapping such as
 // {dist: exp, mean: 1ms}). Setting a swept key replaces its sweep axis
 // with the single value.
+//
+// A key of the validate: section (validate.KEY) is recorded for its
+// owner, poolsim validate, which reads it after the section's own
+// (Section.Sets); a model run ignores it.
 func (s *Scenario) Set(key, value string) error {
+	if ok, err := s.setSection(key, value); ok {
+		return err
+	}
 	where := fmt.Sprintf("--set %s=%s", key, value)
 	set, ok := s.setter(key)
 	if !ok {

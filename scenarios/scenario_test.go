@@ -4,12 +4,10 @@ import (
 	"errors"
 	"math"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/poolsim/poolsim/models/poolmode"
-	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/sim"
 )
 
@@ -140,23 +138,6 @@ func TestParseErrors(t *testing.T) {
 		{"no name", "workload: {clients: 1}\n", "name is missing"},
 		{"not a mapping", "- 1\n- 2\n", "a scenario is a mapping"},
 		{"two documents", "name: x\nworkload: {clients: 1}\n---\nname: y\n", "more than one YAML document"},
-		{"testbed without cores", "name: x\nworkload: {clients: 1}\ntestbed:\n  driver_cpu: 1ms\n", "set server.cores above 0"},
-		{"testbed background", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  background: 2.5\n", "testbed.background: 2.5 is not below server.cores 2"},
-		{"testbed bool", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  pooler_on_cores: sometimes\n", "want true or false"},
-		{"testbed scheduler", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: fair\n", `want shared or per_core, got "fair"`},
-		{"testbed driver threads", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  driver_threads: 2\n", "testbed.driver_threads is set without testbed.driver_cpu"},
-		{"testbed driver scan", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  driver_cpu: 10us\n  driver_scan: true\n", "testbed.driver_scan is set without testbed.driver_threads"},
-		{"testbed affinity", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  affinity: pinned\n", `want free, together or apart, got "pinned"`},
-		{"testbed wake curve without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wake_curve: [[40us, 15us]]\n", "testbed.wake_curve is an idle core's wake-up by how long it idled: it needs testbed.scheduler per_core"},
-		{"testbed wake curve not a pair", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wake_curve: [40us, 15us]\n", "entry 1: want a pair [idle, wake-up] of durations such as [40us, 15us]"},
-		{"testbed wake curve falling", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  wake_curve: [[40us, 15us], [30us, 20us]]\n", "testbed.wake_curve[1]: the idle times must rise point by point, got 30µs after 40µs"},
-		{"testbed wake curve and wakeup", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  wakeup: 10us\n  wake_curve: [[40us, 15us]]\n", "testbed.wake_curve and testbed.wakeup both set the idle core's wake-up: set one"},
-		{"testbed idle balance off without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  idle_balance: false\n", "testbed.idle_balance false keeps queued threads on their cores: it needs testbed.scheduler per_core"},
-		{"testbed idle scan off without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  idle_scan: false\n", "testbed.idle_scan false stops a woken thread's look for an idle core: it needs testbed.scheduler per_core"},
-		{"testbed idle balance not a bool", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  idle_balance: sometimes\n", "want true, false or a positive duration such as 50ms, got \"sometimes\""},
-		{"testbed idle balance negative", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  scheduler: per_core\n  idle_balance: -5ms\n", "want true, false or a positive duration such as 50ms, got \"-5ms\""},
-		{"testbed wakeup without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  wakeup: 20us\n", "testbed.wakeup is an idle core's wake-up for a backend placed on it: it needs testbed.scheduler per_core"},
-		{"testbed affinity without per-core queues", "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\ntestbed:\n  affinity: apart\n  pooler_on_cores: true\n", "testbed.affinity apart pins the pooler's thread and the backends to cores: it needs testbed.scheduler per_core"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.yaml), "x.yaml")
@@ -276,65 +257,52 @@ func TestDidYouMean(t *testing.T) {
 	}
 }
 
-func TestTestbedKeys(t *testing.T) {
-	src := "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\npooler: {cpu_per_assign: 4us}\n" +
-		"testbed:\n  driver_cpu: {dist: exp, mean: 300us}\n  pooler_on_cores: true\n  background: 0.25\n"
+// TestValidateSection: the validate: block is kept as written, line
+// numbers included, for poolsim validate (lab/validate) to decode; --set
+// validate.KEY is recorded for it; a sweep or a variant does not vary its
+// keys; and the model's key help has none of them.
+func TestValidateSection(t *testing.T) {
+	src := "name: x\nworkload: {clients: 1}\nserver: {cores: 2}\nvalidate:\n  statement: pgbench-select\n  background: 0.25\n"
 	s, err := Parse([]byte(src), "x.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := s.Base.Testbed
-	if tb.DriverCPU != sim.ExpDist(300*sim.Microsecond) || !tb.PoolerOnCores || tb.Background != 0.25 || s.Base.Pooler.CPUPerAssign != 4*sim.Microsecond {
-		t.Errorf("parsed %+v, cpu_per_assign %v", tb, s.Base.Pooler.CPUPerAssign)
+	n := s.Validate.Node
+	if s.Validate.Name != SectionValidate || n == nil || len(n.Content) != 4 || n.Content[0].Value != "statement" || n.Content[0].Line != 5 || n.Content[3].Value != "0.25" || n.Content[3].Line != 6 {
+		t.Fatalf("the validate: block as kept: %+v", s.Validate)
 	}
-	if err := s.Set("testbed.background", "1.5"); err != nil || s.Base.Testbed.Background != 1.5 {
-		t.Errorf("--set testbed.background=1.5: %v, got %v", err, s.Base.Testbed.Background)
+	if err := s.Set("validate.background", "1.5"); err != nil {
+		t.Fatalf("--set validate.background=1.5: %v", err)
 	}
-	if err := s.Set("testbed.driver_cpu", "2ms"); err != nil || s.Base.Testbed.DriverCPU != sim.ConstDist(2*sim.Millisecond) {
-		t.Errorf("--set testbed.driver_cpu=2ms: %v, got %+v", err, s.Base.Testbed.DriverCPU)
+	if err := s.Set("validate.speed", "[0.75, 1.25]"); err != nil {
+		t.Fatalf("--set validate.speed=[0.75, 1.25]: %v", err)
 	}
-	if err := s.Set("testbed.speed", "[0.75, 1.25]"); err != nil || !slices.Equal(s.Base.Testbed.Speed, []float64{0.75, 1.25}) {
-		t.Errorf("--set testbed.speed=[0.75, 1.25]: %v, got %v", err, s.Base.Testbed.Speed)
+	if o := s.Validate.Sets; len(o) != 2 || o[0].Key != "background" || o[0].Value.Value != "1.5" || o[1].Key != "speed" || len(o[1].Value.Content) != 2 || o[1].Flag != "--set validate.speed=[0.75, 1.25]" {
+		t.Errorf("the --set overrides as kept: %+v", o)
 	}
-	if err := s.Set("testbed.speed_period", "20ms"); err != nil || s.Base.Testbed.SpeedPeriod != 20*sim.Millisecond {
-		t.Errorf("--set testbed.speed_period=20ms: %v, got %v", err, s.Base.Testbed.SpeedPeriod)
-	}
-	if err := s.Set("testbed.scheduler", "per_core"); err != nil || s.Base.Testbed.Scheduler != system.PerCore {
-		t.Errorf("--set testbed.scheduler=per_core: %v, got %v", err, s.Base.Testbed.Scheduler)
-	}
-	if err := s.Set("testbed.driver_threads", "2"); err != nil || s.Base.Testbed.DriverThreads != 2 {
-		t.Errorf("--set testbed.driver_threads=2: %v, got %v", err, s.Base.Testbed.DriverThreads)
-	}
-	if err := s.Set("testbed.driver_scan", "true"); err != nil || !s.Base.Testbed.DriverScan {
-		t.Errorf("--set testbed.driver_scan=true: %v, got %v", err, s.Base.Testbed.DriverScan)
-	}
-	for _, c := range []struct {
-		v     string
-		never bool
-		every sim.Time
-	}{{"false", true, 0}, {"50ms", false, 50 * sim.Millisecond}, {"true", false, 0}} {
-		if err := s.Set("testbed.idle_balance", c.v); err != nil || s.Base.Testbed.NoIdleBalance != c.never || s.Base.Testbed.IdleBalanceEvery != c.every {
-			t.Errorf("--set testbed.idle_balance=%s: %v, got never %v, every %v", c.v, err, s.Base.Testbed.NoIdleBalance, s.Base.Testbed.IdleBalanceEvery)
+	for _, bad := range []struct{ key, value, want string }{
+		{"validate.", "1", "want a key of the validate: section"},
+		{"validate.a.b", "1", "want a key of the validate: section"},
+		{"validate.speed", "[1,", "not valid YAML"},
+	} {
+		if err := s.Set(bad.key, bad.value); err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("--set %s=%s: %v, want an error saying %q", bad.key, bad.value, err, bad.want)
 		}
 	}
-	if err := s.Set("testbed.idle_scan", "false"); err != nil || !s.Base.Testbed.NoIdleScan {
-		t.Errorf("--set testbed.idle_scan=false: %v, got no scan %v", err, s.Base.Testbed.NoIdleScan)
-	}
-	if err := s.Set("testbed.idle_scan", "true"); err != nil || s.Base.Testbed.NoIdleScan {
-		t.Errorf("--set testbed.idle_scan=true: %v, got no scan %v", err, s.Base.Testbed.NoIdleScan)
-	}
-	if err := s.Set("testbed.affinity", "together"); err != nil || s.Base.Testbed.Affinity != system.Together {
-		t.Errorf("--set testbed.affinity=together: %v, got %v", err, s.Base.Testbed.Affinity)
-	}
-	for _, bad := range []struct{ v, want string }{{"[1, 0]", "entry 2"}, {"[]", "non-empty list"}, {"1.5", "non-empty list"}, {"[1, fast]", "entry 2"}} {
-		if err := s.Set("testbed.speed", bad.v); err == nil || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("--set testbed.speed=%s: error %v, want one saying %q", bad.v, err, bad.want)
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"not a mapping", "name: x\nworkload: {clients: 1}\nvalidate: sleep\n", "x.yaml:3: validate must be a mapping"},
+		{"swept", "name: x\nworkload: {clients: 1}\nsweep:\n  validate.background: [0, 1]\n", "x.yaml:4: sweep: validate.background is poolsim validate's"},
+		{"a variant", "name: x\nworkload: {clients: 1}\nvariants:\n  a: {validate.background: 1}\n", "x.yaml:4: variant a: validate.background is poolsim validate's"},
+		{"the old testbed: block", "name: x\nworkload: {clients: 1}\ntestbed:\n  background: 1\n", `x.yaml:3: unknown key "testbed"`},
+		{"the old live: block", "name: x\nworkload: {clients: 1}\nlive:\n  statement: sleep\n", `x.yaml:3: unknown key "live"`},
+	} {
+		if _, err := Parse([]byte(tc.yaml), "x.yaml"); err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}
-	help := strings.Join(Fields(), "\n")
-	for _, k := range []string{"testbed.driver_cpu", "testbed.pooler_on_cores", "testbed.background", "testbed.speed", "testbed.speed_period", "testbed.scheduler", "testbed.driver_threads", "testbed.affinity", "testbed.wakeup", "testbed.wake_curve", "testbed.idle_balance", "testbed.idle_scan", "pooler.cpu_per_assign"} {
-		if !strings.Contains(help, k+" ") {
-			t.Errorf("%s is not in the key list", k)
+	for _, line := range Fields() {
+		if k := strings.Fields(line)[0]; strings.HasPrefix(k, "testbed.") || strings.HasPrefix(k, "live.") || strings.HasPrefix(k, SectionValidate+".") {
+			t.Errorf("%s is in the model's key list", k)
 		}
 	}
 }

@@ -51,11 +51,15 @@ pgbouncer starts the installed pgbouncer with a generated configuration;
 direct runs only the scenario's direct rows. Direct rows always connect
 straight to PostgreSQL.
 
-The scenario's live.statement says how a statement takes workload.query:
+The scenario's validate: section is poolsim validate's own (poolsim run,
+sweep and advise ignore it): how a statement runs live, and, for a
+what-if of the test machine itself, the machine the models run on; its
+keys are listed below and take --set validate.KEY=VALUE. Its statement
+says how a statement takes workload.query:
 sleep (pg_sleep; it rounds up to whole milliseconds, the calibration
 measures by how much), cpu (a generate_series count calibrated on the spot),
-sql (live.sql as is) or pgbench-select (pgbench -S's statement against a
-database pgbench -i initialises at live.scale in the throwaway cluster;
+sql (validate.sql as is) or pgbench-select (pgbench -S's statement against a
+database pgbench -i initialises at validate.scale in the throwaway cluster;
 with --dsn the pgbench tables must exist).
 
 A pgbench-select statement is CPU-bound and shares the machine's cores
@@ -83,7 +87,7 @@ since PgBouncer 1.18 has no per-user pool_size. The throwaway cluster gets
 the pools' users and databases (--dsn is refused). The report has a row for
 all classes and one per class, with the request figures (ok_reqs, req_tps,
 req_p50_ms, req_p99_ms) for classes with requests_per_session.
-live.with_hold: CLASS,... makes those classes' requests hold a WITH HOLD
+validate.with_hold: CLASS,... makes those classes' requests hold a WITH HOLD
 cursor across their transactions (DECLARE, FETCH, CLOSE).
 
 Prepared statements (workload.statements, workload.parse,
@@ -107,6 +111,9 @@ Examples:
 
 Flags:
 %s
+The validate: section's keys:
+%s
+
 Exit status: 0 when every row is within tolerance and every probe agrees
 with compat, 1 otherwise or on failure, 2 usage error (bad flags, bad
 scenario, a scenario validate cannot run).
@@ -129,7 +136,9 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	verbose := fs.BoolP("verbose", "v", false, "log each step to stderr")
 	quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
 	autogroupFlag := fs.String("autogroup", "off", "the kernel's autogroup during a CPU-bound run: off (as root, turned off for the run and back on after, so the cores are shared thread by thread as in the model) or keep")
-	fs.Usage = func() { fmt.Fprintf(stderr, validateHelp, fs.FlagUsages()) }
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, validateHelp, fs.FlagUsages(), "  "+strings.Join(validate.Keys(), "\n  "))
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -184,7 +193,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rep, err := validate.Run(ctx, opts)
 	p.finish()
 	if err != nil {
-		if errors.Is(err, validate.ErrUnsupported) {
+		if errors.Is(err, validate.ErrUnsupported) || errors.Is(err, scenarios.ErrInvalid) {
 			return usage(err)
 		}
 		return err

@@ -25,7 +25,11 @@ func TestValidateUsage(t *testing.T) {
 		{[]string{"validate", "pgbouncer-modes-live", "--set", "workload.clients=0"}, exitUsage, "workload.clients"},
 		// Checked before anything starts: no PostgreSQL needed.
 		{[]string{"validate", "pgbouncer-modes-live", "--set", "app_pool.mode=queue"}, exitUsage, "application-side pool"},
-		{[]string{"validate", "prepared-statements-live", "--set", "live.sql=SELECT 1", "--set", "live.statement=sql"}, exitUsage, "live.statement sql"},
+		{[]string{"validate", "prepared-statements-live", "--set", "validate.sql=SELECT 1", "--set", "validate.statement=sql"}, exitUsage, "validate.statement sql"},
+		// The validate: section's keys, decoded by the validator.
+		{[]string{"validate", "pgbouncer-modes-live", "--set", "validate.statment=cpu"}, exitUsage, "unknown key `validate.statment`; did you mean `statement`?"},
+		{[]string{"validate", "pgbouncer-modes-live", "--set", "validate.statement=nap"}, exitUsage, `--set validate.statement=nap: want sleep, cpu, sql or pgbench-select, got "nap"`},
+		{[]string{"validate", "pgbouncer-modes-live", "--set", "validate.background=1"}, exitUsage, "set server.cores above 0"},
 	}
 	for _, tt := range tests {
 		code, _, errOut := runCmd(tt.args...)
@@ -92,7 +96,7 @@ pooler:
   max_prepared_statements: 0
 server:
   max_connections: 4
-live:
+validate:
   statement: sleep
 `), 0o644); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"github.com/poolsim/poolsim/sim"
 )
 
-// Statement kinds (system.Live.Statement).
+// Statement kinds (the validate: section's statement, validate.Live.Statement).
 const (
 	KindSleep = "sleep" // SELECT pg_sleep(seconds)
 	KindCPU   = "cpu"   // SELECT count(*) FROM generate_series(1, n), n calibrated

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolsim/poolsim/lab/load"
+	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/sim"
 )
@@ -33,11 +34,11 @@ import (
 // core 0 and the server to core 1 - runs the through loop in each
 // arrangement, and unpins them before the run. Each arrangement's model
 // runs with its own measured CPU per statement and the per-core
-// scheduler pinned the same way (system.Testbed.Affinity), a backend or
+// scheduler pinned the same way (testbed.Machine.Affinity), a backend or
 // the pooler's thread woken onto an idle core waiting for it to wake, the
-// longer the longer it idled (system.Testbed.WakeCurve, measured once by
+// longer the longer it idled (testbed.Machine.WakeCurve, measured once by
 // wake.go; where that fails a backend waits the pooler's own wake-up,
-// system.Testbed.Wakeup). A run's calibrated model is the two weighted by where the run
+// testbed.Machine.Wakeup). A run's calibrated model is the two weighted by where the run
 // itself ran: the share of its placement samples with the server on
 // PgBouncer's core (Placement.Shared).
 
@@ -56,7 +57,7 @@ type Arrangement struct {
 	// involuntary context switches, as RunDelay.PoolerPreempts). Apart,
 	// nearly all are pgbench's threads that PgBouncer woke onto its core
 	// (bench/handover.sh), and the arrangement's model takes them
-	// (testbed.pooler_preempt); together most are the backend it shares
+	// (validate.pooler_preempt); together most are the backend it shares
 	// the core with, which the model does not take: one core's work in
 	// another order.
 	Preempts   float64
@@ -64,7 +65,7 @@ type Arrangement struct {
 	// ServerPreempts is the same for its one server (its involuntary
 	// context switches per statement): apart, the server's core is also
 	// pgbench's threads', and the arrangement's model takes the rate
-	// (testbed.server_preempt); together, most are PgBouncer's.
+	// (validate.server_preempt); together, most are PgBouncer's.
 	ServerPreempts float64
 	// Busy is how busy the machine's CPUs were during the loop, a
 	// fraction of all (/proc/stat), to which fitArrangement fits the
@@ -84,7 +85,7 @@ type Arrangement struct {
 	// Model is the arrangement's calibrated model: the row's scenario
 	// with these costs, pinned as the loop was; lat its transactions'
 	// latency quantiles (ms) at latGrid points, for mixing.
-	Model system.Metrics
+	Model ModelRun
 	lat   []float64
 }
 
@@ -113,16 +114,22 @@ func (a *Arrangement) name() string {
 // arrangements: a CPU-bound pooled row through PgBouncer (one thread to
 // pin; the proxy's event loop is not one), a pool of one server, and two
 // cores or more.
-func pinsArrangements(target string, c system.Config) bool {
-	return target == TargetPgBouncer && wakesCores(c) && c.Pooler.DefaultPoolSize == 1
+func pinsArrangements(target string, live Live, c system.Config) bool {
+	return target == TargetPgBouncer && wakesCores(live, c) && c.Pooler.DefaultPoolSize == 1
 }
 
 // wakesCores reports whether a row's calibrated model takes the measured
 // wake-up curve of an idle core (Testbed.WakeCurve): a CPU-bound pooled
 // row on two cores or more, where the pooler's thread and the backends
 // wake each other across the cores.
-func wakesCores(c system.Config) bool {
-	return c.Pooler.PoolMode.Pooled() && testbedKind(c) && runtime.NumCPU() >= 2
+func wakesCores(live Live, c system.Config) bool {
+	return testbedKind(live, c) && pooledOnCores(c)
+}
+
+// pooledOnCores reports whether a CPU-bound row is pooled on two cores
+// or more (wakesCores, for a row known to be CPU-bound).
+func pooledOnCores(c system.Config) bool {
+	return c.Pooler.PoolMode.Pooled() && runtime.NumCPU() >= 2
 }
 
 // calibrateArrangements runs the through loop with PgBouncer and its one
@@ -132,7 +139,7 @@ func wakesCores(c system.Config) bool {
 // user's affinity) it says so and leaves the row to the free model.
 func (l *lab) calibrateArrangements(ctx context.Context, t *running, cfg system.Config, st load.Statement, tb *Testbed) (err error) {
 	tb.Together, tb.Apart = nil, nil
-	if t.bouncer == nil || !pinsArrangements(l.o.Target, cfg) {
+	if t.bouncer == nil || !pinsArrangements(l.o.Target, l.live, cfg) {
 		return nil
 	}
 	pids, err := l.serverPids(ctx)
@@ -302,37 +309,41 @@ func arrangementConfig(cfg system.Config, cal Calibration, a *Arrangement) syste
 		tb.Balance, tb.NoScan, tb.balanceSet = a.Balance, a.NoScan, true
 	}
 	cc := testbedConfig(cfg, cal, &tb)
-	aff := system.Together
+	aff := testbed.Together
 	if a.Apart {
-		aff = system.Apart
+		aff = testbed.Apart
 	}
 	pin(&cc, &tb, aff)
 	if a.Apart && a.PreemptsOK {
-		cc.Testbed.PoolerPreempt = min(a.Preempts, maxPreempt)
-		cc.Testbed.ServerPreempt = min(a.ServerPreempts, maxPreempt)
+		onMachine(&cc, func(m *testbed.Machine) {
+			m.PoolerPreempt = min(a.Preempts, maxPreempt)
+			m.ServerPreempt = min(a.ServerPreempts, maxPreempt)
+		})
 	}
 	return cc
 }
 
-// maxPreempt is the most testbed.pooler_preempt takes (its bound).
-const maxPreempt = 4
+// maxPreempt is the most testbed.Machine.PoolerPreempt takes (its bound).
+const maxPreempt = testbed.MaxPreempt
 
 // pin places the pooler's thread and the backends of calibrated model cc
 // by aff; pinned, a thread woken onto an idle core waits for it to wake:
 // by testbed tb's measured curve, or without one a backend the pooler's
 // wake-up.
-func pin(cc *system.Config, tb *Testbed, aff system.Affinity) {
-	cc.Testbed.Affinity = aff
-	if aff != system.Free && len(tb.WakeCurve) == 0 {
-		cc.Testbed.Wakeup = cc.Pooler.Wakeup
-	}
+func pin(cc *system.Config, tb *Testbed, aff testbed.Affinity) {
+	onMachine(cc, func(m *testbed.Machine) {
+		m.Affinity = aff
+		if aff != testbed.Free && len(tb.WakeCurve) == 0 {
+			m.Wakeup = cc.Pooler.Wakeup
+		}
+	})
 }
 
 // runForMix runs calibrated model cc, keeping its latencies' quantiles
 // for mixing (mixArrangements).
-func runForMix(cc system.Config) (system.Metrics, []float64) {
+func runForMix(cc system.Config) (ModelRun, []float64) {
 	r, lat := system.RunLatencies(cc)
-	return r.Metrics, latQuantiles(lat, latGrid)
+	return ModelRun{r.Metrics, testbed.StatsOf(r)}, latQuantiles(lat, latGrid)
 }
 
 // modelArrangements fits each arrangement's idle balancing to its loop
@@ -380,7 +391,7 @@ func fitArrangement(cfg system.Config, cal Calibration, a *Arrangement) {
 // loop's (placed.go); otherwise the row's calibrated model. A
 // pooled CPU-bound row's runs each process's CPU per statement measured
 // over the run (inrun.go).
-func calibratedRun(cfg system.Config, a attempt) system.Metrics {
+func calibratedRun(cfg system.Config, a attempt) ModelRun {
 	tb := a.cal.Testbed
 	if cal, ok := heldInRun(a); ok {
 		return calibrated(cfg, cal)
@@ -425,7 +436,7 @@ func heldInRun(a attempt) (Calibration, bool) {
 // beforeRun is the calibrated model of one run from what was measured
 // before it alone: a CPU-bound row's through loop (and pinned loops)
 // right before the run.
-func beforeRun(cfg system.Config, a attempt) system.Metrics {
+func beforeRun(cfg system.Config, a attempt) ModelRun {
 	tb := a.cal.Testbed
 	if tb == nil || tb.Together == nil || tb.Apart == nil || a.x.Placement == nil {
 		return calibrated(cfg, a.cal)
@@ -440,7 +451,7 @@ func beforeRun(cfg system.Config, a attempt) system.Metrics {
 // weights (a run that switches often does more of its transactions in
 // the faster arrangement: its p50 leans there, its p99 to the slower).
 // Counts are the together model's.
-func mixArrangements(tog, apart *Arrangement, share float64) system.Metrics {
+func mixArrangements(tog, apart *Arrangement, share float64) ModelRun {
 	share = min(1, max(0, share))
 	t, a := tog.Model, apart.Model
 	m := t
@@ -566,7 +577,7 @@ func (rep *Report) writeArrangements(p func(string, ...any)) {
 		return
 	}
 	p("## Pool 1 through PgBouncer: the two arrangements\n\n")
-	p("%s", "With one server, PgBouncer's thread and the backend share a core or run on two, and the kernel keeps one arrangement for most of a run; each has costs of its own. The calibration pins them with sched_setaffinity (both on core 0; then PgBouncer on core 0, the server on core 1), runs the three-second through loop in each and unpins them before the run. Each arrangement's model runs its own measured CPU per statement with the per-core scheduler pinned the same way, a thread woken onto an idle core waiting for it to wake, the longer the longer it idled (the testbed's wake-up curve above; where it could not be measured, a backend waits the pooler's wake-up, hop less a message's CPU). A run's calibrated model is the two weighted by the run's own share of placement samples with the server on PgBouncer's core (the runs column), each arrangement's costs scaled, process by process, to what the run's mix of the two cost in CPU per statement (read over the run); its model from the loops alone is the two unscaled. After the CPU, how often PgBouncer and its server were taken off their cores while they could run, per statement in the pinned loop (their involuntary context switches): apart, nearly all are pgbench's threads woken onto their cores running first (bench/handover.sh), and the apart model takes those rates (testbed.pooler_preempt, testbed.server_preempt: a driver's thread woken by a result takes the core of the pooler or of a backend while it runs; the model's own counts in parentheses); together, most are the two taking turns on the core they share, one core's work in another order, which the model does not take. Then PgBouncer's and its server's waits for a core per statement in the loop (schedstat run delay), each with the arrangement model's pooler's or backend's wait in its core's queue. Medians over the row's runs; \"held\" is that share during the pinned loop (1 together, 0 apart: the pinning held), then how busy the machine's CPUs were in that loop and the arrangement model's idle balancing fitted to it, as the free model's is to the free loop's (the testbed's moves column): pinned, the kernel spreads pgbench's threads by the cores' load otherwise than free.\n\n")
+	p("%s", "With one server, PgBouncer's thread and the backend share a core or run on two, and the kernel keeps one arrangement for most of a run; each has costs of its own. The calibration pins them with sched_setaffinity (both on core 0; then PgBouncer on core 0, the server on core 1), runs the three-second through loop in each and unpins them before the run. Each arrangement's model runs its own measured CPU per statement with the per-core scheduler pinned the same way, a thread woken onto an idle core waiting for it to wake, the longer the longer it idled (the testbed's wake-up curve above; where it could not be measured, a backend waits the pooler's wake-up, hop less a message's CPU). A run's calibrated model is the two weighted by the run's own share of placement samples with the server on PgBouncer's core (the runs column), each arrangement's costs scaled, process by process, to what the run's mix of the two cost in CPU per statement (read over the run); its model from the loops alone is the two unscaled. After the CPU, how often PgBouncer and its server were taken off their cores while they could run, per statement in the pinned loop (their involuntary context switches): apart, nearly all are pgbench's threads woken onto their cores running first (bench/handover.sh), and the apart model takes those rates (validate.pooler_preempt, validate.server_preempt: a driver's thread woken by a result takes the core of the pooler or of a backend while it runs; the model's own counts in parentheses); together, most are the two taking turns on the core they share, one core's work in another order, which the model does not take. Then PgBouncer's and its server's waits for a core per statement in the loop (schedstat run delay), each with the arrangement model's pooler's or backend's wait in its core's queue. Medians over the row's runs; \"held\" is that share during the pinned loop (1 together, 0 apart: the pinning held), then how busy the machine's CPUs were in that loop and the arrangement model's idle balancing fitted to it, as the free model's is to the free loop's (the testbed's moves column): pinned, the kernel spreads pgbench's threads by the cores' load otherwise than free.\n\n")
 	p("| row | together: statements/s measured (model) | PgBouncer / server / driver CPU; PgBouncer / server preempted; waits (model) | held | apart: statements/s measured (model) | PgBouncer / server / driver CPU; PgBouncer / server preempted (model); waits (model) | held | runs: TPS (share) → model |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		tb := r.Cal.Testbed

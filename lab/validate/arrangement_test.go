@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/sim"
 )
@@ -25,8 +26,8 @@ func flat(v float64) []float64 {
 }
 
 func TestMixArrangements(t *testing.T) {
-	tog := &Arrangement{Model: system.Metrics{OKTxns: 30000, TPS: 22000, TPSSteady: 22100, MeanMs: 2.2, P50Ms: 2.2, P99Ms: 2.2}, lat: flat(2.2)}
-	apart := &Arrangement{Apart: true, Model: system.Metrics{OKTxns: 30000, TPS: 13000, TPSSteady: 13100, MeanMs: 3.8, P50Ms: 3.8, P99Ms: 3.8}, lat: flat(3.8)}
+	tog := &Arrangement{Model: ModelRun{Metrics: system.Metrics{OKTxns: 30000, TPS: 22000, TPSSteady: 22100, MeanMs: 2.2, P50Ms: 2.2, P99Ms: 2.2}}, lat: flat(2.2)}
+	apart := &Arrangement{Apart: true, Model: ModelRun{Metrics: system.Metrics{OKTxns: 30000, TPS: 13000, TPSSteady: 13100, MeanMs: 3.8, P50Ms: 3.8, P99Ms: 3.8}}, lat: flat(3.8)}
 	for _, c := range []struct {
 		share, tps, p50, p99 float64
 	}{
@@ -75,7 +76,7 @@ func TestMixQuantileOfTwoSpreads(t *testing.T) {
 }
 
 func TestCalibratedRunMixesByTheRunsPlacement(t *testing.T) {
-	tb := &Testbed{Together: &Arrangement{Model: system.Metrics{TPS: 20000}}, Apart: &Arrangement{Apart: true, Model: system.Metrics{TPS: 10000}}}
+	tb := &Testbed{Together: &Arrangement{Model: ModelRun{Metrics: system.Metrics{TPS: 20000}}}, Apart: &Arrangement{Apart: true, Model: ModelRun{Metrics: system.Metrics{TPS: 10000}}}}
 	a := attempt{cal: Calibration{Testbed: tb}, x: Measured{Placement: &Placement{Samples: 10, Shared: 0.75}}}
 	if got := calibratedRun(system.Config{}, a).TPS; got != 17500 {
 		t.Errorf("a run 75 %% together: model %v/s, want 17500", got)
@@ -84,9 +85,9 @@ func TestCalibratedRunMixesByTheRunsPlacement(t *testing.T) {
 
 func TestCombineArrangement(t *testing.T) {
 	xs := []*Arrangement{
-		{TPS: 20000, Pooler: 20 * time.Microsecond, Placement: &Placement{Samples: 100, Shared: 1}, Model: system.Metrics{TPS: 19000}},
-		{TPS: 22000, Pooler: 24 * time.Microsecond, Placement: &Placement{Samples: 120, Shared: 0.98}, Model: system.Metrics{TPS: 21000}},
-		{TPS: 23000, Pooler: 22 * time.Microsecond, Placement: &Placement{Samples: 110, Shared: 1}, Model: system.Metrics{TPS: 23000}},
+		{TPS: 20000, Pooler: 20 * time.Microsecond, Placement: &Placement{Samples: 100, Shared: 1}, Model: ModelRun{Metrics: system.Metrics{TPS: 19000}}},
+		{TPS: 22000, Pooler: 24 * time.Microsecond, Placement: &Placement{Samples: 120, Shared: 0.98}, Model: ModelRun{Metrics: system.Metrics{TPS: 21000}}},
+		{TPS: 23000, Pooler: 22 * time.Microsecond, Placement: &Placement{Samples: 110, Shared: 1}, Model: ModelRun{Metrics: system.Metrics{TPS: 23000}}},
 	}
 	c := combineArrangement(xs)
 	if c.TPS != 22000 || c.Pooler != 22*time.Microsecond || c.Model.TPS != 21000 || c.Placement.Shared != 1 || c.Placement.Samples != 330 {
@@ -169,9 +170,9 @@ func TestMeasureWakeCurve(t *testing.T) {
 	}
 	cfg := system.Default()
 	cfg.Server.Cores = 2
-	cfg.Testbed = system.Testbed{Scheduler: system.PerCore, WakeCurve: c}
+	cfg.Machine = testbed.Machine{Scheduler: testbed.PerCore, WakeCurve: c}
 	if err := cfg.Validate(); err != nil {
-		t.Errorf("the measured curve is not a valid testbed.wake_curve: %v", err)
+		t.Errorf("the measured curve is not a valid validate.wake_curve: %v", err)
 	}
 }
 

@@ -45,7 +45,7 @@ type Calibration struct {
 	// before the load started (pooled rows; counted at PostgreSQL): the
 	// one the hop's connection through it opened, and a CPU-bound row's
 	// through loop's. The calibrated model's pool starts with them
-	// (testbed.servers_open).
+	// (validate.servers_open).
 	ServersOpen int
 	// Pooled rows of a sleep, cpu or sql statement (calibrateHold): Hold
 	// is how long a statement held its server, as the target saw it, in a
@@ -140,8 +140,8 @@ func measureConnect(ctx context.Context, dsn string, n int, backendGone func(con
 
 // statement prepares the scenario's statement kind; a cpu statement is
 // calibrated on the spot against the server at dsn.
-func statement(ctx context.Context, dsn string, base system.Config, backendGone func(context.Context, uint32) error) (load.Statement, error) {
-	st := load.Statement{Kind: base.Live.Statement, SQL: base.Live.SQL}
+func statement(ctx context.Context, dsn string, live Live, base system.Config, backendGone func(context.Context, uint32) error) (load.Statement, error) {
+	st := load.Statement{Kind: live.Statement, SQL: live.SQL}
 	if st.Kind != load.KindCPU {
 		return st, nil
 	}

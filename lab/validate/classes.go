@@ -13,6 +13,7 @@ import (
 	"github.com/poolsim/poolsim/lab/load"
 	"github.com/poolsim/poolsim/lab/pgbouncer"
 	"github.com/poolsim/poolsim/lab/probe"
+	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/models/system"
@@ -71,7 +72,7 @@ func poolIndex(c system.Config, cl system.Class) int {
 }
 
 // checkMulti refuses what the multi-class live run cannot do.
-func checkMulti(o Options, c system.Config) error {
+func checkMulti(o Options, live Live, c system.Config) error {
 	if o.DSN != "" {
 		return fmt.Errorf("%w: a scenario with classes runs on the throwaway cluster only: validate creates each pool's user and database there (drop --dsn)", ErrUnsupported)
 	}
@@ -100,15 +101,15 @@ func checkMulti(o Options, c system.Config) error {
 			return fmt.Errorf("%w: classes.%s: prepared statements are validated without classes", ErrUnsupported, cl.Name)
 		}
 		if w.CPU.MeanValue() > 0 {
-			return fmt.Errorf("%w: classes.%s.workload.cpu models CPU sharing; run it live with live.statement: cpu and workload.query instead", ErrUnsupported, cl.Name)
+			return fmt.Errorf("%w: classes.%s.workload.cpu models CPU sharing; run it live with validate.statement: cpu and workload.query instead", ErrUnsupported, cl.Name)
 		}
 	}
 	if c.Server.Cores > 0 {
-		return fmt.Errorf("%w: server.cores models CPU sharing; run it live with live.statement: cpu and workload.query instead", ErrUnsupported)
+		return fmt.Errorf("%w: server.cores models CPU sharing; run it live with validate.statement: cpu and workload.query instead", ErrUnsupported)
 	}
-	for _, h := range c.Live.WithHold {
+	for _, h := range live.WithHold {
 		if !slices.ContainsFunc(c.Classes, func(cl system.Class) bool { return cl.Name == h }) {
-			return fmt.Errorf("validate: live.with_hold: no class %q", h)
+			return fmt.Errorf("validate: validate.with_hold: no class %q", h)
 		}
 	}
 	return nil
@@ -233,23 +234,9 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 	}
 	pools := livePools(c)
 	classes := c.ClassList()
-	for _, cl := range classes {
-		p := pools[poolIndex(c, cl)]
-		cc := c.Clone()
-		cc.Classes, cc.Pools = nil, nil
-		cc.Workload = cl.Workload
-		// The class's statements and pauses are measured on as many
-		// connections at once as its pool has servers (calibrate runs
-		// max_connections - 2 at most).
-		cc.Server.MaxConnections = min(c.Server.MaxConnections, p.size+2)
-		// The timers of the app pauses are measured; think gets the same
-		// overshoot (calibratedPauses).
-		cal, err := calibrate(ctx, vv.srv.as(p.user, p.database).dsn, appAsThink(cc), stmt, samples, vv.backendGone)
-		if err != nil {
-			return a, err
-		}
-		cal.App = appCalibrated(cc)
-		a.cals = append(a.cals, cal)
+	var err error
+	if a.cals, err = vv.calibrateClasses(ctx, c, pools, stmt, samples); err != nil {
+		return a, err
 	}
 	t, dsns, err := startPools(ctx, vv.o.Target, vv.srv, pools, c, vv.bouncerVersion, vv.logf)
 	if err != nil {
@@ -272,7 +259,7 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 		}
 	}
 	hold := map[string]bool{}
-	for _, h := range c.Live.WithHold {
+	for _, h := range vv.live.WithHold {
 		hold[h] = true
 	}
 	var specs []load.Spec
@@ -327,34 +314,69 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 		}
 	}
 	if t.bouncer != nil {
-		// SHOW STATS totals move every stats_period (1 s here).
-		if err := probe.Sleep(ctx, 1100*time.Millisecond); err != nil {
+		if err := a.bouncerWaits(ctx, t.bouncer, c, pools, res, waitBefore, users); err != nil {
 			return a, err
-		}
-		var sum, n int64
-		for i, cl := range classes {
-			p := pools[poolIndex(c, cl)]
-			after, _, err := bouncerStats(ctx, t.bouncer, p.alias)
-			if err != nil {
-				return a, err
-			}
-			k := assignments(p.mode, res[i])
-			sum += after - waitBefore[p.alias]
-			n += k
-			if users[p.alias] == 1 && k > 0 {
-				a.classes[i].Assignments, a.classes[i].WaitMeanOnly = k, true
-				a.classes[i].WaitMeanMs = float64(after-waitBefore[p.alias]) / 1e3 / float64(k)
-			}
-		}
-		if n > 0 {
-			a.total.Assignments, a.total.WaitMeanOnly = n, true
-			a.total.WaitMeanMs = float64(sum) / 1e3 / float64(n)
 		}
 	}
 	if err := t.close(); err != nil {
 		return a, err
 	}
 	return a, nil
+}
+
+// calibrateClasses calibrates each class of c on its pool's user and
+// database, one after another.
+func (vv *lab) calibrateClasses(ctx context.Context, c system.Config, pools []livePool, stmt load.Statement, samples int) ([]Calibration, error) {
+	var cals []Calibration
+	for _, cl := range c.ClassList() {
+		p := pools[poolIndex(c, cl)]
+		cc := c.Clone()
+		cc.Classes, cc.Pools = nil, nil
+		cc.Workload = cl.Workload
+		// The class's statements and pauses are measured on as many
+		// connections at once as its pool has servers (calibrate runs
+		// max_connections - 2 at most).
+		cc.Server.MaxConnections = min(c.Server.MaxConnections, p.size+2)
+		// The timers of the app pauses are measured; think gets the same
+		// overshoot (calibratedPauses).
+		cal, err := calibrate(ctx, vv.srv.as(p.user, p.database).dsn, appAsThink(cc), stmt, samples, vv.backendGone)
+		if err != nil {
+			return cals, err
+		}
+		cal.App = appCalibrated(cc)
+		cals = append(cals, cal)
+	}
+	return cals, nil
+}
+
+// bouncerWaits sets the waits of a run through PgBouncer from SHOW
+// STATS' total_wait_time, over the assignments each class's run made:
+// the total's, and a class's alone on its pool.
+func (a *multiAttempt) bouncerWaits(ctx context.Context, bouncer *pgbouncer.PgBouncer, c system.Config, pools []livePool, res []*load.Result, waitBefore map[string]int64, users map[string]int) error {
+	// SHOW STATS totals move every stats_period (1 s here).
+	if err := probe.Sleep(ctx, 1100*time.Millisecond); err != nil {
+		return err
+	}
+	var sum, n int64
+	for i, cl := range c.ClassList() {
+		p := pools[poolIndex(c, cl)]
+		after, _, err := bouncerStats(ctx, bouncer, p.alias)
+		if err != nil {
+			return err
+		}
+		k := assignments(p.mode, res[i])
+		sum += after - waitBefore[p.alias]
+		n += k
+		if users[p.alias] == 1 && k > 0 {
+			a.classes[i].Assignments, a.classes[i].WaitMeanOnly = k, true
+			a.classes[i].WaitMeanMs = float64(after-waitBefore[p.alias]) / 1e3 / float64(k)
+		}
+	}
+	if n > 0 {
+		a.total.Assignments, a.total.WaitMeanOnly = n, true
+		a.total.WaitMeanMs = float64(sum) / 1e3 / float64(n)
+	}
+	return nil
 }
 
 // setWaits fills x's waits from the proxy's assignments after start that
@@ -410,7 +432,7 @@ func calibratedMulti(cfg system.Config, cals []Calibration) system.Result {
 	}
 	cc.Server.Connect = sim.ConstDist(sim.FromDuration(cals[0].Connect))
 	cc.Pooler.Hop = sim.FromDuration(cals[0].Hop)
-	cc.Testbed.ServersOpen = classesOpen(cals)
+	onMachine(&cc, func(m *testbed.Machine) { m.ServersOpen = classesOpen(cals) })
 	return system.Run(cc)
 }
 
@@ -463,7 +485,7 @@ func (vv *lab) multiRow(ctx context.Context, p scenarios.Point, model scenarios.
 	for _, a := range runs {
 		models = append(models, calibratedMulti(c, a.cals))
 	}
-	fill := func(row *Row, xs []Measured, ms []system.Metrics, cals []Calibration) {
+	fill := func(row *Row, xs []Measured, ms []ModelRun, cals []Calibration) {
 		row.Repeats, row.RepeatModels = xs, ms
 		row.Measured = combineMeasured(xs, row.Model)
 		row.Calibrated = combineModels(ms, row.Model)
@@ -474,10 +496,10 @@ func (vv *lab) multiRow(ctx context.Context, p scenarios.Point, model scenarios.
 		judge(row)
 	}
 	var xs []Measured
-	var ms []system.Metrics
+	var ms []ModelRun
 	var cals []Calibration
 	for k, a := range runs {
-		xs, ms, cals = append(xs, a.total), append(ms, models[k].Metrics), append(cals, a.cals[0])
+		xs, ms, cals = append(xs, a.total), append(ms, ModelRun{Metrics: models[k].Metrics}), append(cals, a.cals[0])
 	}
 	fill(&total, xs, ms, cals)
 	total.calStmt, total.calThinkMs = 0, 0 // the classes' own are on their rows
@@ -485,7 +507,7 @@ func (vv *lab) multiRow(ctx context.Context, p scenarios.Point, model scenarios.
 	for i := range rows {
 		xs, ms, cals = nil, nil, nil
 		for k, a := range runs {
-			xs, ms, cals = append(xs, a.classes[i]), append(ms, models[k].Classes[i].Metrics), append(cals, a.cals[i])
+			xs, ms, cals = append(xs, a.classes[i]), append(ms, ModelRun{Metrics: models[k].Classes[i].Metrics}), append(cals, a.cals[i])
 		}
 		fill(&rows[i], xs, ms, cals)
 		out = append(out, rows[i])
@@ -500,7 +522,7 @@ func (vv *lab) multiRow(ctx context.Context, p scenarios.Point, model scenarios.
 const allClasses = "all classes"
 
 // classNotes explain how a scenario with classes runs live.
-func classNotes(c system.Config) []string {
+func classNotes(live Live, c system.Config) []string {
 	var ps []string
 	for _, p := range livePools(c) {
 		ps = append(ps, fmt.Sprintf("%s = dbname=%s pool_mode=%s pool_size=%d (clients log in as %s)", p.alias, p.database, p.mode, p.size, p.user))
@@ -510,8 +532,8 @@ func classNotes(c system.Config) []string {
 		"The classes run at once: every client of every class connects, then all start at one time zero. Each class's transactions per request are drawn from the model's own stream (the class's sessions numbered as the model numbers them), so the live run and the model run the same transactions and requests. A request-level closed client waits one think before its first request, as in the model.",
 		"The row for all classes adds up the classes' transactions and requests over the wall from time zero to the last completion of any class; its percentiles are over every class's transactions and requests together.",
 	}
-	if len(c.Live.WithHold) > 0 {
-		n = append(n, fmt.Sprintf("live.with_hold (%s): each request of these classes declares a WITH HOLD cursor (DECLARE ... CURSOR WITH HOLD FOR a few generate_series rows) in the Query message of its first statement, FETCHes a row from it at the start of every later transaction of the request and CLOSEs it after the last one; the extra commands travel in the statements' own Query messages, so a transaction costs stmts_per_txn round trips as in the model. Outside session pooling the FETCH would land on a server without the cursor and fail the client.", strings.Join(c.Live.WithHold, ", ")))
+	if len(live.WithHold) > 0 {
+		n = append(n, fmt.Sprintf("validate.with_hold (%s): each request of these classes declares a WITH HOLD cursor (DECLARE ... CURSOR WITH HOLD FOR a few generate_series rows) in the Query message of its first statement, FETCHes a row from it at the start of every later transaction of the request and CLOSEs it after the last one; the extra commands travel in the statements' own Query messages, so a transaction costs stmts_per_txn round trips as in the model. Outside session pooling the FETCH would land on a server without the cursor and fail the client.", strings.Join(live.WithHold, ", ")))
 	}
 	return n
 }

@@ -30,7 +30,7 @@ pooler:
   max_prepared_statements: 0
 server:
   max_connections: 8
-live:
+validate:
   statement: sleep
   with_hold: report
 classes:

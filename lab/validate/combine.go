@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/sim"
 )
@@ -132,45 +133,45 @@ func combineMeasured(xs []Measured, model system.Metrics) Measured {
 
 // combineModels folds the calibrated models of a row's runs: medians of the
 // judged times and rates, counts that every run's model must share.
-func combineModels(ms []system.Metrics, model system.Metrics) system.Metrics {
+func combineModels(ms []ModelRun, model system.Metrics) ModelRun {
 	if len(ms) == 0 {
-		return system.Metrics{}
+		return ModelRun{}
 	}
 	c := ms[0]
-	c.OKTxns = count(ms, model.OKTxns, func(x system.Metrics) int64 { return x.OKTxns })
-	c.PreparedErrorTxns = count(ms, model.PreparedErrorTxns, func(x system.Metrics) int64 { return x.PreparedErrorTxns })
+	c.OKTxns = count(ms, model.OKTxns, func(x ModelRun) int64 { return x.OKTxns })
+	c.PreparedErrorTxns = count(ms, model.PreparedErrorTxns, func(x ModelRun) int64 { return x.PreparedErrorTxns })
 	if model.PreparedErrorTxns > 0 {
-		c.OKTxns = int64(medianOf(ms, func(x system.Metrics) float64 { return float64(x.OKTxns) }))
-		c.PreparedErrorTxns = int64(medianOf(ms, func(x system.Metrics) float64 { return float64(x.PreparedErrorTxns) }))
+		c.OKTxns = int64(medianOf(ms, func(x ModelRun) float64 { return float64(x.OKTxns) }))
+		c.PreparedErrorTxns = int64(medianOf(ms, func(x ModelRun) float64 { return float64(x.PreparedErrorTxns) }))
 	}
-	c.ServerParses = int64(medianOf(ms, func(x system.Metrics) float64 { return float64(x.ServerParses) }))
-	c.StmtExecs = int64(medianOf(ms, func(x system.Metrics) float64 { return float64(x.StmtExecs) }))
-	c.ConnRefused = count(ms, model.ConnRefused, func(x system.Metrics) int64 { return x.ConnRefused })
-	c.WaitTimeouts = count(ms, model.WaitTimeouts, func(x system.Metrics) int64 { return x.WaitTimeouts })
-	c.OKReqs = count(ms, model.OKReqs, func(x system.Metrics) int64 { return x.OKReqs })
+	c.ServerParses = int64(medianOf(ms, func(x ModelRun) float64 { return float64(x.ServerParses) }))
+	c.StmtExecs = int64(medianOf(ms, func(x ModelRun) float64 { return float64(x.StmtExecs) }))
+	c.ConnRefused = count(ms, model.ConnRefused, func(x ModelRun) int64 { return x.ConnRefused })
+	c.WaitTimeouts = count(ms, model.WaitTimeouts, func(x ModelRun) int64 { return x.WaitTimeouts })
+	c.OKReqs = count(ms, model.OKReqs, func(x ModelRun) int64 { return x.OKReqs })
 	for _, f := range []struct {
 		dst *float64
-		get func(system.Metrics) float64
+		get func(ModelRun) float64
 	}{
-		{&c.WallMs, func(x system.Metrics) float64 { return x.WallMs }},
-		{&c.TPS, func(x system.Metrics) float64 { return x.TPS }},
-		{&c.TPSSteady, func(x system.Metrics) float64 { return x.TPSSteady }},
-		{&c.MeanMs, func(x system.Metrics) float64 { return x.MeanMs }},
-		{&c.P50Ms, func(x system.Metrics) float64 { return x.P50Ms }},
-		{&c.P95Ms, func(x system.Metrics) float64 { return x.P95Ms }},
-		{&c.P99Ms, func(x system.Metrics) float64 { return x.P99Ms }},
-		{&c.WaitMeanMs, func(x system.Metrics) float64 { return x.WaitMeanMs }},
-		{&c.WaitP50Ms, func(x system.Metrics) float64 { return x.WaitP50Ms }},
-		{&c.WaitP99Ms, func(x system.Metrics) float64 { return x.WaitP99Ms }},
-		{&c.ReqTPS, func(x system.Metrics) float64 { return x.ReqTPS }},
-		{&c.ReqP50Ms, func(x system.Metrics) float64 { return x.ReqP50Ms }},
-		{&c.ReqP99Ms, func(x system.Metrics) float64 { return x.ReqP99Ms }},
-		{&c.PreparedHitRate, func(x system.Metrics) float64 { return x.PreparedHitRate }},
-		{&c.ServerParsesPerS, func(x system.Metrics) float64 { return x.ServerParsesPerS }},
-		{&c.RunQueueServerUs, func(x system.Metrics) float64 { return x.RunQueueServerUs }},
-		{&c.RunQueuePoolerUs, func(x system.Metrics) float64 { return x.RunQueuePoolerUs }},
-		{&c.RunQueueDriverUs, func(x system.Metrics) float64 { return x.RunQueueDriverUs }},
-		{&c.DriverThreadSpread, func(x system.Metrics) float64 { return x.DriverThreadSpread }},
+		{&c.WallMs, func(x ModelRun) float64 { return x.WallMs }},
+		{&c.TPS, func(x ModelRun) float64 { return x.TPS }},
+		{&c.TPSSteady, func(x ModelRun) float64 { return x.TPSSteady }},
+		{&c.MeanMs, func(x ModelRun) float64 { return x.MeanMs }},
+		{&c.P50Ms, func(x ModelRun) float64 { return x.P50Ms }},
+		{&c.P95Ms, func(x ModelRun) float64 { return x.P95Ms }},
+		{&c.P99Ms, func(x ModelRun) float64 { return x.P99Ms }},
+		{&c.WaitMeanMs, func(x ModelRun) float64 { return x.WaitMeanMs }},
+		{&c.WaitP50Ms, func(x ModelRun) float64 { return x.WaitP50Ms }},
+		{&c.WaitP99Ms, func(x ModelRun) float64 { return x.WaitP99Ms }},
+		{&c.ReqTPS, func(x ModelRun) float64 { return x.ReqTPS }},
+		{&c.ReqP50Ms, func(x ModelRun) float64 { return x.ReqP50Ms }},
+		{&c.ReqP99Ms, func(x ModelRun) float64 { return x.ReqP99Ms }},
+		{&c.PreparedHitRate, func(x ModelRun) float64 { return x.PreparedHitRate }},
+		{&c.ServerParsesPerS, func(x ModelRun) float64 { return x.ServerParsesPerS }},
+		{&c.RunQueueServerUs, func(x ModelRun) float64 { return x.RunQueueServerUs }},
+		{&c.RunQueuePoolerUs, func(x ModelRun) float64 { return x.RunQueuePoolerUs }},
+		{&c.RunQueueDriverUs, func(x ModelRun) float64 { return x.RunQueueDriverUs }},
+		{&c.DriverThreadSpread, func(x ModelRun) float64 { return x.DriverThreadSpread }},
 	} {
 		*f.dst = medianOf(ms, f.get)
 	}
@@ -200,7 +201,7 @@ func combineCal(cs []Calibration) Calibration {
 }
 
 // calibrated runs the model of cfg with a run's calibration.
-func calibrated(cfg system.Config, cal Calibration) system.Metrics {
+func calibrated(cfg system.Config, cal Calibration) ModelRun {
 	if cal.Testbed != nil {
 		return calibratedTestbed(cfg, cal)
 	}
@@ -211,13 +212,13 @@ func calibrated(cfg system.Config, cal Calibration) system.Metrics {
 	if cfg.Pooler.PoolMode.Pooled() {
 		cc.Pooler.Hop = sim.FromDuration(cal.Hop)
 		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.Connect))
-		cc.Testbed.ServersOpen = cal.ServersOpen
+		onMachine(&cc, func(m *testbed.Machine) { m.ServersOpen = cal.ServersOpen })
 		heldAtPooler(&cc, cal)
 	}
 	if cal.Prepared {
 		calibratedPrepared(&cc, cfg.Workload, cal)
 	}
-	return system.Run(cc).Metrics
+	return runModel(cc)
 }
 
 // heldAtPooler gives a pooled row's model what its pooler saw of the

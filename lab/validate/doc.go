@@ -10,11 +10,18 @@
 // max_connections and no superuser-reserved slots unless a DSN is given;
 // the load connects as a non-superuser role.
 //
-// A CPU-bound statement (live.statement: pgbench-select, or sql with
+// The scenario's validate: section is this package's (section.go,
+// Decode): how a statement runs live (Live) and, if given, the test
+// machine the models run on; the scenarios package keeps it as written and
+// a model run ignores it.
+//
+// A CPU-bound statement (validate.statement: pgbench-select, or sql with
 // server.cores) is calibrated as a testbed instead (testbed.go): what
 // shares the machine's cores — the backends, the pooler process and this
 // process's load driver — each measured from /proc and run by the
-// calibrated model on server.cores — through a pooler, each process's CPU
+// calibrated model on server.cores, on the machine's model of package
+// lab/testbed (its Stats, the model's waits in the cores' queues, beside
+// the kernel's: ModelRun) — through a pooler, each process's CPU
 // per statement read over the run itself (inrun.go; the through loop's
 // alone gives the report's model from before the run), and the machine's
 // other work over the run as its background, this process's instruments
@@ -37,7 +44,7 @@
 // pool 2, where nothing is pinned, a run whose servers sat on
 // PgBouncer's core less or more often than in its loop has the free
 // model mixed with the apart or together one by how far it was
-// (placed.go). With live.driver: pgbench
+// (placed.go). With validate.driver: pgbench
 // pgbench itself, a process of its own, drives such a row and its
 // calibration (pgbench.go), and its logs are the measurement. Such a run
 // turns the kernel's autogroup off for its duration, as root (sched.go,

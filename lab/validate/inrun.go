@@ -90,7 +90,7 @@ func (l *lab) watchRun(ctx context.Context, t *running) (*runWatch, error) {
 
 // finish is the run's CPU per statement: stmts statements, self this
 // process's CPU over the run less its instruments', driver pgbench's
-// (with live.driver pgbench), tb the row's testbed (through the in-process
+// (with validate.driver pgbench), tb the row's testbed (through the in-process
 // proxy with poolsim's own driver, this process is driver and pooler both:
 // split as the through loop measured them). A server the run opened
 // counts whole. busy is the machine's busy cores over the run's wall

@@ -15,7 +15,7 @@ import (
 // spreadPoint), and the machine as a whole runs faster or slower for tens
 // of milliseconds at a time, every connection at once (the closed loop's
 // statements per window and its stalls, speedTimeline, into
-// system.Testbed.Speed).
+// testbed.Machine.Speed).
 
 // speedWindow is the window of the machine's speed (Testbed.Speed): long
 // enough to count a few hundred statements, short beside a run's

@@ -17,11 +17,10 @@ import (
 
 	"github.com/poolsim/poolsim/lab/load"
 	"github.com/poolsim/poolsim/lab/probe"
-	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/sim"
 )
 
-// live.driver: pgbench drives a pgbench-select row with pgbench itself, a
+// validate.driver: pgbench drives a pgbench-select row with pgbench itself, a
 // process of its own, instead of poolsim's in-process Go driver: the
 // measurement is then pgbench's, as a PgBouncer user runs it, and its CPU
 // per statement is the testbed's driver. pgbench -S runs the same
@@ -290,7 +289,7 @@ func lastLines(s string, n int) string {
 	return strings.Join(l[max(0, len(l)-n):], " | ")
 }
 
-// pgbenchDriver is live.driver pgbench for a row's calibration: the
+// pgbenchDriver is validate.driver pgbench for a row's calibration: the
 // binary, and how to find the load role's backends (pgbench's connections
 // are not ours to ask for their PIDs).
 type pgbenchDriver struct {
@@ -299,8 +298,8 @@ type pgbenchDriver struct {
 }
 
 // pgbench is the row's pgbench driver, or nil for poolsim's own.
-func (l *lab) pgbench(c system.Config) *pgbenchDriver {
-	if c.Live.Driver != "pgbench" {
+func (l *lab) pgbench() *pgbenchDriver {
+	if l.live.Driver != "pgbench" {
 		return nil
 	}
 	return &pgbenchDriver{bin: l.pgbenchBin, servers: l.serverPids}

@@ -3,6 +3,7 @@ package validate
 import (
 	"runtime"
 
+	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/models/system"
 )
 
@@ -38,7 +39,8 @@ import (
 // one thread the sampler follows (through the proxy nothing is sampled).
 func mixesPlacement(c system.Config, tb *Testbed, run *Placement) bool {
 	n := c.Pooler.DefaultPoolSize
-	return wakesCores(c) && n >= 2 && n <= runtime.NumCPU() &&
+	// A testbed tb is a CPU-bound row's: wakesCores but for the statement.
+	return pooledOnCores(c) && n >= 2 && n <= runtime.NumCPU() &&
 		tb != nil && tb.ThroughPlacement != nil && tb.ThroughPlacement.Samples > 0 && run != nil && run.Samples > 0
 }
 
@@ -47,35 +49,35 @@ func mixesPlacement(c system.Config, tb *Testbed, run *Placement) bool {
 // the free model against the pinned one (apart below the loop's share,
 // together above), 1 where the run was placed as the loop or the loop
 // sat at the end the run leans to.
-func placementWeight(loopShare, runShare float64) (free float64, aff system.Affinity) {
+func placementWeight(loopShare, runShare float64) (free float64, aff testbed.Affinity) {
 	loopShare, runShare = min(1, max(0, loopShare)), min(1, max(0, runShare))
 	switch {
 	case runShare < loopShare:
-		return runShare / loopShare, system.Apart
+		return runShare / loopShare, testbed.Apart
 	case runShare > loopShare && loopShare < 1:
-		return (1 - runShare) / (1 - loopShare), system.Together
+		return (1 - runShare) / (1 - loopShare), testbed.Together
 	}
-	return 1, system.Free
+	return 1, testbed.Free
 }
 
 // placedRun is a run's calibrated model mixed by its placement: cal is
 // the row's calibration with the run's CPU per statement.
-func placedRun(cfg system.Config, cal Calibration, loopShare, runShare float64) system.Metrics {
+func placedRun(cfg system.Config, cal Calibration, loopShare, runShare float64) ModelRun {
 	w, aff := placementWeight(loopShare, runShare)
-	if aff == system.Free {
+	if aff == testbed.Free {
 		return calibrated(cfg, cal)
 	}
-	free, pinned := affinityModel(cfg, cal, system.Free), affinityModel(cfg, cal, aff)
+	free, pinned := affinityModel(cfg, cal, testbed.Free), affinityModel(cfg, cal, aff)
 	// mixArrangements weighs its first model by the share of time given.
 	return mixArrangements(free, pinned, w)
 }
 
 // affinityModel is the row's calibrated model with the pooler's thread
 // and the servers placed by aff (pin), its latencies kept for mixing.
-func affinityModel(cfg system.Config, cal Calibration, aff system.Affinity) *Arrangement {
+func affinityModel(cfg system.Config, cal Calibration, aff testbed.Affinity) *Arrangement {
 	cc := testbedConfig(cfg, cal, cal.Testbed)
 	pin(&cc, cal.Testbed, aff)
-	a := &Arrangement{Apart: aff == system.Apart}
+	a := &Arrangement{Apart: aff == testbed.Apart}
 	a.Model, a.lat = runForMix(cc)
 	return a
 }

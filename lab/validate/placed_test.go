@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/poolsim/poolsim/lab/load"
+	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/models/system"
 )
 
@@ -16,19 +16,19 @@ import (
 func TestPlacementWeight(t *testing.T) {
 	for _, c := range []struct {
 		loop, run, free float64
-		aff             system.Affinity
+		aff             testbed.Affinity
 	}{
-		{0.4, 0.4, 1, system.Free},
-		{0.4, 0.2, 0.5, system.Apart},
-		{0.4, 0, 0, system.Apart},
-		{0.4, 0.7, 0.5, system.Together},
-		{0.4, 1, 0, system.Together},
-		{0, 0.3, 0.7, system.Together},
-		{1, 1, 1, system.Free},
-		{1, 0.5, 0.5, system.Apart},
-		{0, 0, 1, system.Free},
-		{0.4, -0.1, 0, system.Apart},
-		{0.4, 1.2, 0, system.Together},
+		{0.4, 0.4, 1, testbed.Free},
+		{0.4, 0.2, 0.5, testbed.Apart},
+		{0.4, 0, 0, testbed.Apart},
+		{0.4, 0.7, 0.5, testbed.Together},
+		{0.4, 1, 0, testbed.Together},
+		{0, 0.3, 0.7, testbed.Together},
+		{1, 1, 1, testbed.Free},
+		{1, 0.5, 0.5, testbed.Apart},
+		{0, 0, 1, testbed.Free},
+		{0.4, -0.1, 0, testbed.Apart},
+		{0.4, 1.2, 0, testbed.Together},
 	} {
 		w, aff := placementWeight(c.loop, c.run)
 		if math.Abs(w-c.free) > 1e-12 || aff != c.aff {
@@ -41,7 +41,6 @@ func TestPlacementWeight(t *testing.T) {
 // 40 % of its servers on PgBouncer's core.
 func placedRow() (system.Config, Calibration) {
 	cfg, cal := inRunRow(24*time.Microsecond, 33*time.Microsecond, 47*time.Microsecond)
-	cfg.Live.Statement = load.KindPgbenchSelect
 	cfg.Workload.Clients = 50
 	cfg.Pooler.DefaultPoolSize = 2
 	cfg.Server.Cores = 2
@@ -62,13 +61,13 @@ func TestPlacedRunMixesByTheRunsPlacement(t *testing.T) {
 	}
 	cfg, cal := placedRow()
 	free := calibrated(cfg, cal)
-	at := func(share float64) system.Metrics {
+	at := func(share float64) ModelRun {
 		return calibratedRun(cfg, attempt{cal: cal, x: Measured{Placement: &Placement{Samples: 90, Shared: share}}})
 	}
 	if got := at(0.4).TPS; got != free.TPS {
 		t.Errorf("run placed as its loop: %.0f/s, want the free model's %.0f/s", got, free.TPS)
 	}
-	apart := affinityModel(cfg, cal, system.Apart).Model
+	apart := affinityModel(cfg, cal, testbed.Apart).Model
 	if apart.TPS == free.TPS {
 		t.Fatalf("the apart model equals the free one (%.0f/s): the test shows nothing", free.TPS)
 	}
@@ -78,7 +77,7 @@ func TestPlacedRunMixesByTheRunsPlacement(t *testing.T) {
 	if got, want := at(0.2).TPS, (free.TPS+apart.TPS)/2; math.Abs(got/want-1) > 1e-9 {
 		t.Errorf("run halfway to apart: %.0f/s, want the two models' mean %.0f/s", got, want)
 	}
-	together := affinityModel(cfg, cal, system.Together).Model
+	together := affinityModel(cfg, cal, testbed.Together).Model
 	if got := at(1).TPS; math.Abs(got/together.TPS-1) > 1e-9 {
 		t.Errorf("run with every server on PgBouncer's core: %.0f/s, want the together model's %.0f/s", got, together.TPS)
 	}

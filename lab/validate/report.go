@@ -77,17 +77,17 @@ type Row struct {
 	Clients    int
 	Skipped    string // why the row was not run, if it was not
 	Model      system.Metrics
-	Calibrated system.Metrics
+	Calibrated ModelRun
 	Measured   Measured
 	// Repeats are the row's live runs and RepeatModels their calibrated
 	// models; Measured and Calibrated are their metric-by-metric medians
 	// (counts: every run must match).
 	Repeats      []Measured
-	RepeatModels []system.Metrics
+	RepeatModels []ModelRun
 	// Before is a pooled CPU-bound row's calibrated model from what its
 	// runs' calibrations measured before each run alone (the through
 	// loop's CPU per statement, not the run's), medians; nil otherwise.
-	Before   *system.Metrics
+	Before   *ModelRun
 	Prepared bool        // the row runs prepared statements (preparedCells)
 	Cal      Calibration // medians of the calibrations made right before each run
 	Load     string      // the machine's load averages before and after the row's runs
@@ -346,7 +346,7 @@ func coresWhy(x Measured, util float64, tb *Testbed) string {
 		100*x.CPUBusy, who, 100*x.CPUSelf, 100*util, costs, other)
 	switch d := util - x.CPUBusy; {
 	case d < -coresApart:
-		return s + fmt.Sprintf(": the model's cores idled %.0f%% of the time, the machine's %.0f%% — with the same CPU per statement, cores left idler run fewer statements, and how the model queues the threads on its cores (testbed.scheduler, testbed.idle_balance) is where they idle", 100*(1-util), 100*(1-x.CPUBusy))
+		return s + fmt.Sprintf(": the model's cores idled %.0f%% of the time, the machine's %.0f%% — with the same CPU per statement, cores left idler run fewer statements, and how the model queues the threads on its cores (validate.scheduler, validate.idle_balance) is where they idle", 100*(1-util), 100*(1-x.CPUBusy))
 	case d > coresApart:
 		return s + fmt.Sprintf(": the model kept its cores busier than the machine kept its own (idle %.0f%% against %.0f%%)", 100*(1-util), 100*(1-x.CPUBusy))
 	}
@@ -538,7 +538,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	p("connect = median time to open one PostgreSQL connection as the load's role, one at a time (pooled rows only: direct clients connect before time zero); ")
 	p("query and think = the scenario's statement straight to PostgreSQL (round trip included: the model's direct statement) and the driver's think timer, alternating on several connections at once so that pg_sleep and the timers see the concurrency of a full pool, fitted as a lognormal (mean, σ of the logs); ")
 	p("hop = (empty query round trip through the target − direct) / 2, timed alternately; ")
-	p("open = the servers the target's pool held right before the load started, counted at PostgreSQL (pooled rows: the hop's connection through it opened one, a CPU-bound row's through loop up to its pool size), with which the calibrated model's pool starts (testbed.servers_open).")
+	p("open = the servers the target's pool held right before the load started, counted at PostgreSQL (pooled rows: the hop's connection through it opened one, a CPU-bound row's through loop up to its pool size), with which the calibrated model's pool starts (validate.servers_open).")
 	if rep.held() {
 		p(" In pooled rows of a sleep, cpu or sql statement the same loop then runs through a fresh start of the target (as many connections as the direct loop, at most the pool size; 20 statements each): held = how long a statement held its server as the target saw it (SHOW STATS (total_query_time − total_wait_time) / total_query_count), and the connect column's second figure the median gap between the backend starts of the servers the pool opened one after another for it, a login with the machine busy. The calibrated model of such a row holds the server as long as the run itself showed (the target's SHOW STATS over the run; Diagnostics), the scenario's shape scaled to it, takes the rest of the direct round trip (this driver's own wake-ups, outside the server's time behind a pooler) as the client's, half on each hop, and opens its servers one every gap between the run's own server starts — how long pg_sleep and a login take moves with what else the machine runs, as a CPU-bound row's CPU per statement does; the model from held and the loaded connect alone, before the run, is given below each such row.")
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/poolsim/poolsim/lab/probe"
+	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/models/compat"
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/models/system"
@@ -20,7 +21,7 @@ import (
 // measurement is m.
 func row(model system.Metrics, m Measured) Row {
 	r := Row{Params: []scenarios.Param{{Key: "pooler.mode", Value: "transaction"}}, Mode: poolmode.Transaction,
-		Clients: 40, Model: model, Calibrated: model, Measured: m}
+		Clients: 40, Model: model, Calibrated: ModelRun{Metrics: model}, Measured: m}
 	judge(&r)
 	return r
 }
@@ -93,7 +94,7 @@ func TestJudgeWithRuns(t *testing.T) {
 			if cal != nil {
 				m.TPS = cal[i]
 			}
-			r.RepeatModels = append(r.RepeatModels, m)
+			r.RepeatModels = append(r.RepeatModels, ModelRun{Metrics: m})
 		}
 		r.Measured = combineMeasured(r.Repeats, model)
 		r.Calibrated = combineModels(r.RepeatModels, model)
@@ -152,7 +153,7 @@ func TestJudgeCountsMatchBothModels(t *testing.T) {
 	// The calibrated model's count differs from the model's: a count then
 	// fails even when the measurement equals one of them, and says why.
 	r := Row{Mode: poolmode.Direct, Model: system.Metrics{OKTxns: 60, ConnRefused: 20, TPS: 1, P50Ms: 1, P99Ms: 1},
-		Calibrated: system.Metrics{OKTxns: 63, ConnRefused: 19, TPS: 1, P50Ms: 1, P99Ms: 1},
+		Calibrated: ModelRun{Metrics: system.Metrics{OKTxns: 63, ConnRefused: 19, TPS: 1, P50Ms: 1, P99Ms: 1}},
 		Measured:   Measured{OKTxns: 63, ConnRefused: 19, TPS: 1, P50Ms: 1, P99Ms: 1}}
 	judge(&r)
 	c := cell(r, "conn_refused")
@@ -308,7 +309,7 @@ func TestCombine(t *testing.T) {
 	if m := combineMeasured(xs, model); m.ConnRefused != 19 {
 		t.Errorf("one run refused 19: combined %d, want the differing 19 shown", m.ConnRefused)
 	}
-	c := combineModels([]system.Metrics{{OKTxns: 120, TPS: 1}, {OKTxns: 120, TPS: 3}, {OKTxns: 120, TPS: 2}, {OKTxns: 120, TPS: 10}}, model)
+	c := combineModels([]ModelRun{{Metrics: system.Metrics{OKTxns: 120, TPS: 1}}, {Metrics: system.Metrics{OKTxns: 120, TPS: 3}}, {Metrics: system.Metrics{OKTxns: 120, TPS: 2}}, {Metrics: system.Metrics{OKTxns: 120, TPS: 10}}}, model)
 	if c.TPS != 2.5 || c.OKTxns != 120 {
 		t.Errorf("combineModels = tps %v, ok %d; want 2.5 (even count: mean of the middle two), 120", c.TPS, c.OKTxns)
 	}
@@ -333,7 +334,7 @@ func TestWhyBusyCoresWithATestbed(t *testing.T) {
 		{&Testbed{ThroughClients: 8}, 0.85, 0.95, []string{
 			"CPUs were 95% busy during the run (this process — the driver and the in-process proxy — 20% of them), the calibrated model's cores 85%",
 			"as measured before the run with its 8 clients through the target",
-			"the model's cores idled 15% of the time, the machine's 5%", "testbed.idle_balance"}},
+			"the model's cores idled 15% of the time, the machine's 5%", "validate.idle_balance"}},
 		{&Testbed{ThroughClients: 8, Pgbench: true, Run: RunCPU{OK: true}}, 0.96, 0.95, []string{
 			"this process — the in-process proxy alone: pgbench drives — 20% of them)", "as read over the run itself",
 			"as busy as the machine's"}},
@@ -342,7 +343,7 @@ func TestWhyBusyCoresWithATestbed(t *testing.T) {
 		m := system.Metrics{OKTxns: 100, TPS: 1000, P50Ms: 1, P99Ms: 2, CPUUtil: tc.util}
 		x := Measured{OKTxns: 100, TPS: 700, P50Ms: 1, P99Ms: 2, CPUBusy: tc.busy, CPUSelf: 0.2}
 		r := Row{Params: []scenarios.Param{{Key: "pooler.mode", Value: "transaction"}}, Mode: poolmode.Transaction,
-			Clients: 40, Model: m, Calibrated: m, Measured: x, Cal: Calibration{Testbed: tc.tb}}
+			Clients: 40, Model: m, Calibrated: ModelRun{Metrics: m}, Measured: x, Cal: Calibration{Testbed: tc.tb}}
 		judge(&r)
 		c := cell(r, "tps")
 		if c.Pass {
@@ -363,13 +364,13 @@ func TestReportHasNoBadVerbs(t *testing.T) {
 	m := system.Metrics{OKTxns: 100, TPS: 1000, P50Ms: 1, P99Ms: 2, CPUUtil: 0.88}
 	x := Measured{OKTxns: 100, TPS: 990, P50Ms: 1, P99Ms: 2, CPUBusy: 0.95, CPUSelf: 0.2}
 	r := Row{Params: []scenarios.Param{{Key: "pooler.mode", Value: "transaction"}}, Mode: poolmode.Transaction,
-		Clients: 40, Model: m, Calibrated: m, Measured: x,
+		Clients: 40, Model: m, Calibrated: ModelRun{Metrics: m}, Measured: x,
 		Cal: Calibration{Testbed: &Testbed{Cores: 2, ThroughClients: 40, ThroughTPS: 950, ThroughBusy: 0.93, Pgbench: true, Server: 25 * time.Microsecond,
-			WakeCurve: []system.WakePoint{{Idle: 40 * sim.Microsecond, Wake: 12 * sim.Microsecond}, {Idle: 130 * sim.Microsecond, Wake: 40 * sim.Microsecond}},
-			Together:  &Arrangement{TPS: 22000, Placement: &Placement{Samples: 150, Shared: 1}, Model: system.Metrics{TPS: 21500}},
-			Apart:     &Arrangement{Apart: true, TPS: 13000, Model: system.Metrics{TPS: 12500}}}},
-		Repeats: []Measured{{TPS: 21000, Placement: &Placement{Samples: 100, Shared: 0.9}}}, RepeatModels: []system.Metrics{{TPS: 20600}},
-		Before: &system.Metrics{TPS: 940}}
+			WakeCurve: []testbed.WakePoint{{Idle: 40 * sim.Microsecond, Wake: 12 * sim.Microsecond}, {Idle: 130 * sim.Microsecond, Wake: 40 * sim.Microsecond}},
+			Together:  &Arrangement{TPS: 22000, Placement: &Placement{Samples: 150, Shared: 1}, Model: ModelRun{Metrics: system.Metrics{TPS: 21500}}},
+			Apart:     &Arrangement{Apart: true, TPS: 13000, Model: ModelRun{Metrics: system.Metrics{TPS: 12500}}}}},
+		Repeats: []Measured{{TPS: 21000, Placement: &Placement{Samples: 100, Shared: 0.9}}}, RepeatModels: []ModelRun{{Metrics: system.Metrics{TPS: 20600}}},
+		Before: &ModelRun{Metrics: system.Metrics{TPS: 940}}}
 	r.Cal.Testbed.Run = RunCPU{Driver: 21 * time.Microsecond, Pooler: 24 * time.Microsecond, Server: 40 * time.Microsecond, OK: true}
 	judge(&r)
 	rep := &Report{Scenario: "t", Target: "pgbouncer", Rows: []Row{r}}

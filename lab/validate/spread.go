@@ -71,7 +71,7 @@ func spread(c *Cell, r *Row) {
 	n := min(len(r.Repeats), len(r.RepeatModels))
 	var meas, errs []float64
 	for i := range n {
-		x, m := g.measured(r.Repeats[i]), g.model(r.RepeatModels[i])
+		x, m := g.measured(r.Repeats[i]), g.model(r.RepeatModels[i].Metrics)
 		meas = append(meas, x)
 		if e := relErr(m, x); !math.IsNaN(e) {
 			errs = append(errs, e)

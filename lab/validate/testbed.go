@@ -19,19 +19,20 @@ import (
 
 	"github.com/poolsim/poolsim/lab/load"
 	"github.com/poolsim/poolsim/lab/probe"
+	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/models/usl"
 	"github.com/poolsim/poolsim/sim"
 )
 
-// A CPU-bound row (live.statement: pgbench-select) is limited by the
+// A CPU-bound row (validate.statement: pgbench-select) is limited by the
 // machine's cores, which PostgreSQL's backends, the pooler process and the
 // load driver share. Its calibration measures each one's CPU per statement
 // from /proc (not guessed), straight to PostgreSQL at a few concurrencies
 // and through the row's target at the row's clients, and hands the calibrated
 // model a testbed: the driver's and the pooler's CPU on the server's cores
-// (system.Testbed), the work of other processes as background, and the
+// (testbed.Machine), the work of other processes as background, and the
 // USL contention that makes the model's direct throughput match the
 // measured one. The scenario's own model stays the production what-if,
 // without the driver.
@@ -77,7 +78,7 @@ type Testbed struct {
 	// the throughput's, which σ and κ match, so the spread is the tail's.
 	Spread float64
 	// Scan: the driver is pgbench, whose threads go through their clients
-	// in order, a pass at a time (system.Testbed.DriverScan).
+	// in order, a pass at a time (testbed.Machine.DriverScan).
 	Scan bool
 	// Pooler is the pooler's CPU per statement (request, response and
 	// assignment) through the row's target: the proxy's event loop's or
@@ -107,7 +108,7 @@ type Testbed struct {
 	balanceSet bool
 	// NoScan is fitBalance's other choice: a woken thread whose waker's
 	// core and own last core are busy stays there, without a look for an
-	// idle core (testbed.idle_scan false).
+	// idle core (validate.idle_scan false).
 	NoScan bool
 	// ThroughPlacement is where PgBouncer's thread and the pool's servers
 	// ran during the through loop (nil through the proxy): with one
@@ -119,7 +120,7 @@ type Testbed struct {
 	Together, Apart *Arrangement
 	// WakeCurve is an idle core's wake-up by how long it idled, measured
 	// once per validation (wake.go) for the pooled rows' models.
-	WakeCurve []system.WakePoint
+	WakeCurve []testbed.WakePoint
 	// Migrations is how often the kernel moved the pooler or a pool's
 	// server to another core during the through loop, per statement
 	// (/proc/PID/task/TID/sched se.nr_migrations), if MigrationsOK: the
@@ -127,7 +128,7 @@ type Testbed struct {
 	// more often than that (idleBalance).
 	Migrations   float64
 	MigrationsOK bool
-	// Pgbench says pgbench drove the loops (live.driver pgbench).
+	// Pgbench says pgbench drove the loops (validate.driver pgbench).
 	Pgbench bool
 	// Speed is the machine's speed step by step (speedStep), in time
 	// order, as factors of its mean: the through loop's, or the most
@@ -141,10 +142,10 @@ type Testbed struct {
 
 // testbedKind says whether the scenario's live statement is calibrated as
 // CPU-bound work on the shared cores: pgbench -S's statement, or the
-// user's own SQL (live.statement: sql) in a scenario whose server has
+// user's own SQL (validate.statement: sql) in a scenario whose server has
 // cores (server.cores: the model runs its statements' CPU on them).
-func testbedKind(c system.Config) bool {
-	return c.Live.Statement == load.KindPgbenchSelect || (c.Live.Statement == load.KindSQL && c.Server.Cores > 0)
+func testbedKind(live Live, c system.Config) bool {
+	return live.Statement == load.KindPgbenchSelect || (live.Statement == load.KindSQL && c.Server.Cores > 0)
 }
 
 // schedCPU is a process's time on a CPU, all its threads' (pgbench -j
@@ -176,7 +177,7 @@ func schedCPU(pid int) (time.Duration, bool) {
 // through PgBouncer with pgbench -S on this project's 2-vCPU machine,
 // 0.0000-0.0042 moves per statement (up to about 80 a second), far
 // fewer than the model made taking one at every chance.
-func idleBalance(t *system.Testbed, tb *Testbed) {
+func idleBalance(t *testbed.Machine, tb *Testbed) {
 	if tb.balanceSet {
 		t.NoIdleBalance, t.IdleBalanceEvery = tb.Balance < 0, max(0, tb.Balance)
 		t.NoIdleScan = tb.NoScan
@@ -291,7 +292,7 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 	var out loopCPU
 	ctx, cancel := context.WithTimeout(ctx, dur+time.Minute)
 	defer cancel()
-	conns := make([]*pgconn.PgConn, 0, n)
+	conns, pids, err := openLoop(ctx, dsn, st, n, backends)
 	defer func() {
 		for _, c := range conns {
 			pid := c.PID()
@@ -301,62 +302,11 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 			}
 		}
 	}()
-	var pids []int
-	for range n {
-		c, err := pgconn.Connect(ctx, dsn)
-		if err != nil {
-			return out, fmt.Errorf("calibrate testbed: %w", err)
-		}
-		conns = append(conns, c)
-		if backends {
-			pids = append(pids, int(c.PID()))
-		}
-		if _, err := c.Exec(ctx, st.Text(0)).ReadAll(); err != nil {
-			return out, fmt.Errorf("calibrate testbed: %w", err)
-		}
+	if err != nil {
+		return out, err
 	}
-	var (
-		stop  = make(chan struct{})
-		wg    sync.WaitGroup
-		count atomic.Int64
-		errs  = make([]error, n)
-		// Each connection's statements' ends, from base: the windows'
-		// counts of the machine's speed.
-		base = time.Now()
-		ends = make([][]time.Duration, n)
-		rtts = make([][]time.Duration, n)
-	)
-	for i, c := range conns {
-		wg.Add(1)
-		go func() { // owner: closedLoop; ends when stop closes or on error
-			defer wg.Done()
-			r := sim.NewRand(seed, fmt.Sprintf("validate testbed %d %d", n, i))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				t0 := time.Since(base)
-				if _, err := c.Exec(ctx, st.Next(0, r)).ReadAll(); err != nil {
-					errs[i] = fmt.Errorf("calibrate testbed: %w", err)
-					return
-				}
-				count.Add(1)
-				t1 := time.Since(base)
-				ends[i], rtts[i] = append(ends[i], t1), append(rtts[i], t1-t0)
-			}
-		}()
-	}
-	stopped := false
-	halt := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wg.Wait()
-		}
-	}
-	defer halt()
+	lr := startLoop(ctx, conns, st, seed)
+	defer lr.halt()
 	// A warm-up first: through a pooler the pool opens its servers, and
 	// every process settles into the loop's rhythm.
 	if err := probe.Sleep(ctx, closedLoopWarm); err != nil {
@@ -369,19 +319,19 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 		}
 		pids = append(pids, more...)
 	}
-	m0, c0 := sampleCPU(), count.Load()
+	m0, c0 := sampleCPU(), lr.count.Load()
 	e0, ok0 := eachCPU(pids)
 	g0, gok0 := migrations(pids)
 	if err := probe.Sleep(ctx, dur); err != nil {
 		return out, fmt.Errorf("calibrate testbed: %w", err)
 	}
-	m1, c1 := sampleCPU(), count.Load()
+	m1, c1 := sampleCPU(), lr.count.Load()
 	e1, ok1 := eachCPU(pids)
 	g1, gok1 := migrations(pids)
 	out.migr, out.migrOK = g1-g0, gok0 && gok1 && len(pids) > 0
 	total := c1 - c0
-	halt()
-	for _, err := range errs {
+	lr.halt()
+	for _, err := range lr.errs {
 		if err != nil {
 			return out, err
 		}
@@ -390,17 +340,7 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 		return out, fmt.Errorf("calibrate testbed: %w", err)
 	}
 	out.stmts, out.wall = total, m1.at.Sub(m0.at)
-	from, to := m0.at.Sub(base), m1.at.Sub(base)
-	out.speed = speedTimeline(slices.Concat(ends...), from, to)
-	var rt []time.Duration
-	for i := range ends {
-		for j, e := range ends[i] {
-			if e >= from && e < to {
-				rt = append(rt, rtts[i][j])
-			}
-		}
-	}
-	out.p50, out.p99 = medianP99(rt)
+	out.speed, out.p50, out.p99 = lr.timing(m0.at, m1.at)
 	out.self, out.watchedOK = m1.self-m0.self, ok0 && ok1
 	out.instr = m1.instr - m0.instr
 	if out.watchedOK {
@@ -408,6 +348,99 @@ func closedLoop(ctx context.Context, dsn string, st load.Statement, seed uint64,
 	}
 	out.busy = busyCores(m0, m1)
 	return out, nil
+}
+
+// openLoop opens closedLoop's n connections to dsn, each running st once
+// (a backend loads its caches on its first statement), and returns them
+// - those it opened, on an error too - with their backends' pids when
+// backends is set.
+func openLoop(ctx context.Context, dsn string, st load.Statement, n int, backends bool) ([]*pgconn.PgConn, []int, error) {
+	conns := make([]*pgconn.PgConn, 0, n)
+	var pids []int
+	for range n {
+		c, err := pgconn.Connect(ctx, dsn)
+		if err != nil {
+			return conns, pids, fmt.Errorf("calibrate testbed: %w", err)
+		}
+		conns = append(conns, c)
+		if backends {
+			pids = append(pids, int(c.PID()))
+		}
+		if _, err := c.Exec(ctx, st.Text(0)).ReadAll(); err != nil {
+			return conns, pids, fmt.Errorf("calibrate testbed: %w", err)
+		}
+	}
+	return conns, pids, nil
+}
+
+// loopRun is closedLoop's connections running the statement back to
+// back, a goroutine each: its owner ends them with halt (they end on an
+// error too). Each connection's statements' ends and round trips are
+// kept, from base: the windows' counts of the machine's speed.
+type loopRun struct {
+	stop       chan struct{}
+	stopped    bool
+	wg         sync.WaitGroup
+	count      atomic.Int64
+	errs       []error
+	base       time.Time
+	ends, rtts [][]time.Duration
+}
+
+// startLoop starts the statement loop on every connection.
+func startLoop(ctx context.Context, conns []*pgconn.PgConn, st load.Statement, seed uint64) *loopRun {
+	n := len(conns)
+	lr := &loopRun{stop: make(chan struct{}), errs: make([]error, n), base: time.Now(),
+		ends: make([][]time.Duration, n), rtts: make([][]time.Duration, n)}
+	for i, c := range conns {
+		lr.wg.Add(1)
+		go func() { // owner: lr's (closedLoop); ends when stop closes or on error
+			defer lr.wg.Done()
+			r := sim.NewRand(seed, fmt.Sprintf("validate testbed %d %d", n, i))
+			for {
+				select {
+				case <-lr.stop:
+					return
+				default:
+				}
+				t0 := time.Since(lr.base)
+				if _, err := c.Exec(ctx, st.Next(0, r)).ReadAll(); err != nil {
+					lr.errs[i] = fmt.Errorf("calibrate testbed: %w", err)
+					return
+				}
+				lr.count.Add(1)
+				t1 := time.Since(lr.base)
+				lr.ends[i], lr.rtts[i] = append(lr.ends[i], t1), append(lr.rtts[i], t1-t0)
+			}
+		}()
+	}
+	return lr
+}
+
+// halt stops the loop and waits for its goroutines (once).
+func (lr *loopRun) halt() {
+	if !lr.stopped {
+		lr.stopped = true
+		close(lr.stop)
+		lr.wg.Wait()
+	}
+}
+
+// timing is the machine's speed step by step and the statements' round
+// trips' p50 and p99 between from and to (after halt).
+func (lr *loopRun) timing(from, to time.Time) (speed []float64, p50, p99 time.Duration) {
+	f, t := from.Sub(lr.base), to.Sub(lr.base)
+	speed = speedTimeline(slices.Concat(lr.ends...), f, t)
+	var rt []time.Duration
+	for i := range lr.ends {
+		for j, e := range lr.ends[i] {
+			if e >= f && e < t {
+				rt = append(rt, lr.rtts[i][j])
+			}
+		}
+	}
+	p50, p99 = medianP99(rt)
+	return speed, p50, p99
 }
 
 // addWatched sets each and watched from the watched processes' CPU
@@ -630,11 +663,12 @@ func applyTestbed(c *system.Config, tb *Testbed, sigma, kappa float64) {
 	c.Server.Contention, c.Server.Coherency = sigma, kappa
 	// Linux's run queues, one per core, and the driver's threads: pgbench
 	// -j, one per core, or the Go driver's, GOMAXPROCS.
-	c.Testbed = system.Testbed{DriverCPU: cpu(tb.Driver), PoolerOnCores: true, Background: tb.Background,
-		Scheduler: system.PerCore, DriverThreads: tb.Cores, DriverScan: tb.Scan}
+	m := testbed.Machine{DriverCPU: cpu(tb.Driver), PoolerOnCores: true, Background: tb.Background,
+		Scheduler: testbed.PerCore, DriverThreads: tb.Cores, DriverScan: tb.Scan}
 	if len(tb.Speed) > 0 {
-		c.Testbed.Speed, c.Testbed.SpeedPeriod = tb.Speed, sim.FromDuration(speedStep)
+		m.Speed, m.SpeedPeriod = tb.Speed, sim.FromDuration(speedStep)
 	}
+	c.Machine = m
 }
 
 // calibrateThrough measures each process's CPU per statement through the
@@ -714,7 +748,7 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 		nb = len(pids)
 		return append(pooler, pids...), err
 	}
-	pg := l.pgbench(cfg)
+	pg := l.pgbench()
 	if t.px != nil && pg != nil {
 		// The proxy's event loop on a thread of its own for the row
 		// (running.pinLoop): its CPU is the pooler's, the rest of this
@@ -778,7 +812,7 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 // otherCores is how many cores were busy with other work over a window of
 // wall: the machine's busy cores less the test's processes' CPU (work),
 // this process's instruments, the kernel's work for no process and other
-// processes alike; from 0 to 90 % of the cores (testbed.background's
+// processes alike; from 0 to 90 % of the cores (validate.background's
 // bound).
 func otherCores(busy float64, work, wall time.Duration, cores int) float64 {
 	if wall <= 0 {
@@ -821,14 +855,14 @@ func poolServers(cfg system.Config, n int) int {
 // calibratedTestbed is the calibrated model of a CPU-bound row: the
 // scenario with the testbed's parts and the pooler's thread on the cores,
 // averaged over modelReplications replications.
-func calibratedTestbed(cfg system.Config, cal Calibration) system.Metrics {
+func calibratedTestbed(cfg system.Config, cal Calibration) ModelRun {
 	return replicated(testbedConfig(cfg, cal, cal.Testbed), modelReplications)
 }
 
 // modelReplications is how many replications - the same calibrated
 // model with system.ReplicationSeed(seed, i)'s seeds - each run's model
 // of a CPU-bound row averages. One replication is one draw of the speed
-// timeline's start (testbed.speed: a run of a few seconds plays a part of
+// timeline's start (validate.speed: a run of a few seconds plays a part of
 // it) and of the lognormal CPU per statement, and the model of a run is
 // compared with the run itself: its seed's luck must not be a verdict's.
 // An uncommitted check on 2026-12-05 ran the calibrated models of six
@@ -840,14 +874,15 @@ const modelReplications = 5
 // replicated is the mean of n replications of c, run side by side (each
 // is single-threaded and deterministic, so the mean does not depend on
 // which ends first): the reported metrics as system.Replicated.Mean
-// averages them, and the diagnostics beside them (the run-queue waits,
-// the preemptions, the driver threads' spread) averaged too. A model
-// with classes keeps one run: Mean has no per-class average.
-func replicated(c system.Config, n int) system.Metrics {
+// averages them, and the machine's stats beside them (the run-queue
+// waits, the preemptions, the driver threads' spread) averaged too. A
+// model with classes keeps one run: Mean has no per-class average.
+func replicated(c system.Config, n int) ModelRun {
 	if n <= 1 || len(c.Classes) > 0 {
-		return system.Run(c).Metrics
+		return runModel(c)
 	}
 	reps := make(system.Replicated, n)
+	stats := make([]testbed.Stats, n)
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for i := range n {
@@ -858,24 +893,25 @@ func replicated(c system.Config, n int) system.Metrics {
 			defer func() { <-slots }()
 			ci := c
 			ci.Seed = system.ReplicationSeed(c.Seed, i)
-			reps[i] = system.Run(ci).Metrics
+			r := runModel(ci)
+			reps[i], stats[i] = r.Metrics, r.Stats
 		}()
 	}
 	wg.Wait()
-	m := reps.Mean()
-	for _, f := range []func(*system.Metrics) *float64{
-		func(m *system.Metrics) *float64 { return &m.RunQueueServerUs },
-		func(m *system.Metrics) *float64 { return &m.RunQueuePoolerUs },
-		func(m *system.Metrics) *float64 { return &m.RunQueueDriverUs },
-		func(m *system.Metrics) *float64 { return &m.PoolerPreempts },
-		func(m *system.Metrics) *float64 { return &m.ServerPreempts },
-		func(m *system.Metrics) *float64 { return &m.DriverThreadSpread },
+	m := ModelRun{Metrics: reps.Mean()}
+	for _, f := range []func(*testbed.Stats) *float64{
+		func(s *testbed.Stats) *float64 { return &s.RunQueueServerUs },
+		func(s *testbed.Stats) *float64 { return &s.RunQueuePoolerUs },
+		func(s *testbed.Stats) *float64 { return &s.RunQueueDriverUs },
+		func(s *testbed.Stats) *float64 { return &s.PoolerPreempts },
+		func(s *testbed.Stats) *float64 { return &s.ServerPreempts },
+		func(s *testbed.Stats) *float64 { return &s.DriverThreadSpread },
 	} {
 		var sum float64
-		for i := range reps {
-			sum += *f(&reps[i])
+		for i := range stats {
+			sum += *f(&stats[i])
 		}
-		*f(&m) = sum / float64(n)
+		*f(&m.Stats) = sum / float64(n)
 	}
 	return m
 }
@@ -914,27 +950,29 @@ func testbedConfig(cfg system.Config, cal Calibration, tb *Testbed) system.Confi
 		// loopback around its CPU: a thread that was asleep pays it when
 		// a core is idle (as in that measurement), a busy one relays at
 		// once, and one woken while the cores are all busy is switched
-		// to at once (the model's rule, system.Testbed.PoolerOnCores).
+		// to at once (the model's rule, testbed.Machine.PoolerOnCores).
 		cc.Pooler.Hop = 0
 		cc.Pooler.Wakeup = sim.FromDuration(max(0, cal.Hop-per))
 		cc.Server.Connect = sim.ConstDist(sim.FromDuration(cal.Connect))
-		cc.Testbed.ServersOpen = cal.ServersOpen
-		// With the cores' wake-up measured, a backend or the pooler's
-		// thread woken onto an idle core from another waits it by the
-		// core's idle time, in place of the pooler's constant wake-up.
-		cc.Testbed.WakeCurve = tb.WakeCurve
-		// A core out of work takes a queued thread from the other as
-		// often as the kernel moved them in the through loop.
-		idleBalance(&cc.Testbed, tb)
-		// A backend sends its result and runs on, keeping its core,
-		// while the pooler relays it.
-		cc.Testbed.ServerTail = serverTail
+		onMachine(&cc, func(m *testbed.Machine) {
+			m.ServersOpen = cal.ServersOpen
+			// With the cores' wake-up measured, a backend or the pooler's
+			// thread woken onto an idle core from another waits it by the
+			// core's idle time, in place of the pooler's constant wake-up.
+			m.WakeCurve = tb.WakeCurve
+			// A core out of work takes a queued thread from the other as
+			// often as the kernel moved them in the through loop.
+			idleBalance(m, tb)
+			// A backend sends its result and runs on, keeping its core,
+			// while the pooler relays it.
+			m.ServerTail = serverTail
+		})
 	}
 	return cc
 }
 
 // serverTail is the share of a pooled statement's CPU its backend runs
-// after the response (system.Testbed.ServerTail). Measured with pgbench -S
+// after the response (testbed.Machine.ServerTail). Measured with pgbench -S
 // at pool 1 on this project's 2-vCPU machine (bench/server-tail.sh,
 // results/pgbench-select-live/tail/server-tail.txt): after it wakes the
 // pooler the backend keeps its core 6-17 µs (medians of six runs) of
@@ -957,12 +995,12 @@ func (l *lab) findPgbench() (string, error) {
 	}
 	bin, err := exec.LookPath("pgbench")
 	if err != nil {
-		return "", fmt.Errorf("validate: live.statement pgbench-select needs pgbench (%s): %w", where, err)
+		return "", fmt.Errorf("validate: validate.statement pgbench-select needs pgbench (%s): %w", where, err)
 	}
 	return bin, nil
 }
 
-// pgbenchInit makes the pgbench tables live.statement pgbench-select
+// pgbenchInit makes the pgbench tables validate.statement pgbench-select
 // reads: pgbench -i at the scenario's scale in the throwaway cluster's
 // database; with --dsn the tables must already be there (validate never
 // drops a user's tables), and their rows are counted. It returns the
@@ -998,7 +1036,7 @@ func (l *lab) pgbenchInit(ctx context.Context, scale int) (int64, error) {
 		err = gerr
 	}
 	if err != nil {
-		return 0, fmt.Errorf("validate: live.statement pgbench-select reads pgbench_accounts (run pgbench -i -s %d on the --dsn database first): %w", scale, err)
+		return 0, fmt.Errorf("validate: validate.statement pgbench-select reads pgbench_accounts (run pgbench -i -s %d on the --dsn database first): %w", scale, err)
 	}
 	n, _ := strconv.ParseInt(string(rs[0].Rows[0][0]), 10, 64)
 	if n == 0 {
@@ -1015,11 +1053,11 @@ func (l *lab) calibrateCPUBound(ctx context.Context, c system.Config, st load.St
 	if cal.Connect, err = measureConnect(ctx, l.srv.dsn, 11, l.backendGone); err != nil {
 		return cal, err
 	}
-	tb, err := calibrateTestbed(ctx, l.srv.dsn, c, st, l.o.Quick, l.backendGone, l.pgbench(c))
+	tb, err := calibrateTestbed(ctx, l.srv.dsn, c, st, l.o.Quick, l.backendGone, l.pgbench())
 	if err != nil {
 		return cal, err
 	}
-	tb.Pgbench = l.pgbench(c) != nil
+	tb.Pgbench = l.pgbench() != nil
 	cal.Testbed = tb
 	p := tb.Points[0]
 	cal.QueryMean = time.Duration(float64(time.Second) / p.TPS)
@@ -1053,7 +1091,7 @@ func (rep *Report) writeTestbed(p func(string, ...any)) {
 		return
 	}
 	p("## Testbed\n\n")
-	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment, and where a released server goes to a waiting client PgBouncer relays the response first and hands the server over after it, poolsim's proxy the other way round - its event loop writes the waiter's query to the server before the response to the client; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on its own last core if idle, else on another idle core - unless the row's fit has the wake-up not look for one (\"no idle-core scan\" in the moves column: Linux's SIS_UTIL stops that look when the cores are busy), when it goes to the waker's core if nothing queues there, else to its own last core - else in the shortest queue, and waits there; a thread with more work keeps its core; a pooled statement's backend is its server's process, whoever the client, and sends its result with "+fmt.Sprintf("%.0f", 100*serverTail)+" % of its CPU for the statement still to run, keeping its core for it while the pooler relays (testbed.server_tail; bench/server-tail.sh measured it: the backend reads its socket again, finds it empty and goes to sleep), and a statement that reaches it meanwhile runs next there; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs); only the direct model runs σ and κ: a pooled row's servers' CPU per statement, measured where the row runs, holds what their contention costs there. Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ; with two, a run whose share is below its loop's has its model mixed with the apart arrangement's - PgBouncer's thread on one core, the servers on the other - and one above, with the together one's, by how far toward none or all it was, as the free model's placement is the loop's), because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). The row's model runs the same processes' CPU per statement read over the run itself (the run's column: the servers' and PgBouncer's schedstat, pgbench's rusage, the proxy's loop thread's schedstat or this process's; these are the kernel's counters, not the run's throughput or latencies, which the model must still produce): this shared machine's speed drifts between a loop and the run after it by more than the tolerances, and the drift is in what a statement costs, not in how busy the cores are (bench/loop-noise.sh); the model from the through loop alone is in the next section. Its background is the other work over the run in the same way: the machine's busy cores (/proc/stat) less those processes' CPU - the kernel's work for no process, other processes, and this process's instruments (pgbench's threads' run delay and the pooler's and servers' cores, each read every 20 ms on a thread of its own whose CPU is counted apart: through the in-process proxy they are not the pooler's CPU); a pooled row's other work column is the same over its through loop, the model from the loop's, and a direct row's the direct points' (the machine's busy cores less the driver's and the backends' CPU). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, with its stalls cut out of them (a gap between consecutive statements' ends of more than 0.5 ms and 4 times the loop's 99th-percentile gap: nothing finished, every connection stopped at once; not looked for where that percentile is over 1 ms, a loop whose statements end in bursts), millisecond by millisecond in time order, are the speed column (its 5th, 50th and 95th percentiles and the milliseconds under half speed), and the calibrated model plays them in that order from a start its seed draws for all the jobs on the cores (testbed.speed) — the latencies' tail: slow stretches outlast a 20 ms window, and a stall of a millisecond or more stops every transaction in flight, which a window's count spreads as a slowdown of a tenth. Each run's calibrated model is the mean of "+fmt.Sprint(modelReplications)+" replications of it (the same model with other seeds): one is one draw of the speed timeline's start - a run of a few seconds plays a part of it - and of the CPU per statement, and its luck is not the run's. The through column also says how busy the machine's CPUs were during that loop (/proc/stat), to set beside the run's and the calibrated model's busy cores in the row's Diagnostics. The moves column is how often the kernel moved the pooler or a pool's server to another core during the through loop, per statement (/proc/PID/task/TID/sched se.nr_migrations), and how often a core out of work in the row's model may take a thread queued on the other (one that has not run for 0.5 ms; testbed.idle_balance): the rate, of none, once per 100, 30, 10, 3 or 1 ms, 300 or 100 µs, or every chance, each with and without the wake-up's look for an idle core, whose model of the through loop keeps the cores as busy as the machine's CPUs were in that loop (the through column; a median over the runs may fall between the rates) — a counter read before the run, as the CPU per statement is; the kernel's own moves, far fewer than a model needs to keep its cores as busy, decide only where the loop's busy CPUs were not read (one over the moves per second). The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With live.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is its event loop's thread's, the loop kept on a thread of its own for the row (/proc/self/task/TID/schedstat), and the rest of this process - Go's runtime, logins, the instruments, on other threads beside the loop - is other work, not CPU in the pooler's one thread; and the model's driver threads work as pgbench's (testbed.driver_scan): each polls, reads the results its poll found in client order, starts the transactions that ended in a second pass, and times a transaction from that start to the reading of its last result — the wait between a transaction's end and the next one's start is in neither's latency, as in pgbench's log. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. A pooled row's Diagnostics set the run's waits for a core per statement (each thread's run delay in /proc/PID/task/TID/schedstat: the pool's servers', the pooler's, the driver's) beside the calibrated model's waits in its cores' queues: where the model's throughput is right and its latencies' shape is not, they say which wait it has too much or too little of; through PgBouncer they also say how often PgBouncer's one thread was taken off its core while it could still run (its involuntary context switches per statement): a thread PgBouncer wakes while no core is idle lands on PgBouncer's core and may run first, and every client's relay waits behind it - which the calibrated model does only in a pool-1 row's apart arrangement (the section on the two arrangements). Medians over each row's runs.\n\n")
+	p("%s", "The statement is CPU-bound, and PostgreSQL's backends, the pooler and the load driver (this process) share the machine's cores. Before each run the validator measures, straight to PostgreSQL with 1, 2, 4 and 8 connections back to back: statements per second, the driver's CPU per statement (getrusage), the backends' (/proc/PID/schedstat) and the busy cores outside both (/proc/stat: other work). The calibrated model runs the driver's, the backends' and the pooler's CPU on the cores with a run queue per core, as Linux does (the pooler's thread one job at a time: a third of its CPU per request, response and assignment, and where a released server goes to a waiting client PgBouncer relays the response first and hands the server over after it, poolsim's proxy the other way round - its event loop writes the waiter's query to the server before the response to the client; the driver's as many threads as cores, each preparing its clients' statements in turn), with the background taken off the cores: a woken thread is placed on the waker's core if the waker sleeps, else on its own last core if idle, else on another idle core - unless the row's fit has the wake-up not look for one (\"no idle-core scan\" in the moves column: Linux's SIS_UTIL stops that look when the cores are busy), when it goes to the waker's core if nothing queues there, else to its own last core - else in the shortest queue, and waits there; a thread with more work keeps its core; a pooled statement's backend is its server's process, whoever the client, and sends its result with "+fmt.Sprintf("%.0f", 100*serverTail)+" % of its CPU for the statement still to run, keeping its core for it while the pooler relays (validate.server_tail; bench/server-tail.sh measured it: the backend reads its socket again, finds it empty and goes to sleep), and a statement that reaches it meanwhile runs next there; a core out of work takes a queued thread from the other only if it has not run for 0.5 ms (Linux's sched_migration_cost: a hot thread stays), so a core idles beside the other's queue of a small pool's busy backends, which processor sharing never lets happen (measured through PgBouncer: the processes' CPU added up to 88-98 % of the cores while at pool 4 they waited in run queues as long again); the one-connection point's round trip less that CPU is latency on the driver's side (the model's think); the backends' σ and κ are searched so that the model's direct throughput matches the measured points from 4 connections up, with the direct loops' own CPU per statement (pgbench's at the most concurrent point, a backend's at one connection: the driver and server CPU columns are the through loop's, which the row's model runs); only the direct model runs σ and κ: a pooled row's servers' CPU per statement, measured where the row runs, holds what their contention costs there. Through the target, the row's clients in the row's pool (a closed loop of three seconds) measure each process's CPU per statement where it works as in the run (through PgBouncer, the share of the pool's servers on PgBouncer's core during the loop in parentheses: with one server they share a core or not, and the costs differ; with two, a run whose share is below its loop's has its model mixed with the apart arrangement's - PgBouncer's thread on one core, the servers on the other - and one above, with the together one's, by how far toward none or all it was, as the free model's placement is the loop's), because a process's cost per statement is not the statement's constant (pgbench polls all its sockets at every wake-up, so its cost grows with idle connections; a process woken on an idle core costs more than one on a busy core): the pool's servers (found in pg_stat_activity), the pooler (pgbouncer's /proc/PID/schedstat, or the in-process proxy's event loop thread) and the driver (this process, less the proxy's loop). The row's model runs the same processes' CPU per statement read over the run itself (the run's column: the servers' and PgBouncer's schedstat, pgbench's rusage, the proxy's loop thread's schedstat or this process's; these are the kernel's counters, not the run's throughput or latencies, which the model must still produce): this shared machine's speed drifts between a loop and the run after it by more than the tolerances, and the drift is in what a statement costs, not in how busy the cores are (bench/loop-noise.sh); the model from the through loop alone is in the next section. Its background is the other work over the run in the same way: the machine's busy cores (/proc/stat) less those processes' CPU - the kernel's work for no process, other processes, and this process's instruments (pgbench's threads' run delay and the pooler's and servers' cores, each read every 20 ms on a thread of its own whose CPU is counted apart: through the in-process proxy they are not the pooler's CPU); a pooled row's other work column is the same over its through loop, the model from the loop's, and a direct row's the direct points' (the machine's busy cores less the driver's and the backends' CPU). A statement's CPU is not the same every time, and the processes wait for the cores in turn, not in the fluid shares of processor sharing: the driver's and the backend's CPU per statement are lognormal in the calibrated model, with the σ (spread column) searched so that the model's direct p99 at 8 connections matches the measured round trips' (their mean is the throughput's, which σ and κ match). The machine's speed varies as it runs (the scheduler moves the processes between the cores, other work comes and goes), and every connection feels it at once: the through loop's statements per 20 ms window over their mean, drawn in toward 1 by what chance alone explains, with its stalls cut out of them (a gap between consecutive statements' ends of more than 0.5 ms and 4 times the loop's 99th-percentile gap: nothing finished, every connection stopped at once; not looked for where that percentile is over 1 ms, a loop whose statements end in bursts), millisecond by millisecond in time order, are the speed column (its 5th, 50th and 95th percentiles and the milliseconds under half speed), and the calibrated model plays them in that order from a start its seed draws for all the jobs on the cores (validate.speed) — the latencies' tail: slow stretches outlast a 20 ms window, and a stall of a millisecond or more stops every transaction in flight, which a window's count spreads as a slowdown of a tenth. Each run's calibrated model is the mean of "+fmt.Sprint(modelReplications)+" replications of it (the same model with other seeds): one is one draw of the speed timeline's start - a run of a few seconds plays a part of it - and of the CPU per statement, and its luck is not the run's. The through column also says how busy the machine's CPUs were during that loop (/proc/stat), to set beside the run's and the calibrated model's busy cores in the row's Diagnostics. The moves column is how often the kernel moved the pooler or a pool's server to another core during the through loop, per statement (/proc/PID/task/TID/sched se.nr_migrations), and how often a core out of work in the row's model may take a thread queued on the other (one that has not run for 0.5 ms; validate.idle_balance): the rate, of none, once per 100, 30, 10, 3 or 1 ms, 300 or 100 µs, or every chance, each with and without the wake-up's look for an idle core, whose model of the through loop keeps the cores as busy as the machine's CPUs were in that loop (the through column; a median over the runs may fall between the rates) — a counter read before the run, as the CPU per statement is; the kernel's own moves, far fewer than a model needs to keep its cores as busy, decide only where the loop's busy CPUs were not read (one over the moves per second). The USL column is poolsim fit's curve through the direct points themselves (driver included), for reference. With validate.driver: pgbench the load driver is pgbench, a process of its own: its CPU is its threads' /proc/PID/task/*/schedstat in every loop (the direct points and through the target, all run by pgbench), and through the in-process proxy the pooler's CPU is its event loop's thread's, the loop kept on a thread of its own for the row (/proc/self/task/TID/schedstat), and the rest of this process - Go's runtime, logins, the instruments, on other threads beside the loop - is other work, not CPU in the pooler's one thread; and the model's driver threads work as pgbench's (validate.driver_scan): each polls, reads the results its poll found in client order, starts the transactions that ended in a second pass, and times a transaction from that start to the reading of its last result — the wait between a transaction's end and the next one's start is in neither's latency, as in pgbench's log. The scenario's own model (the first column of the tables) is the production what-if: it has no load driver. A pooled row's Diagnostics set the run's waits for a core per statement (each thread's run delay in /proc/PID/task/TID/schedstat: the pool's servers', the pooler's, the driver's) beside the calibrated model's waits in its cores' queues: where the model's throughput is right and its latencies' shape is not, they say which wait it has too much or too little of; through PgBouncer they also say how often PgBouncer's one thread was taken off its core while it could still run (its involuntary context switches per statement): a thread PgBouncer wakes while no core is idle lands on PgBouncer's core and may run first, and every client's relay waits behind it - which the calibrated model does only in a pool-1 row's apart arrangement (the section on the two arrangements). Medians over each row's runs.\n\n")
 	p("| row | direct: connections → statements/s measured (model) | USL of the direct points (poolsim fit): σ / κ / λ | driver CPU | server CPU | latency | other work | model's σ / κ | CPU spread: direct p50 / p99 measured (model) → σ | pooler CPU | through the target: clients → statements/s, CPUs busy | CPU per statement in the run (the model's): driver / pooler / server | moves between cores per statement; the model's idle balancing | hop | speed p5 / p50 / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Rows {
 		tb := r.Cal.Testbed

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/models/poolmode"
 	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/scenarios"
@@ -140,7 +141,7 @@ func TestDirectTPSSaturates(t *testing.T) {
 func TestCurvesAndPeak(t *testing.T) {
 	mk := func(clients, pool string, cal, meas float64) Row {
 		r := Row{Params: []scenarios.Param{{Key: "workload.clients", Value: clients}, {Key: CurveKey, Value: pool}},
-			Model: system.Metrics{TPS: cal, OKTxns: 10}, Calibrated: system.Metrics{TPS: cal, OKTxns: 10}, Measured: Measured{TPS: meas, OKTxns: 10}}
+			Model: system.Metrics{TPS: cal, OKTxns: 10}, Calibrated: ModelRun{Metrics: system.Metrics{TPS: cal, OKTxns: 10}}, Measured: Measured{TPS: meas, OKTxns: 10}}
 		judge(&r)
 		return r
 	}
@@ -379,24 +380,24 @@ func TestTestbedConfigTakesTheWakeCurve(t *testing.T) {
 	cfg.Pooler.DefaultPoolSize = 2
 	cfg.Server.MaxConnections = 20
 	cfg.Server.SuperuserReserved = 0 // every slot serves the clients
-	curve := []system.WakePoint{{Idle: 40 * sim.Microsecond, Wake: 15 * sim.Microsecond}, {Idle: 130 * sim.Microsecond, Wake: 45 * sim.Microsecond}}
+	curve := []testbed.WakePoint{{Idle: 40 * sim.Microsecond, Wake: 15 * sim.Microsecond}, {Idle: 130 * sim.Microsecond, Wake: 45 * sim.Microsecond}}
 	tb := &Testbed{Cores: 2, ThroughClients: 20, Driver: 20 * time.Microsecond, Server: 40 * time.Microsecond, Pooler: 24 * time.Microsecond, Latency: 40 * time.Microsecond}
 	cal := Calibration{Hop: 30 * time.Microsecond, Testbed: tb}
 	without := testbedConfig(cfg, cal, tb)
-	if without.Testbed.WakeCurve != nil || without.Pooler.Wakeup != sim.FromDuration(22*time.Microsecond) {
-		t.Fatalf("without a curve: wake curve %v, pooler wake-up %v; want none and the hop less a message's CPU, 22µs", without.Testbed.WakeCurve, without.Pooler.Wakeup)
+	if machineOf(without).WakeCurve != nil || without.Pooler.Wakeup != sim.FromDuration(22*time.Microsecond) {
+		t.Fatalf("without a curve: wake curve %v, pooler wake-up %v; want none and the hop less a message's CPU, 22µs", machineOf(without).WakeCurve, without.Pooler.Wakeup)
 	}
 	tb.WakeCurve = curve
 	with := testbedConfig(cfg, cal, tb)
-	if len(with.Testbed.WakeCurve) != 2 {
-		t.Fatalf("with a curve: %v, want it in the model", with.Testbed.WakeCurve)
+	if len(machineOf(with).WakeCurve) != 2 {
+		t.Fatalf("with a curve: %v, want it in the model", machineOf(with).WakeCurve)
 	}
 	if err := with.Validate(); err != nil {
 		t.Fatalf("the model's config: %v", err)
 	}
 	// With 40 µs of wake-up per woken thread on an idle core instead of 22
 	// for the pooler's thread alone, fewer statements a second.
-	tb.WakeCurve = []system.WakePoint{{Idle: sim.Microsecond, Wake: 40 * sim.Microsecond}}
+	tb.WakeCurve = []testbed.WakePoint{{Idle: sim.Microsecond, Wake: 40 * sim.Microsecond}}
 	slow, fast := system.Run(testbedConfig(cfg, cal, tb)).Metrics, system.Run(without).Metrics
 	if !(slow.TPS < fast.TPS) {
 		t.Errorf("a 40 µs wake-up for backends and the pooler: %.0f/s, the pooler's 22 µs alone %.0f/s: want fewer", slow.TPS, fast.TPS)
@@ -441,8 +442,8 @@ func TestTestbedConfigKeepsThreadsWhereTheKernelDid(t *testing.T) {
 	}{{0.001, true, false, 50 * sim.Millisecond}, {0, true, true, 0}, {0.2, false, false, 0}} {
 		tb.Migrations, tb.MigrationsOK = c.moves, c.ok
 		cc := testbedConfig(cfg, cal, tb)
-		if cc.Testbed.NoIdleBalance != c.never || cc.Testbed.IdleBalanceEvery != c.every {
-			t.Errorf("%.4f moves per statement at 20,000/s (readable %v): never %v, every %v; want %v, %v", c.moves, c.ok, cc.Testbed.NoIdleBalance, cc.Testbed.IdleBalanceEvery, c.never, c.every)
+		if machineOf(cc).NoIdleBalance != c.never || machineOf(cc).IdleBalanceEvery != c.every {
+			t.Errorf("%.4f moves per statement at 20,000/s (readable %v): never %v, every %v; want %v, %v", c.moves, c.ok, machineOf(cc).NoIdleBalance, machineOf(cc).IdleBalanceEvery, c.never, c.every)
 		}
 		if err := cc.Validate(); err != nil {
 			t.Errorf("%.4f moves: %v", c.moves, err)
@@ -494,8 +495,8 @@ func TestFitBalance(t *testing.T) {
 			t.Errorf("loop's CPUs %.0f %% busy: fit %s, its model of the loop %.4f busy; want the choices' %.4f (they range %.4f-%.4f)", 100*b, balanceText(tb.Balance, tb.NoScan), u, want, lo, hi)
 		}
 		cc := testbedConfig(cfg, cal, tb)
-		if cc.Testbed.NoIdleBalance != (tb.Balance < 0) || cc.Testbed.IdleBalanceEvery != max(0, tb.Balance) || cc.Testbed.NoIdleScan != tb.NoScan {
-			t.Errorf("fit %s: the row's model runs never %v, every %v, no scan %v", balanceText(tb.Balance, tb.NoScan), cc.Testbed.NoIdleBalance, cc.Testbed.IdleBalanceEvery, cc.Testbed.NoIdleScan)
+		if machineOf(cc).NoIdleBalance != (tb.Balance < 0) || machineOf(cc).IdleBalanceEvery != max(0, tb.Balance) || machineOf(cc).NoIdleScan != tb.NoScan {
+			t.Errorf("fit %s: the row's model runs never %v, every %v, no scan %v", balanceText(tb.Balance, tb.NoScan), machineOf(cc).NoIdleBalance, machineOf(cc).IdleBalanceEvery, machineOf(cc).NoIdleScan)
 		}
 		utils = append(utils, system.Run(cc).Metrics.CPUUtil)
 	}
@@ -522,8 +523,8 @@ func TestFitBalance(t *testing.T) {
 	if !tb.NoScan {
 		t.Errorf("pool 2, the loop's CPUs %.3f busy (the no-scan model's): fit balance %v with the scan; want no scan", noScan, tb.Balance)
 	}
-	if cc := testbedConfig(cfg, cal, tb); cc.Testbed.NoIdleScan != tb.NoScan {
-		t.Errorf("the fit's no scan %v: the row's model runs %v", tb.NoScan, cc.Testbed.NoIdleScan)
+	if cc := testbedConfig(cfg, cal, tb); machineOf(cc).NoIdleScan != tb.NoScan {
+		t.Errorf("the fit's no scan %v: the row's model runs %v", tb.NoScan, machineOf(cc).NoIdleScan)
 	}
 }
 
@@ -601,7 +602,7 @@ func TestCalibratedTestbedAveragesReplications(t *testing.T) {
 	for i := range modelReplications {
 		c := cc
 		c.Seed = system.ReplicationSeed(cc.Seed, i)
-		m := system.Run(c).Metrics
+		m := runModel(c)
 		sum.tps, sum.p50, sum.rq = sum.tps+m.TPS, sum.p50+m.P50Ms, sum.rq+m.RunQueueServerUs
 		seen = append(seen, m.P50Ms)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/poolsim/poolsim/lab/pgbouncer"
 	"github.com/poolsim/poolsim/lab/pgcluster"
 	"github.com/poolsim/poolsim/lab/probe"
+	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/models/compat"
 	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
@@ -77,12 +78,15 @@ type lab struct {
 	// bouncerVersion is the installed pgbouncer's version ("" if none).
 	bouncerVersion string
 	// pgbenchBin is the pgbench pgbenchInit found; pgbenchNeeded says a
-	// row runs it as its driver (live.driver pgbench).
+	// row runs it as its driver (validate.driver pgbench).
 	pgbenchBin    string
 	pgbenchNeeded bool
 	// wakeCurve is an idle core's wake-up by its idle time, measured
 	// before anything starts when a row pins the arrangements (wake.go).
-	wakeCurve []system.WakePoint
+	wakeCurve []testbed.WakePoint
+	// live is the scenario's validate: section's say of how to run it
+	// live (Decode).
+	live Live
 	// done and total count live runs and probes for Options.Progress;
 	// at is the phase under way.
 	done, total int
@@ -121,6 +125,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	set, err := Decode(sc)
+	if err != nil {
+		return nil, err
+	}
+	live := set.Live
+	for i := range points { // the models of every point run on the section's machine, if it gives one
+		points[i].Config.Machine = set.Machine
+	}
 	maxConn := points[0].Config.Server.MaxConnections
 	multi := points[0].Config.Multi()
 	for _, p := range points {
@@ -132,7 +144,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if c.Server.MaxConnections != maxConn {
 				return nil, fmt.Errorf("%w: server.max_connections varies across the sweep; validate starts one PostgreSQL per run", ErrUnsupported)
 			}
-			if err := checkMulti(o, c); err != nil {
+			if err := checkMulti(o, live, c); err != nil {
 				return nil, err
 			}
 			continue
@@ -144,8 +156,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, fmt.Errorf("%w: app_pool.mode %v: the load driver has no application-side pool yet", ErrUnsupported, c.AppPool.Mode)
 		}
 		if preparedScenario(c) {
-			if k := c.Live.Statement; k != load.KindCPU && k != load.KindSleep {
-				return nil, fmt.Errorf("%w: live.statement %s: prepared statements (workload.statements, workload.parse, workload.prepare_threshold) run live as sleep or cpu statements", ErrUnsupported, k)
+			if k := live.Statement; k != load.KindCPU && k != load.KindSleep {
+				return nil, fmt.Errorf("%w: validate.statement %s: prepared statements (workload.statements, workload.parse, workload.prepare_threshold) run live as sleep or cpu statements", ErrUnsupported, k)
 			}
 			if o.Target == TargetPgBouncer && preparedTracked(c.Pooler.PoolMode, c.Pooler.MaxPreparedStatements) {
 				if v := bouncerVersion(ctx); !pgbouncer.VersionAtLeast(v, 1, 21) {
@@ -154,24 +166,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 			continue
 		}
-		if testbedKind(c) {
+		if testbedKind(live, c) {
 			if c.Workload.StmtsPerTxn != 1 || c.Workload.RequestLevel() {
-				return nil, fmt.Errorf("%w: live.statement %s on server.cores is calibrated as CPU per statement, a one-statement transaction each (as pgbench -S's): workload.stmts_per_txn must be 1 and there are no requests", ErrUnsupported, c.Live.Statement)
+				return nil, fmt.Errorf("%w: validate.statement %s on server.cores is calibrated as CPU per statement, a one-statement transaction each (as pgbench -S's): workload.stmts_per_txn must be 1 and there are no requests", ErrUnsupported, live.Statement)
 			}
-			if c.Live.Driver == "pgbench" && (c.Workload.Open() || c.Workload.Think.MeanValue() > 0) {
-				return nil, fmt.Errorf("%w: live.driver pgbench runs closed clients back to back (pgbench -c N -t workload.txns_per_session): the workload must be closed with no think time", ErrUnsupported)
+			if live.Driver == "pgbench" && (c.Workload.Open() || c.Workload.Think.MeanValue() > 0) {
+				return nil, fmt.Errorf("%w: validate.driver pgbench runs closed clients back to back (pgbench -c N -t workload.txns_per_session): the workload must be closed with no think time", ErrUnsupported)
 			}
 			continue
 		}
 		if c.Workload.CPU.MeanValue() > 0 || c.Server.Cores > 0 {
-			return nil, fmt.Errorf("%w: workload.cpu and server.cores model CPU sharing; run it live with live.statement: sql (your statement, its CPU measured on the cores) or pgbench-select, or with live.statement: cpu and workload.query and no server.cores", ErrUnsupported)
+			return nil, fmt.Errorf("%w: workload.cpu and server.cores model CPU sharing; run it live with validate.statement: sql (your statement, its CPU measured on the cores) or pgbench-select, or with validate.statement: cpu and workload.query and no server.cores", ErrUnsupported)
 		}
 	}
 	prepared := preparedScenario(points[0].Config)
-	l := &lab{o: o, logf: o.Logf}
-	for _, p := range points {
-		l.pgbenchNeeded = l.pgbenchNeeded || p.Config.Live.Driver == "pgbench"
-	}
+	l := &lab{o: o, logf: o.Logf, live: live, pgbenchNeeded: live.Driver == "pgbench"}
 	if l.logf == nil {
 		l.logf = func(string, ...any) {}
 	}
@@ -188,7 +197,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		l.total += len(modes)
 	}
 	var sched string
-	if slices.ContainsFunc(points, func(p scenarios.Point) bool { return testbedKind(p.Config) }) {
+	if slices.ContainsFunc(points, func(p scenarios.Point) bool { return testbedKind(live, p.Config) }) {
 		var restore func()
 		sched, restore = l.threadByThread()
 		defer restore()
@@ -249,13 +258,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		samples = 60
 	}
 	l.phase("calibrating the statement")
-	stmt, err := statement(ctx, l.srv.dsn, sc.Base, l.backendGone)
+	stmt, err := statement(ctx, l.srv.dsn, live, sc.Base, l.backendGone)
 	if err != nil {
 		return nil, err
 	}
 	rep.RowNs, rep.Joins = stmt.RowNs, stmt.Joins
 	if stmt.Kind == load.KindPgbenchSelect {
-		if stmt.Accounts, err = l.pgbenchInit(ctx, max(1, sc.Base.Live.Scale)); err != nil {
+		if stmt.Accounts, err = l.pgbenchInit(ctx, max(1, live.Scale)); err != nil {
 			return nil, err
 		}
 	}
@@ -294,10 +303,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			l.step()
 		}
 	}
-	rep.Notes = append(rep.Notes, notes(o.Target, points)...)
+	rep.Notes = append(rep.Notes, notes(o.Target, live, points)...)
 	rep.Notes = append(rep.Notes, workersNotes(points)...)
 	if multi {
-		rep.Notes = append(rep.Notes, classNotes(points[0].Config)...)
+		rep.Notes = append(rep.Notes, classNotes(live, points[0].Config)...)
 	}
 	rep.Versions.LoadEnd = loadAvg()
 	rep.Elapsed = time.Since(began)
@@ -443,7 +452,7 @@ func (l *lab) row(ctx context.Context, p scenarios.Point, model system.Metrics, 
 	mode := c.Pooler.PoolMode
 	row := Row{Params: p.Params, Mode: mode, Clients: max(c.Workload.Clients, c.Workload.Workers), Model: model, Prepared: preparedScenario(c), reqLevel: c.Workload.RequestLevel(),
 		maxPrepared: c.Pooler.MaxPreparedStatements, threshold: c.Workload.PrepareThreshold,
-		cores: c.Server.Cores, poolSize: c.Pooler.DefaultPoolSize, testbed: testbedKind(c)}
+		cores: c.Server.Cores, poolSize: c.Pooler.DefaultPoolSize, testbed: testbedKind(l.live, c)}
 	if l.o.Target == TargetDirect && mode.Pooled() {
 		row.Skipped = "--target direct runs no pooler; this row needs one"
 		return row, nil
@@ -462,7 +471,7 @@ func (l *lab) row(ctx context.Context, p scenarios.Point, model system.Metrics, 
 	}
 	var xs []Measured
 	var cals []Calibration
-	var models, before []system.Metrics
+	var models, before []ModelRun
 	for _, a := range runs {
 		xs, cals = append(xs, a.x), append(cals, a.cal)
 		models = append(models, calibratedRun(c, a))
@@ -514,7 +523,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	}
 	var err error
 	prepared := preparedScenario(c)
-	testbed := testbedKind(c)
+	testbed := testbedKind(l.live, c)
 	switch {
 	case testbed:
 		a.cal, err = l.calibrateCPUBound(ctx, c, stmt)
@@ -611,7 +620,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	var res *load.Result
 	var pgUse pgbenchUse
 	var ended cpuSample // the run's end, before pgbench's log is read
-	pg := l.pgbench(c)
+	pg := l.pgbench()
 	if pg != nil {
 		t.waits()
 		res, pgUse, err = runPgbenchLoad(ctx, pg.bin, t.dsn, c.Workload.Clients, c.Workload.TxnsPerSession, c.Seed, func() { ended = sampleCPU() })
@@ -915,10 +924,10 @@ func stampedCommit() (string, bool) {
 }
 
 // notes explain how the live run differs from the model by construction.
-func notes(target string, points []scenarios.Point) []string {
+func notes(target string, live Live, points []scenarios.Point) []string {
 	n := []string{
 		"Time zero is 200 ms after every client of a closed workload has tried to connect (a barrier, then a pause so that refused backends have exited): the clients' own logins are outside the measurement, so the calibrated model gives direct rows server.connect = 0 and pooled rows the measured connect for the pooler's server logins. In the direct rows each connection also runs the statement once at no cost (SELECT pg_sleep(0), or the row's own) before time zero: a new backend loads its catalog caches on its first statement, part of the connection, not of the run.",
-		"In the pooled rows the pooler opens its first server connection before time zero (to answer the first login, and for the hop measurement): the validator counts the servers the pool holds right before the load starts (the calibration's open column) and the calibrated model's pool starts with them (testbed.servers_open); the scenario's model starts empty.",
+		"In the pooled rows the pooler opens its first server connection before time zero (to answer the first login, and for the hop measurement): the validator counts the servers the pool holds right before the load starts (the calibration's open column) and the calibrated model's pool starts with them (validate.servers_open); the scenario's model starts empty.",
 		"hop_ms_per_txn is not measurable from outside the pooler and is left out; the hop enters the calibrated model as measured above.",
 		"Transaction blocks travel inside the first and last statements' Query messages (BEGIN; ... and ...; COMMIT), so a transaction costs stmts_per_txn round trips, as in the model; statement mode runs the statements as autocommit statements, as the model does.",
 	}
@@ -928,8 +937,8 @@ func notes(target string, points []scenarios.Point) []string {
 	case TargetProxy:
 		n = append(n, "wait_p99_ms and wait_mean_ms come from the proxy's own record of every server assignment (request reached the proxy → server linked).")
 	}
-	if len(points) > 0 && points[0].Config.Live.Driver == "pgbench" {
-		n[0] = "The load driver is pgbench (live.driver: pgbench): pgbench -S -n -c clients -j (one thread per core) -t txns_per_session, every transaction logged (-l). Time zero is the first logged transaction's start: pgbench opens its connections before its first transaction, so the clients' own logins are outside the measurement, as with poolsim's driver; the latencies are pgbench's own."
+	if live.Driver == "pgbench" {
+		n[0] = "The load driver is pgbench (validate.driver: pgbench): pgbench -S -n -c clients -j (one thread per core) -t txns_per_session, every transaction logged (-l). Time zero is the first logged transaction's start: pgbench opens its connections before its first transaction, so the clients' own logins are outside the measurement, as with poolsim's driver; the latencies are pgbench's own."
 	}
 	if len(points) > 0 && preparedScenario(points[0].Config) {
 		n[3] = "Each statement is one of workload.statements fixed texts (the live statement with its time as the bind parameter $1 and its number in a comment), chosen with the workload's Zipf popularity, and runs with the extended protocol as the model's driver does: an unnamed Parse/Bind/Execute/Sync until the text has run prepare_threshold times on the connection (0: always), then a named Parse once, in the same round trip as its first Bind/Execute, and Bind/Execute/Sync after that. Names are unique per client (poolsim_<client>_<k>), as the model's (connection, statement) pairs are. BEGIN and COMMIT travel unnamed in the same round trip as a transaction's first and last statements, so a transaction costs stmts_per_txn round trips, as in the model."

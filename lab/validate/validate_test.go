@@ -57,7 +57,7 @@ pooler:
   max_prepared_statements: 0
 server:
   max_connections: 4
-live:
+validate:
   statement: sleep
 sweep:
   pooler.mode: [direct, transaction]
@@ -208,7 +208,7 @@ pooler:
 server:
   max_connections: 10
   cores: 2
-live:
+validate:
   statement: cpu
 variants:
   cache-on: {pooler.max_prepared_statements: 10}
@@ -326,14 +326,14 @@ pooler:
 server:
   max_connections: 12
   cores: 2
-live:
+validate:
   statement: pgbench-select
 sweep:
   pooler.default_pool_size: [1, 2]
 `
 
-// pgbenchSmallRow runs pgbenchSmall's pool-2 row with live (the live
-// section's lines after "live:") in place of its statement line, and
+// pgbenchSmallRow runs pgbenchSmall's pool-2 row with live (the validate
+// section's lines after "validate:") in place of its statement line, and
 // checks that every transaction completed.
 func pgbenchSmallRow(t *testing.T, live string) *Report {
 	t.Helper()
@@ -347,7 +347,7 @@ func pgbenchSmallRow(t *testing.T, live string) *Report {
 }
 
 // TestValidatePgbenchDriver runs pgbench itself as the load driver
-// (live.driver: pgbench) through the proxy: pgbench's logs give every
+// (validate.driver: pgbench) through the proxy: pgbench's logs give every
 // transaction, its threads' CPU is the testbed's driver, this process's
 // the pooler's.
 func TestValidatePgbenchDriver(t *testing.T) {
@@ -374,7 +374,7 @@ func TestValidatePgbenchDriver(t *testing.T) {
 	}
 }
 
-// TestValidateSQLOnCores runs the user's own SQL (live.statement: sql)
+// TestValidateSQLOnCores runs the user's own SQL (validate.statement: sql)
 // in a scenario with server.cores: it is calibrated as CPU on the shared
 // cores, as pgbench -S's statement is - the direct points, each process's
 // CPU per statement through the proxy, the calibrated model on the cores.
@@ -382,7 +382,7 @@ func TestValidateSQLOnCores(t *testing.T) {
 	r := pgbenchSmallRow(t, "  statement: sql\n  sql: SELECT count(*) FROM generate_series(1, 2000)\n").Rows[0]
 	tb := r.Cal.Testbed
 	if tb == nil {
-		t.Fatal("live.statement sql with server.cores: no testbed calibration")
+		t.Fatal("validate.statement sql with server.cores: no testbed calibration")
 	}
 	if tb.Server <= 0 || tb.Pooler <= 0 || tb.ThroughClients != 6 || len(tb.Points) != 4 || !(tb.ThroughTPS > 0) {
 		t.Errorf("testbed %+v: want the server's and the proxy's CPU measured with the row's 6 clients, 4 direct points", *tb)

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/poolsim/poolsim/models/system"
+	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/scenarios"
 	"github.com/poolsim/poolsim/sim"
 )
@@ -160,7 +160,7 @@ func spin(d time.Duration) {
 // through loops a minute later ran as usual) and a stall must not fill a
 // spin's every try - above all the first spin's, whose idle no later
 // point then rises past.
-func measureWakeCurve(ctx context.Context, quick bool) ([]system.WakePoint, error) {
+func measureWakeCurve(ctx context.Context, quick bool) ([]testbed.WakePoint, error) {
 	if runtime.NumCPU() < 2 {
 		return nil, errors.New("measure the wake-up: needs 2 cores")
 	}
@@ -191,10 +191,10 @@ func measureWakeCurve(ctx context.Context, quick bool) ([]system.WakePoint, erro
 			}
 		}
 	}
-	var out []system.WakePoint
+	var out []testbed.WakePoint
 	for i, w := range works {
 		one, two := time.Duration(median(rts[i][0])), time.Duration(median(rts[i][1]))
-		p := system.WakePoint{Idle: sim.FromDuration(two - w), Wake: sim.FromDuration(max(0, (two-one)/2))}
+		p := testbed.WakePoint{Idle: sim.FromDuration(two - w), Wake: sim.FromDuration(max(0, (two-one)/2))}
 		if len(out) == 0 || p.Idle > out[len(out)-1].Idle {
 			out = append(out, p)
 		}
@@ -241,7 +241,7 @@ func pingPong(ctx context.Context, exe string, b int, work time.Duration) (time.
 }
 
 // wakeCurveText is the curve for a report: "9.0 µs after 33.0 µs idle, ...".
-func wakeCurveText(c []system.WakePoint) string {
+func wakeCurveText(c []testbed.WakePoint) string {
 	var xs []string
 	for _, p := range c {
 		xs = append(xs, fmt.Sprintf("%s after %s idle", us(p.Wake.Duration()), us(p.Idle.Duration())))
@@ -256,7 +256,7 @@ func wakeCurveText(c []system.WakePoint) string {
 // calibrated models on the pooler's constant wake-up; only a cancelled
 // ctx is an error.
 func (l *lab) measureWake(ctx context.Context, points []scenarios.Point) error {
-	if !slices.ContainsFunc(points, func(p scenarios.Point) bool { return wakesCores(p.Config) }) {
+	if !slices.ContainsFunc(points, func(p scenarios.Point) bool { return wakesCores(l.live, p.Config) }) {
 		return nil
 	}
 	l.phase("measuring the cores' wake-up")

@@ -49,8 +49,8 @@ func Assumptions(c Config) []string {
 	} else {
 		out = append(out, fmt.Sprintf("the server has %d cores shared by running statements' workload.cpu (processor sharing, USL contention %.3g, coherency %.3g)", s.Cores, s.Contention, s.Coherency))
 	}
-	if c.Testbed.On() {
-		out = append(out, c.Testbed.describe(c))
+	if c.Machine != nil {
+		out = append(out, c.Machine.Describe(c))
 	}
 	if s.Connect.MeanValue() == 0 {
 		out = append(out, "opening a backend costs nothing (server.connect 0s); PostgreSQL takes milliseconds per connection")
@@ -82,7 +82,7 @@ func Assumptions(c Config) []string {
 			grouped(sim.ExactLimit), grouped(int64(n)), 100*sim.HistogramError))
 	}
 	clients := "the clients' own CPU, "
-	if c.Testbed.DriverCPU.MeanValue() > 0 {
+	if c.Machine != nil { // the machine says what it runs
 		clients = ""
 	}
 	out = append(out, "left out: network bandwidth and packet loss, disk and WAL beyond workload.query, locks between transactions, autovacuum and checkpoints, TLS, "+clients+"reserve_pool, min_pool_size, server_lifetime and server_idle_timeout reconnects")

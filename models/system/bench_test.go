@@ -77,3 +77,18 @@ func BenchmarkTinyRun(b *testing.B) {
 	}
 	b.ReportMetric(float64(m.Events), "events")
 }
+
+// BenchmarkCPUBound is bench/model-speed.yaml's shape with its statements'
+// time as CPU on 4 shared cores (processor sharing, USL contention): the
+// built-in CPU's path, which a run without a Machine takes.
+func BenchmarkCPUBound(b *testing.B) {
+	cfg := speedConfig()
+	cfg.Workload.Query, cfg.Workload.CPU = sim.ConstDist(0), sim.ExpDist(300*sim.Microsecond)
+	cfg.Server.Cores, cfg.Server.Contention = 4, 0.02
+	var m Metrics
+	b.ReportAllocs()
+	for b.Loop() {
+		m = Run(cfg).Metrics
+	}
+	b.ReportMetric(float64(m.Events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}

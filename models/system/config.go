@@ -17,31 +17,17 @@ type Config struct {
 	AppPool  AppPool
 	Pooler   Pooler
 	Server   Server
-	Testbed  Testbed // what shares the server's cores in a live validation; zero for a production what-if
-	Live     Live    // how poolsim validate runs the workload for real; the model ignores it
+	// Machine, when set, is what the system runs on in place of the
+	// server's own cores (machine.go): a live validation's test machine,
+	// where the load driver and the pooler share the cores with
+	// PostgreSQL (lab/testbed). nil is a production what-if.
+	Machine Machine
 	// Classes and Pools: several kinds of client, each connecting to one
 	// of several pools (classes.go). Without classes the one class is
 	// Workload and AppPool; with them Workload and AppPool are only the
 	// defaults a class starts from.
 	Classes []Class
 	Pools   []PoolSpec
-}
-
-// Live says how the live validator makes a statement take workload.query
-// (and workload.cpu) at a real server.
-type Live struct {
-	Statement string // "sleep" (pg_sleep), "cpu" (a CPU-bound statement calibrated to the time) or "sql"
-	SQL       string // the statement to run when Statement is "sql"
-	// Scale is pgbench's scale factor for Statement "pgbench-select"
-	// (100,000 pgbench_accounts rows each).
-	Scale int
-	// Driver is the load driver: "poolsim" (its own, in process) or
-	// "pgbench" (pgbench itself, Statement "pgbench-select" only).
-	Driver string
-	// WithHold names the classes whose requests hold a WITH HOLD cursor
-	// across their transactions live (load.Spec.Hold): the feature that
-	// needs session pooling.
-	WithHold []string
 }
 
 // AppPoolMode is how the application holds its connections.
@@ -299,7 +285,6 @@ func Default() Config {
 			MaxOverflow: 10,
 			Timeout:     30 * sim.Second,
 		},
-		Live: Live{Statement: "sleep", Scale: 1, Driver: "poolsim"},
 		Server: Server{
 			MaxConnections:     100,
 			SuperuserReserved:  3, // PostgreSQL's default
@@ -367,28 +352,6 @@ func (c Config) Validate() error {
 	if p.Cancels < 0 {
 		bad("pooler.cancels must not be negative")
 	}
-	switch c.Live.Statement {
-	case "sleep", "cpu":
-	case "pgbench-select":
-		if c.Live.Scale < 1 {
-			bad("live.scale %d: want pgbench's scale factor, 1 or more", c.Live.Scale)
-		}
-	case "sql":
-		if c.Live.SQL == "" {
-			bad("live.sql must hold the statement to run with live.statement: sql")
-		}
-	default:
-		bad("live.statement %q: want sleep, cpu, sql or pgbench-select", c.Live.Statement)
-	}
-	switch c.Live.Driver {
-	case "", "poolsim": // "": a Config made without Default
-	case "pgbench":
-		if c.Live.Statement != "pgbench-select" {
-			bad("live.driver pgbench runs pgbench -S: it needs live.statement pgbench-select, got %s", c.Live.Statement)
-		}
-	default:
-		bad("live.driver %q: want poolsim or pgbench", c.Live.Driver)
-	}
 	s := c.Server
 	if s.Cores < 0 || s.MemoryPerConn < 0 {
 		bad("server.cores and server.memory_per_conn must not be negative")
@@ -405,7 +368,9 @@ func (c Config) Validate() error {
 	if s.ConnectConcurrency < 1 {
 		bad("server.connect_concurrency must be at least 1, got %d", s.ConnectConcurrency)
 	}
-	c.Testbed.validate(s.Cores, bad)
+	if c.Machine != nil {
+		c.Machine.Check(c, bad)
+	}
 	if len(errs) == 0 {
 		return nil
 	}

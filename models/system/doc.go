@@ -24,47 +24,22 @@
 //   - server: max_connections slots and backend start-up costing Connect,
 //     at most ConnectConcurrency at once, the rest queued in arrival order.
 //
-// The testbed (Config.Testbed, testbed.go) is what shares the server's
-// cores in a live validation, where PostgreSQL, the pooler and the load
-// driver run on one machine; it is zero for a production what-if. The
-// driver's CPU per statement (a job per client, before the statement is
-// sent; with DriverThreads, one job at a time per thread; with
-// DriverScan, as pgbench's threads take their clients: a pass in client
-// order over the results a poll found, the next transactions started in a
-// pass of their own and timed from there) and, with
-// PoolerOnCores, each pooler thread's work (one job at a time per
-// process) run on Server.Cores beside the backends' statements and
-// start-ups: processor sharing (Scheduler Shared) gives each of the n
-// jobs running min(1, (Cores − Background)/n) of a core; per-core run
-// queues (PerCore, runqueue.go) place each job on one core, where it runs
-// alone (at min(1, (Cores − Background)/busy cores) of it), and let a core idle beside
-// the other's queue of threads that ran within the last 0.5 ms, as
-// Linux does; Testbed.Affinity pins the pooler's thread and the backends
-// to cores as taskset does, and Testbed.Wakeup makes a backend woken onto
-// an idle core from another wait for that core first (Testbed.WakeCurve:
-// a backend or the pooler's thread, the longer the longer it idled). With
-// per-core queues a pooled statement's backend is its server's process,
-// whichever client sent it, and Testbed.ServerTail lets it send the
-// response before the last share of its CPU, keeping its core for that
-// tail, where a statement that reaches it meanwhile runs next;
-// Testbed.PoolerPreempt and ServerPreempt let a driver's thread woken by
-// a result take the core of the pooler's thread or of a backend at a
-// measured rate per statement (Linux's wake-up preemption), spent as a
-// credit, not drawn: no random stream. Only the backends' jobs are slowed further by the USL
-// factor of the backend jobs running (per core: in their CPU phase). The
-// jobs level and cpu_jobs_L count the backends' jobs alone; with a
-// testbed cpu_util is the cores' utilisation by all the test's jobs and
-// the background together. Testbed.Speed makes the cores' speed vary
-// window by window (every job at once): a list of factors played in order,
-// one every SpeedPeriod, from a start drawn by its own seeded stream.
-// Pooler.CPUPerAssign is the thread's work to
-// hand a server to a client, queued like a message, testbed or not.
+// The server's CPU: with Server.Cores, the backends' statements and
+// start-ups share the cores by processor sharing (ps.go), each slowed by
+// the USL factor of those running. That is the model's only built-in;
+// Config.Machine plugs another machine in through the CPU port
+// (machine.go: Machine, CPU, Clients and the Host they call back) - a
+// live validation's test machine, with its load driver and its
+// scheduler's run queues, is lab/testbed's. Pooler.CPUPerAssign is the
+// pooler thread's work to hand a server to a client, queued like a
+// message, on whichever CPU the thread runs.
 //
 // Units: durations are sim.Time (int64 nanoseconds); reported times are in
 // milliseconds (fields ending _ms) or seconds (wait_W); rates per second.
 //
 // Guarantees: Run is deterministic — the same Config gives the same
-// Result, bit for bit — and starts no goroutines. Transactions are
+// Result, bit for bit (a Machine's parts are held to the same) — and
+// starts no goroutines. Transactions are
 // conserved: attempted = ok + refused + timed out + unfinished, counted
 // independently.
 package system

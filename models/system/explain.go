@@ -98,8 +98,8 @@ func cpuLaw(c Config, m Metrics) string {
 	d := c.Workload.CPU.MeanValue().Seconds()
 	u := stmts / wall * d / float64(c.Server.Cores)
 	note := ""
-	if c.Testbed.On() {
-		note = " The measured figure includes the testbed's load driver, pooler thread and background on the same cores."
+	if c.Machine != nil {
+		note = " The measured figure is the machine's (Config.Machine): whatever else it runs on the same cores is in it."
 	}
 	return fmt.Sprintf("The server's CPU (%d cores): statements completed at %.6g/s, each needing %s of CPU, "+
 		"so the utilisation law U = X·D / cores predicts %.3f busy; the simulation measured %.3f "+

@@ -148,33 +148,8 @@ type Metrics struct {
 	TimeWaitPeak    int64   `json:"time_wait_peak"` // client sockets in TIME_WAIT at once, at most
 	TimeWaitEnd     int64   `json:"time_wait_end"`  // still in TIME_WAIT when the run ends
 	ServerMemPeakMB float64 `json:"server_mem_peak_mb"`
-	CPUUtil         float64 `json:"cpu_util"`   // mean busy cores / cores (server.cores > 0); with a testbed the driver's, the pooler's and the background's too
+	CPUUtil         float64 `json:"cpu_util"`   // mean busy cores / cores (server.cores > 0); with a Machine, as its CPU counts them (CPU.Measure)
 	CPUJobsL        float64 `json:"cpu_jobs_L"` // mean statements (and backend start-ups) running on the CPU
-	// With per-core run queues (testbed.scheduler: per_core): how long the
-	// backends, the pooler's threads and the load driver's threads waited
-	// in a core's queue before running, per statement run, in µs, over
-	// the whole run (Linux's schedstat run delay, which validate measures
-	// beside it). A thread that goes on with more work without leaving its
-	// core has not waited. A diagnostic for validate, not one of the
-	// reported metrics (json "-": not in Fields, so not in run's output).
-	RunQueueServerUs float64 `json:"-"`
-	RunQueuePoolerUs float64 `json:"-"`
-	RunQueueDriverUs float64 `json:"-"`
-	// PoolerPreempts is how often a woken driver's thread took the
-	// pooler's core from it, per pooled statement (testbed.pooler_preempt;
-	// the kernel's count is PgBouncer's involuntary context switches). A
-	// diagnostic, like the run-queue waits.
-	PoolerPreempts float64 `json:"-"`
-	// ServerPreempts is the same for the backends' statements
-	// (testbed.server_preempt).
-	ServerPreempts float64 `json:"-"`
-	// DriverThreadSpread is how far apart the load driver's threads'
-	// clients fared (testbed.driver_threads over 1): the mean latency of
-	// the slowest thread's transactions over the fastest's, 1 when even.
-	// Linux keeps a thread on its core, and a thread whose core is
-	// busier serves its clients slower; their mixture widens the
-	// latencies' spread. A diagnostic, like the run-queue waits.
-	DriverThreadSpread float64 `json:"-"`
 
 	// The pooler's processes: their threads' utilisation (the busiest and
 	// the mean), how unevenly so_reuseport spread the clients (busiest /
@@ -209,6 +184,9 @@ type Result struct {
 	Metrics Metrics       `json:"metrics"`
 	Compat  compat.Matrix `json:"compat"`
 	Classes []ClassResult `json:"classes,omitempty"`
+	// Machine is what the configuration's Machine reported of the run
+	// (Parts.Report): of its machine's own type; nil without one.
+	Machine any `json:"-"`
 }
 
 // ClassResult is one class's metrics. The server's own figures (CPU,

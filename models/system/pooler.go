@@ -91,12 +91,11 @@ func (m *model) toThread(s *sim.Sim, c int32, w work) {
 }
 
 // startWork runs w on process pi's thread: a thread that was asleep
-// first wakes (pooler.wakeup; on the server's cores, testbed.pooler_on_cores,
-// only when a core is idle - a busy core switches to it at once, an idle
-// one must be woken first), then spends cpu_per_msg on a message, more
-// the more client connections it serves (pooler.conn_overhead), or
-// cpu_per_assign on an assignment - on a CPU of its own, or on the
-// server's cores with testbed.pooler_on_cores.
+// first wakes (pooler.wakeup; on the run's CPU, Parts.Pooler, as long as
+// the CPU says: CPU.PoolerWakeup), then spends cpu_per_msg on a message,
+// more the more client connections it serves (pooler.conn_overhead), or
+// cpu_per_assign on an assignment - on a CPU of its own, or as a job on
+// the run's CPU.
 func (m *model) startWork(s *sim.Sim, pi int, w work, wake bool) {
 	p := &m.procs[pi]
 	cfg := m.cfg.Pooler
@@ -109,14 +108,14 @@ func (m *model) startWork(s *sim.Sim, pi int, w work, wake bool) {
 	}
 	p.busy, p.cur, p.cost = true, w, d
 	var delay sim.Time
-	// With testbed.wake_curve the core it lands on sets its wake-up
-	// (place).
-	curve := m.cfg.Testbed.PoolerOnCores && m.srv.wakeCurve != nil
-	if wake && !curve && !(m.cfg.Testbed.PoolerOnCores && m.srv.coresFull()) {
+	if wake {
 		delay = cfg.Wakeup
+		if m.poolerOnCPU {
+			delay = m.port.PoolerWakeup(cfg.Wakeup)
+		}
 	}
 	switch {
-	case !m.cfg.Testbed.PoolerOnCores:
+	case !m.poolerOnCPU:
 		s.After(d+delay, evPoolerMsg, w.msg, int64(pi))
 	case delay > 0:
 		s.After(delay, evPoolerWake, w.msg, int64(pi))
@@ -126,14 +125,14 @@ func (m *model) startWork(s *sim.Sim, pi int, w work, wake bool) {
 }
 
 // poolerJob runs the work in hand of process pi's thread as a job on the
-// server's cores (testbed.pooler_on_cores).
+// run's CPU (Parts.Pooler).
 func (m *model) poolerJob(s *sim.Sim, pi int) {
 	p := &m.procs[pi]
 	if p.cost <= 0 {
 		s.After(0, evPoolerMsg, p.cur.msg, int64(pi))
 		return
 	}
-	m.runJob(s, cpuJob{conn: int32(pi), kind: jobPooler, left: float64(p.cost)})
+	m.runJob(Job{Kind: JobPooler, ID: int32(pi), Work: p.cost})
 }
 
 // threadDone is process pi finishing its work in hand: take the next
@@ -362,11 +361,11 @@ func (m *model) loginRefused(s *sim.Sim, pi int) {
 	}
 }
 
-// openAtStart opens testbed.servers_open idle servers in every pool at
-// time zero, pool by pool, each within its pool's limit and all within
-// server.max_connections.
+// openAtStart opens the idle servers a machine asked for
+// (Host.OpenServers) in every pool at time zero, pool by pool, each
+// within its pool's limit and all within server.max_connections.
 func (m *model) openAtStart(s *sim.Sim) {
-	n := m.cfg.Testbed.ServersOpen
+	n := m.serversOpen
 	if n <= 0 {
 		return
 	}

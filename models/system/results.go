@@ -189,35 +189,18 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 		}
 	}
 	mt.AppWaitP99Ms = ms(r.appWaits.Percentile(99))
-	d := &r.dec
-	mt.DecAppWaitP50Ms, mt.DecAppWaitP99Ms = ms(d[0].Percentile(50)), ms(d[0].Percentile(99))
-	mt.DecConnectP50Ms, mt.DecConnectP99Ms = ms(d[1].Percentile(50)), ms(d[1].Percentile(99))
-	mt.DecWaitP50Ms, mt.DecWaitP99Ms = ms(d[2].Percentile(50)), ms(d[2].Percentile(99))
-	mt.DecCPUQueueP50Ms, mt.DecCPUQueueP99Ms = ms(d[3].Percentile(50)), ms(d[3].Percentile(99))
-	mt.DecServiceP50Ms, mt.DecServiceP99Ms = ms(d[4].Percentile(50)), ms(d[4].Percentile(99))
-	mt.DecHopP50Ms, mt.DecHopP99Ms = ms(d[5].Percentile(50)), ms(d[5].Percentile(99))
-	mt.DecThinkP50Ms, mt.DecThinkP99Ms = ms(d[6].Percentile(50)), ms(d[6].Percentile(99))
-	mt.DecPoolerP50Ms, mt.DecPoolerP99Ms = ms(d[7].Percentile(50)), ms(d[7].Percentile(99))
+	r.decomposition(&mt)
 	// The server's own figures are the same for every class.
 	v := &m.srv
 	mt.ServerConns = max(m.results.m.ServerConns, v.open.Max())
 	mt.ServerMemPeakMB = float64(v.open.Max()*m.cfg.Server.MemoryPerConn) / (1 << 20)
 	if v.cfg.Cores > 0 {
-		mt.CPUUtil = level(lvCores) / float64(v.cfg.Cores)
-		if v.tb { // the cores' utilisation: the test's jobs (backends, driver, pooler) and the background
-			mt.CPUUtil = m.testbedUtil(level)
+		cpu := CPU(&m.ps)
+		if m.port != nil {
+			cpu = m.port
 		}
-		mt.CPUJobsL = level(lvJobs)
+		mt.CPUUtil, mt.CPUJobsL = cpu.Measure(func(i int) float64 { return level(m.lvCPU() + i) })
 	}
-	if n := v.rqJobs[jobStatement]; v.cpus != nil && n > 0 {
-		per := func(k jobKind) float64 { return float64(v.rqWait[k]) / float64(n) / 1e3 }
-		mt.RunQueueServerUs, mt.RunQueuePoolerUs, mt.RunQueueDriverUs = per(jobStatement), per(jobPooler), per(jobDriver)
-		if v.pooledDone > 0 {
-			mt.PoolerPreempts = float64(v.preempted) / float64(v.pooledDone)
-			mt.ServerPreempts = float64(v.srvPreempted) / float64(v.pooledDone)
-		}
-	}
-	mt.DriverThreadSpread = m.driverThreadSpread()
 	for i, cl := range m.classes {
 		if sc.class >= 0 && i != sc.class {
 			continue
@@ -233,6 +216,20 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 		}
 	}
 	return mt
+}
+
+// decomposition fills the p50 and p99 of each part of the completed
+// transactions' latencies.
+func (r *results) decomposition(mt *Metrics) {
+	d := &r.dec
+	mt.DecAppWaitP50Ms, mt.DecAppWaitP99Ms = ms(d[0].Percentile(50)), ms(d[0].Percentile(99))
+	mt.DecConnectP50Ms, mt.DecConnectP99Ms = ms(d[1].Percentile(50)), ms(d[1].Percentile(99))
+	mt.DecWaitP50Ms, mt.DecWaitP99Ms = ms(d[2].Percentile(50)), ms(d[2].Percentile(99))
+	mt.DecCPUQueueP50Ms, mt.DecCPUQueueP99Ms = ms(d[3].Percentile(50)), ms(d[3].Percentile(99))
+	mt.DecServiceP50Ms, mt.DecServiceP99Ms = ms(d[4].Percentile(50)), ms(d[4].Percentile(99))
+	mt.DecHopP50Ms, mt.DecHopP99Ms = ms(d[5].Percentile(50)), ms(d[5].Percentile(99))
+	mt.DecThinkP50Ms, mt.DecThinkP99Ms = ms(d[6].Percentile(50)), ms(d[6].Percentile(99))
+	mt.DecPoolerP50Ms, mt.DecPoolerP99Ms = ms(d[7].Percentile(50)), ms(d[7].Percentile(99))
 }
 
 // serverShares are the mean server connections linked to a client and
@@ -377,25 +374,4 @@ func (m *model) poolerMetrics(mt *Metrics, sc scope, from, to *snapshot) {
 			mt.CancelsLost++
 		}
 	}
-}
-
-// driverThreadSpread is the slowest driver thread's clients' mean
-// latency over the fastest's (Metrics.DriverThreadSpread); 0 without
-// two threads that completed transactions.
-func (m *model) driverThreadSpread() float64 {
-	lo, hi := 0.0, 0.0
-	for _, t := range m.drv {
-		if t.txns == 0 {
-			continue
-		}
-		x := float64(t.latSum) / float64(t.txns)
-		if lo == 0 || x < lo {
-			lo = x
-		}
-		hi = max(hi, x)
-	}
-	if len(m.drv) < 2 || lo == 0 {
-		return 0
-	}
-	return hi / lo
 }

@@ -24,7 +24,7 @@ const (
 	evPoolerMsg                // a pooler thread finished relaying message ID (Arg: process)
 	evRelease                  // a session-mode server is back from its client's disconnect and reset: server ID (Arg: process)
 	evSnapshot                 // open workload: the statistics' accounts at a point of the steady window's grid
-	evPoolerWake               // testbed: a pooler thread woke for its work, which now runs on the cores (Arg: process)
+	evPoolerWake               // a pooler thread woke for its work, which now runs on the run's CPU (Arg: process)
 )
 
 // model is the system's state; it is the sim.Handler.
@@ -38,10 +38,19 @@ type model struct {
 	query, cpu, think, appGap, choice, parse, reqs sim.Streams
 	active                                         int64 // sessions in the system
 
-	driver   sim.Streams // testbed.driver_cpu
-	driverOn bool        // the load driver's CPU is modelled (testbed)
-	drv      []drvThread // testbed.driver_threads: the driver's threads
-	thread   bool        // the pooler's threads are modelled (pooler.cpu_per_msg, wakeup or cpu_per_assign)
+	thread bool // the pooler's threads are modelled (pooler.cpu_per_msg, wakeup or cpu_per_assign)
+
+	// The run's CPU: the built-in processor sharing (ps), or a machine's
+	// port with its parts (machine.go); cpuGen numbers the CPU's plans
+	// (Host.Plan), the last of which alone is due.
+	ps          ps
+	port        CPU
+	poolerOnCPU bool
+	clients     Clients
+	report      func() any
+	cpuGen      int64
+	cpuLevels   []*sim.Level // the run's CPU's levels, last in levels()
+	serversOpen int          // idle servers each pool opens at time zero (Host.OpenServers)
 
 	classes  []classRun
 	specs    []PoolSpec // the pools' specs, resolved
@@ -203,8 +212,6 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 		reqs:      sim.NewStreams(cfg.Seed, "requests"),
 		choice:    sim.NewStreams(cfg.Seed, "statements"),
 		parse:     sim.NewStreams(cfg.Seed, "parse"),
-		driver:    sim.NewStreams(cfg.Seed, "driver"),
-		driverOn:  cfg.Testbed.DriverCPU.MeanValue() > 0,
 		thread:    cfg.Pooler.CPUPerMsg != 0 || cfg.Pooler.Wakeup != 0 || cfg.Pooler.CPUPerAssign != 0,
 		connect:   sim.NewRand(cfg.Seed, "connect"),
 		reuseport: sim.NewRand(cfg.Seed, "reuseport"),
@@ -221,10 +228,9 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 	case o.exactLimit > 0:
 		m.setExactLimit(o.exactLimit)
 	}
-	m.srv.init(cfg.Server, cfg.Testbed)
-	m.drv = make([]drvThread, cfg.Testbed.DriverThreads)
-	m.srv.initSpeed(cfg.Testbed, cfg.Seed)
+	m.srv.init(cfg.Server)
 	var s sim.Sim
+	m.initCPU(&s)
 	m.window.init(m, &s, o.pilot)
 	m.openAtStart(&s)
 	m.done = o.done
@@ -249,6 +255,23 @@ func simulateWith(cfg Config, o options) (*model, *sim.Sim) {
 	}
 	s.Run(m)
 	return m, &s
+}
+
+// initCPU sets up the run's CPU: processor sharing, or the parts of
+// cfg.Machine.
+func (m *model) initCPU(s *sim.Sim) {
+	h := &Host{m: m, s: s}
+	m.ps.init(h, m.cfg.Server)
+	var cpu CPU = &m.ps
+	if m.cfg.Machine != nil {
+		p := m.cfg.Machine.Start(h)
+		m.clients, m.report = p.Clients, p.Report
+		if p.CPU != nil {
+			m.port, cpu = p.CPU, p.CPU
+			m.poolerOnCPU = p.Pooler
+		}
+	}
+	m.cpuLevels = cpu.Levels()
 }
 
 // firstThink is when closed client u starts: at once, or - when its
@@ -405,6 +428,9 @@ func (m *model) Handle(s *sim.Sim, e sim.Event) {
 
 func (m *model) result(s *sim.Sim) Result {
 	r := Result{Metrics: m.metrics(s), Compat: CompatFor(m.cfg)}
+	if m.report != nil {
+		r.Machine = m.report()
+	}
 	if m.multi {
 		for i := range m.classes {
 			r.Classes = append(r.Classes, ClassResult{Name: m.classes[i].cfg.Name, Metrics: m.classMetrics(s, i)})

@@ -120,18 +120,19 @@ func TestOneLoginAtATime(t *testing.T) {
 }
 
 func TestServersOpenAtStart(t *testing.T) {
-	// As TestOneLoginAtATime, with 2 servers open before time zero: two
+	// As TestOneLoginAtATime, with 2 servers open before time zero (a
+	// machine's Host.OpenServers): two
 	// clients get one at once, the others the logins at 5 and 10 ms; 4
 	// servers in all. Capped by the pool size (3: the fourth client waits
 	// for a server back) and by max_connections (2: none is launched).
 	c := closed(poolmode.Transaction, 4, 1, 1, 100*sim.Millisecond, 0)
 	c.Server.Connect = sim.ConstDist(5 * sim.Millisecond)
-	c.Testbed.ServersOpen = 2
+	c.Machine = opens(2)
 	m := Run(c).Metrics
 	if m.WaitP50Ms != 0 || m.WaitP99Ms != 10 || m.ServerConns != 4 {
 		t.Errorf("2 open: wait p50 %v p99 %v ms, %d servers; want 0, 10, 4", m.WaitP50Ms, m.WaitP99Ms, m.ServerConns)
 	}
-	c.Testbed.ServersOpen, c.Pooler.DefaultPoolSize = 5, 3
+	c.Machine, c.Pooler.DefaultPoolSize = opens(5), 3
 	m = Run(c).Metrics
 	if m.WaitP99Ms != 100 || m.ServerConns != 3 || m.WaitProb != 0.25 {
 		t.Errorf("5 open, pool 3: wait p99 %v ms, %d servers, wait probability %v; want 100, 3, 0.25", m.WaitP99Ms, m.ServerConns, m.WaitProb)

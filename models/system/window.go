@@ -65,7 +65,7 @@ type window struct {
 // levels are the model's time-weighted levels, in a fixed order: see the
 // lv constants.
 func (m *model) levels() []*sim.Level {
-	ls := []*sim.Level{&m.linked, &m.executing, &m.srv.busy, &m.srv.jobs, &m.srv.cores, &m.srv.others, &m.srv.used}
+	ls := []*sim.Level{&m.linked, &m.executing, &m.srv.busy}
 	for i := range m.procs {
 		ls = append(ls, &m.procs[i].cpu)
 	}
@@ -75,7 +75,7 @@ func (m *model) levels() []*sim.Level {
 	for i := range m.specExec {
 		ls = append(ls, &m.specExec[i])
 	}
-	return ls
+	return append(ls, m.cpuLevels...)
 }
 
 // Indexes into levels().
@@ -83,16 +83,14 @@ const (
 	lvLinked = iota
 	lvExecuting
 	lvDirectBusy
-	lvJobs
-	lvCores
-	lvOthers    // testbed: driver and pooler jobs on the cores
-	lvUsed      // testbed: cores busy with the test's jobs, in millionths
 	lvPoolerCPU // the first pooler process's thread; one per process after it
 )
 
-// lvSpecLinked and lvSpecExec index spec k's levels (multi only).
+// lvSpecLinked and lvSpecExec index spec k's levels (multi only), lvCPU
+// the first of the run's CPU's.
 func (m *model) lvSpecLinked(k int) int { return lvPoolerCPU + len(m.procs) + k }
 func (m *model) lvSpecExec(k int) int   { return lvPoolerCPU + len(m.procs) + len(m.specs) + k }
+func (m *model) lvCPU() int             { return lvPoolerCPU + len(m.procs) + len(m.specLinked) + len(m.specExec) }
 
 // queues are the model's wait queues: each class's application pool's,
 // then every pool's.

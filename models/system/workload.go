@@ -26,10 +26,6 @@ type user struct {
 	joined    bool     // it got a connection at least once
 	begun     sim.Time // when its session started
 	done      bool     // session over
-	drvDemand sim.Time // testbed: the driver's CPU for the statement it is sending
-	drvStart  sim.Time // testbed: when that CPU job began
-	drvEnd    sim.Time // testbed.driver_scan: the driver's CPU to read the transaction's last result
-	reading   bool     // testbed.driver_scan: the driver's job under way reads a result
 }
 
 func newUser(session uint64, cls int16) user {
@@ -169,8 +165,8 @@ func (m *model) send(s *sim.Sim, u int32) {
 			m.txnBegins(u, s.Now())
 		}
 	}
-	if m.driverOn && m.driverStart(s, u) {
-		return // sent when the driver's CPU job is done
+	if m.clients != nil && m.clients.Send(u) {
+		return // sent when the machine's client-side work is done (Host.Send)
 	}
 	m.dispatch(s, u)
 }
@@ -199,12 +195,11 @@ func (m *model) reply(s *sim.Sim, c int32) {
 	s.After(m.cfg.Pooler.Hop, evRecv, u, 0)
 }
 
-// recv is a statement's result reaching its client: with
-// testbed.driver_scan a transaction's last result waits for the driver to
-// read it (driverRead), which hands it on to received.
+// recv is a statement's result reaching its client: a machine's
+// client-side work may take it (Clients.Read), which hands it on to
+// received when it is done (Host.Receive).
 func (m *model) recv(s *sim.Sim, u int32) {
-	us := &m.users[u]
-	if (int(us.stmt)+1 == m.classes[us.cls].stmts || us.txnFailed) && m.driverRead(s, u) {
+	if m.clients != nil && m.clients.Read(u) {
 		return
 	}
 	m.received(s, u)
@@ -237,10 +232,8 @@ func (m *model) received(s *sim.Sim, u int32) {
 			now := s.Now()
 			m.tally(us.cls, func(r *results) { r.txnDone(now, us) })
 			m.window.completed(m, now)
-			if len(m.drv) > 0 {
-				t := &m.drv[int(u)%len(m.drv)]
-				t.txns++
-				t.latSum += now - us.txnStart
+			if m.clients != nil {
+				m.clients.Completed(u, now-us.txnStart)
 			}
 		}
 		us.stmt = 0

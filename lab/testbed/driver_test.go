@@ -1,4 +1,4 @@
-package system
+package testbed
 
 import (
 	"reflect"
@@ -8,7 +8,7 @@ import (
 	"github.com/poolsim/poolsim/sim"
 )
 
-// Tests of testbed.driver_scan: the load driver's threads take their
+// Tests of Machine.DriverScan: the load driver's threads take their
 // clients as pgbench's do.
 
 func TestDriverScanPasses(t *testing.T) {
@@ -71,7 +71,7 @@ func TestDriverScan(t *testing.T) {
 	// pgbench -S -c 50 -j 2 through a transaction pooler of 16 on two
 	// cores, about as measured.
 	const clients = 50
-	run := func(scan bool) Metrics {
+	run := func(scan bool) metrics {
 		c := cpuBound(poolmode.Transaction, clients, 400, 16*sim.Microsecond, 56*sim.Microsecond, 2)
 		c.Pooler.DefaultPoolSize = 16
 		c.Pooler.CPUPerMsg, c.Pooler.CPUPerAssign = 6*sim.Microsecond, 6*sim.Microsecond
@@ -79,16 +79,14 @@ func TestDriverScan(t *testing.T) {
 		c.Testbed.Scheduler = PerCore
 		c.Testbed.DriverThreads = 2
 		c.Testbed.DriverScan = scan
-		m, s := simulate(c)
-		if m.results.partsOff != 0 {
-			t.Errorf("scan %v: %d of %d transactions' parts do not add up to their latency", scan, m.results.partsOff, m.results.m.OKTxns)
-		}
-		return m.result(s).Metrics
+		m := Run(c).Metrics
+		checkConservation(t, m)
+		return m
 	}
 	fifo, scan := run(false), run(true)
 	// The two threads' clients fare alike: nothing in the model keeps a
 	// thread on the busier core.
-	for _, m := range []Metrics{fifo, scan} {
+	for _, m := range []metrics{fifo, scan} {
 		if m.DriverThreadSpread < 1 || m.DriverThreadSpread > 1.05 {
 			t.Errorf("the threads' mean latencies %.3f apart (slowest over fastest), want 1 to 1.05", m.DriverThreadSpread)
 		}
@@ -96,7 +94,7 @@ func TestDriverScan(t *testing.T) {
 	within(t, "tps with scan against without", scan.TPS, fifo.TPS, 0.03)
 	// A closed loop's mean latency is its cycle: clients over throughput
 	// (Little), less what the latency leaves out.
-	inLatency := func(m Metrics) float64 { return m.MeanMs / 1e3 * m.TPS / clients }
+	inLatency := func(m metrics) float64 { return m.MeanMs / 1e3 * m.TPS / clients }
 	if f := inLatency(fifo); f < 0.98 {
 		t.Errorf("without scan the latency is %.3f of the cycle, want about all of it", f)
 	}

@@ -1,4 +1,4 @@
-package system
+package testbed
 
 import (
 	"math"
@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/poolsim/poolsim/models/poolmode"
+	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/sim"
 )
 
-// Tests of the per-core run queues (testbed.scheduler: per_core).
+// Tests of the per-core run queues (validate.scheduler: per_core).
 
 func TestPerCoreColdIsMachineRepairman(t *testing.T) {
 	// Threads that sleep a second between jobs are never cache hot: a
@@ -30,9 +31,9 @@ func TestPerCoreColdIsMachineRepairman(t *testing.T) {
 // repairman is the machine-repairman M/M/4//20: 20 clients, each
 // transaction 200 ms of exponential CPU on 4 cores after a second's
 // exponential think, txns transactions each.
-func repairman(txns int, sch Scheduler) Config {
-	cfg := Default()
-	cfg.Workload = Workload{Clients: 20, TxnsPerSession: txns, StmtsPerTxn: 1,
+func repairman(txns int, sch Scheduler) rig {
+	cfg := rig{Config: system.Default()}
+	cfg.Workload = system.Workload{Clients: 20, TxnsPerSession: txns, StmtsPerTxn: 1,
 		Query: sim.ConstDist(0), CPU: sim.ExpDist(200 * sim.Millisecond), Think: sim.ExpDist(sim.Second)}
 	cfg.Pooler.PoolMode = poolmode.Direct
 	cfg.Server.Cores = 4
@@ -45,7 +46,7 @@ func repairman(txns int, sch Scheduler) Config {
 // hub is pgbench -S through a transaction pooler on 2 shared cores, with
 // this project's measured costs per statement: the pooler's thread (on
 // the cores), the driver's two threads, the backends.
-func hub(clients, pool int, sch Scheduler) Config {
+func hub(clients, pool int, sch Scheduler) rig {
 	c := closed(poolmode.Transaction, clients, 600, 1, 0, 0)
 	c.Workload.CPU = sim.ConstDist(22500)
 	c.Workload.Think = sim.ConstDist(20 * sim.Microsecond)
@@ -55,7 +56,7 @@ func hub(clients, pool int, sch Scheduler) Config {
 	c.Server.Cores = 2
 	c.Server.MaxConnections = 48
 	c.Server.SuperuserReserved = 0 // every slot serves the clients
-	c.Testbed = Testbed{DriverCPU: sim.ConstDist(14300), PoolerOnCores: true, Background: 0.01,
+	c.Testbed = Machine{DriverCPU: sim.ConstDist(14300), PoolerOnCores: true, Background: 0.01,
 		Scheduler: sch, DriverThreads: 2}
 	return c
 }
@@ -142,7 +143,7 @@ func TestPerCoreSlicesLongJobs(t *testing.T) {
 // CPU per transaction bounds the throughput, which free placement
 // exceeds; apart, a pool's backends share the other core alone.
 func TestPerCoreAffinity(t *testing.T) {
-	run := func(c Config, a Affinity) Metrics {
+	run := func(c rig, a Affinity) metrics {
 		c.Testbed.Affinity = a
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
@@ -176,13 +177,13 @@ func TestPerCoreAffinity(t *testing.T) {
 		t.Error("apart: two runs differ")
 	}
 	c.Testbed.Affinity = Apart
-	if a := c.Testbed.describe(c); !strings.Contains(a, "the pooler's thread pinned to core 0 and the backends to the others") {
+	if a := c.Testbed.Describe(c.cfg()); !strings.Contains(a, "the pooler's thread pinned to core 0 and the backends to the others") {
 		t.Errorf("assumptions %q do not say the pinning", a)
 	}
 }
 
 func TestPerCoreBackendWakeup(t *testing.T) {
-	run := func(a Affinity, w sim.Time) Metrics {
+	run := func(a Affinity, w sim.Time) metrics {
 		c := hub(50, 1, PerCore)
 		c.Testbed.Affinity, c.Testbed.Wakeup = a, w
 		if err := c.Validate(); err != nil {
@@ -204,14 +205,14 @@ func TestPerCoreBackendWakeup(t *testing.T) {
 	}
 	// A waking core idles, as /proc/stat counts it: the cores' busy time
 	// per transaction is the same with the wake-up as without.
-	busy := func(m Metrics) float64 { return m.CPUUtil / m.TPS }
+	busy := func(m metrics) float64 { return m.CPUUtil / m.TPS }
 	if ra, rb := busy(a), busy(b); math.Abs(rb/ra-1) > 0.01 {
 		t.Errorf("apart: the cores busy %.1f µs per transaction without the wake-up, %.1f µs with: want the same (a waking core is idle)", 2e6*ra, 2e6*rb)
 	}
 	c := hub(50, 1, Shared)
 	c.Testbed.Wakeup = w
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "testbed.wakeup") {
-		t.Errorf("testbed.wakeup with processor sharing: %v, want an error naming testbed.wakeup", err)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "validate.wakeup") {
+		t.Errorf("validate.wakeup with processor sharing: %v, want an error naming validate.wakeup", err)
 	}
 }
 
@@ -228,7 +229,7 @@ func TestWakeAt(t *testing.T) {
 }
 
 func TestPerCoreWakeCurve(t *testing.T) {
-	run := func(c Config) float64 {
+	run := func(c rig) float64 {
 		c.Testbed.Affinity = Apart
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
@@ -294,7 +295,7 @@ func TestPerCoreNoIdleBalance(t *testing.T) {
 func TestPerCoreNoIdleScan(t *testing.T) {
 	// pgbench through a pool of 2 on 2 cores: a thread the pooler wakes
 	// while its own last core is busy finds the other core idle if it
-	// looks; without the look (testbed.idle_scan false) it queues on the
+	// looks; without the look (validate.idle_scan false) it queues on the
 	// waker's or its own last core, and the other core idles beside it:
 	// idler cores, fewer transactions, and the same run twice.
 	h := hub(50, 2, PerCore)
@@ -322,25 +323,28 @@ func TestPerCoreNoIdleScan(t *testing.T) {
 
 func TestPerCoreBackendIsTheServer(t *testing.T) {
 	// Through a pooler a statement runs on its server's backend, whichever
-	// client sent it: at pool 1 the scheduler sees one backend thread (one
-	// last core, one cache-hot clock), not one per client.
-	m, _ := simulate(hub(50, 1, PerCore))
-	servers, conns := 0, 0
-	for e := range m.srv.prev {
-		switch {
-		case e>>32 == 3:
-			servers++
-		case e < 1<<31: // a connection's own (direct) backend
-			conns++
-		}
+	// client sent it: the scheduler sees one thread per server (one last
+	// core, one cache-hot clock), not one per client; a direct
+	// connection is its own backend. (The model hands each statement's
+	// server over: models/system's TestMachineJobsNameTheServer.)
+	v := &perCore{drvThreads: 2}
+	a := v.entity(job{conn: 7, srv: 0, kind: kStatement})
+	if b := v.entity(job{conn: 12, srv: 0, kind: kStatement}); a != b {
+		t.Errorf("two clients' statements on server 0: entities %x and %x, want one", a, b)
 	}
-	if servers != 1 || conns != 0 {
-		t.Errorf("pool 1: the scheduler saw %d servers' backends and %d connections' own, want 1 and 0", servers, conns)
+	if b := v.entity(job{conn: 7, srv: 1, kind: kStatement}); a == b {
+		t.Errorf("statements on servers 0 and 1: one entity %x, want two", a)
+	}
+	if d, e := v.entity(job{conn: 7, srv: -1, kind: kStatement}), v.entity(job{conn: 8, srv: -1, kind: kStatement}); d == e || d>>32 != 0 {
+		t.Errorf("direct connections 7 and 8: entities %x and %x, want each its own backend", d, e)
+	}
+	if d, e := v.entity(job{conn: 1, kind: kDriver}), v.entity(job{conn: 3, kind: kDriver}); d != e {
+		t.Errorf("clients 1 and 3 on 2 driver threads: entities %x and %x, want thread 1's", d, e)
 	}
 }
 
 // runConserved validates c, runs it and checks the run's conservation laws.
-func runConserved(t *testing.T, c Config) Metrics {
+func runConserved(t *testing.T, c rig) metrics {
 	t.Helper()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
@@ -351,7 +355,7 @@ func runConserved(t *testing.T, c Config) Metrics {
 }
 
 // cycle is a run's steady time per transaction, in nanoseconds.
-func cycle(m Metrics) float64 { return 1e9 / m.TPSSteady }
+func cycle(m metrics) float64 { return 1e9 / m.TPSSteady }
 
 func TestPerCoreServerTail(t *testing.T) {
 	const share = 0.3
@@ -386,7 +390,7 @@ func TestPerCoreServerTail(t *testing.T) {
 	// A tail longer than the pooler's part: the next statement reaches
 	// the backend still on its core and runs straight after the tail,
 	// with no wake-up - the backend never sleeps, and a core's wake-up
-	// (testbed.wakeup) costs nothing; the backend's 100 µs a statement
+	// (validate.wakeup) costs nothing; the backend's 100 µs a statement
 	// bound the throughput at 10,000/s.
 	c = hub(50, 1, PerCore)
 	c.Workload.CPU = sim.ConstDist(100 * sim.Microsecond)
@@ -403,7 +407,7 @@ func TestPerCoreServerTail(t *testing.T) {
 	// The client's statement is the part before the tail: its latency
 	// parts still add up, and the assumptions say it.
 	c.Testbed.ServerTail = share
-	if d := c.Testbed.describe(c); !strings.Contains(d, "sending its response with 30 % of its CPU still to run") {
+	if d := c.Testbed.Describe(c.cfg()); !strings.Contains(d, "sending its response with 30 % of its CPU still to run") {
 		t.Errorf("assumptions %q do not say the tail", d)
 	}
 	for _, tc := range []struct {
@@ -414,22 +418,22 @@ func TestPerCoreServerTail(t *testing.T) {
 		{0.6, PerCore, "want 0 to 0.5"},
 		{-0.1, PerCore, "want 0 to 0.5"},
 		{math.NaN(), PerCore, "want 0 to 0.5"},
-		{0.2, Shared, "needs testbed.scheduler per_core"},
+		{0.2, Shared, "needs validate.scheduler per_core"},
 	} {
 		c := hub(50, 1, tc.sch)
 		c.Testbed.ServerTail = tc.tail
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "testbed.server_tail") || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("server_tail %v with %v: %v, want an error naming testbed.server_tail and %q", tc.tail, tc.sch, err, tc.want)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "validate.server_tail") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("server_tail %v with %v: %v, want an error naming validate.server_tail and %q", tc.tail, tc.sch, err, tc.want)
 		}
 	}
 }
 
-// TestPerCorePoolerPreempt: testbed.pooler_preempt has a driver's thread
+// TestPerCorePoolerPreempt: validate.pooler_preempt has a driver's thread
 // woken by a result take the pooler's core at the measured rate, and the
 // pooler's hand-over of the one server waits behind it.
 func TestPerCorePoolerPreempt(t *testing.T) {
 	// As poolsim validate's calibrated model of pgbench: no hop, and a
-	// driver thread that reads results (testbed.driver_scan), so a result
+	// driver thread that reads results (validate.driver_scan), so a result
 	// wakes its driver's thread as the pooler relays it, while it has more
 	// to do (the assignment that follows the relay).
 	c := hub(50, 1, PerCore)
@@ -459,7 +463,7 @@ func TestPerCorePoolerPreempt(t *testing.T) {
 			t.Errorf("pooler_preempt %v: two runs differ", rate)
 		}
 	}
-	if d := c.Testbed.describe(c); !strings.Contains(d, "taking the pooler's core from it 0.6 times a pooled statement") {
+	if d := c.Testbed.Describe(c.cfg()); !strings.Contains(d, "taking the pooler's core from it 0.6 times a pooled statement") {
 		t.Errorf("assumptions %q do not say the preemption", d)
 	}
 	// A backend's core taken by a driver's thread: the statement, the
@@ -480,7 +484,7 @@ func TestPerCorePoolerPreempt(t *testing.T) {
 		}
 		t.Logf("server_preempt %v: %.0f/s → %.0f/s, cycle +%.2f µs, %.3f preemptions a statement, backend's wait %.2f → %.2f µs", rate, a.TPSSteady, b.TPSSteady, d/1e3, b.ServerPreempts, a.RunQueueServerUs, b.RunQueueServerUs)
 	}
-	if d := c.Testbed.describe(c); !strings.Contains(d, "taking a backend's core from it 0.5 times a pooled statement") {
+	if d := c.Testbed.Describe(c.cfg()); !strings.Contains(d, "taking a backend's core from it 0.5 times a pooled statement") {
 		t.Errorf("assumptions %q do not say the backend's preemption", d)
 	}
 	for _, tc := range []struct {
@@ -490,12 +494,12 @@ func TestPerCorePoolerPreempt(t *testing.T) {
 	}{
 		{4.5, PerCore, "want 0 to 4"},
 		{math.NaN(), PerCore, "want 0 to 4"},
-		{0.2, Shared, "needs testbed.scheduler per_core"},
+		{0.2, Shared, "needs validate.scheduler per_core"},
 	} {
 		c := hub(50, 1, tc.sch)
 		c.Testbed.ServerPreempt = tc.rate
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "testbed.server_preempt") || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("server_preempt %v with %v: %v, want an error naming testbed.server_preempt and %q", tc.rate, tc.sch, err, tc.want)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "validate.server_preempt") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("server_preempt %v with %v: %v, want an error naming validate.server_preempt and %q", tc.rate, tc.sch, err, tc.want)
 		}
 	}
 	for _, tc := range []struct {
@@ -507,13 +511,13 @@ func TestPerCorePoolerPreempt(t *testing.T) {
 		{5, PerCore, true, "want 0 to 4"},
 		{-0.1, PerCore, true, "want 0 to 4"},
 		{math.NaN(), PerCore, true, "want 0 to 4"},
-		{0.2, Shared, true, "needs testbed.scheduler per_core"},
-		{0.2, PerCore, false, "testbed.pooler_on_cores"},
+		{0.2, Shared, true, "needs validate.scheduler per_core"},
+		{0.2, PerCore, false, "validate.pooler_on_cores"},
 	} {
 		c := hub(50, 1, tc.sch)
 		c.Testbed.PoolerPreempt, c.Testbed.PoolerOnCores = tc.rate, tc.onCore
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "testbed.pooler_preempt") || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("pooler_preempt %v with %v, on cores %v: %v, want an error naming testbed.pooler_preempt and %q", tc.rate, tc.sch, tc.onCore, err, tc.want)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "validate.pooler_preempt") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("pooler_preempt %v with %v, on cores %v: %v, want an error naming validate.pooler_preempt and %q", tc.rate, tc.sch, tc.onCore, err, tc.want)
 		}
 	}
 }
