@@ -218,6 +218,7 @@ func TestMachinePartsAddUp(t *testing.T) {
 			c.Pooler.DefaultPoolSize = 6
 			c.Server.Cores = 2
 			c.Server.MaxConnections = 30
+			c.Server.SuperuserReserved = 0 // every slot serves the clients
 			c.Server.Connect = sim.ExpDist(2 * sim.Millisecond)
 			c.AppPool = AppPool{Mode: app, Size: 8, MaxOverflow: 2, Timeout: 5 * sim.Millisecond}
 			c.Pooler.Processes = 2

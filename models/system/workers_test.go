@@ -24,6 +24,7 @@ func workersCfg(mode poolmode.Mode, n int, rate float64, d sim.Time, query sim.D
 	c.Pooler.MaxClientConn = 10_000
 	c.Pooler.QueryWaitTimeout = 0
 	c.Server.MaxConnections = n + 10
+	c.Server.SuperuserReserved = 0 // every slot serves the clients
 	return c
 }
 
@@ -191,6 +192,7 @@ func TestWorkersLongestIdleTakes(t *testing.T) {
 func TestWorkersConnectInOrderAndReconnect(t *testing.T) {
 	c := workersCfg(poolmode.Direct, 4, 20, 10*sim.Second, sim.ConstDist(5*sim.Millisecond), 1)
 	c.Server.MaxConnections = 3
+	c.Server.SuperuserReserved = 0 // every slot serves the clients
 	c.Server.Connect = sim.ConstDist(10 * sim.Millisecond)
 	mdl, m := traced(t, c)
 	var fourth int64
@@ -265,6 +267,7 @@ func TestWorkersDeterministicAndConserved(t *testing.T) {
 	c.Classes = []Class{web, {Name: "api", Workload: api, Pool: "api"}}
 	c.Pools = []PoolSpec{{Name: "web", Mode: poolmode.Session, ModeSet: true, Size: 20}, {Name: "api", Mode: poolmode.Transaction, ModeSet: true, Size: 5}}
 	c.Server.MaxConnections = 40
+	c.Server.SuperuserReserved = 0 // every slot serves the clients
 	a, b := Run(c), Run(c)
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
@@ -365,6 +368,7 @@ func TestWorkersEverywhere(t *testing.T) {
 			c.Pooler.DefaultPoolSize = 4
 			c.Pooler.QueryWaitTimeout = 300 * time.Millisecond
 			c.Server.MaxConnections = 8
+			c.Server.SuperuserReserved = 0 // every slot serves the clients
 			switch variant {
 			case "fleet":
 				c.Pooler.Processes, c.Pooler.MaxClientConn = 2, 4
