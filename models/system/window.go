@@ -60,6 +60,29 @@ type window struct {
 	atFinish  []setMark
 
 	from, to *snapshot // the window, once bounds has cut it
+
+	// An open run's snapshot in the middle of its steady window (nil until
+	// taken), for the study to compare the window's second half with the
+	// whole (Replicated.StartBias). It is taken at midAt by the first
+	// event at or after it, not by an event of its own, so a run's events
+	// are the same with it as without.
+	mid   *snapshot
+	midAt sim.Time // 0: none to take
+
+	// filled is when the pools had first opened what the start asked of
+	// them: the first moment no backend start-up (a pool's server login or
+	// a direct client's backend) was running or queued, after at least
+	// one; fills is false until then.
+	filled sim.Time
+	fills  bool
+}
+
+// startupsIdle notes, after a start-up ends at now, whether none is left
+// running or queued: the first time, the pools' fill is over.
+func (w *window) startupsIdle(m *model, now sim.Time) {
+	if !w.fills && m.srv.startup.Busy() == 0 {
+		w.filled, w.fills = now, true
+	}
 }
 
 // levels are the model's time-weighted levels, in a fixed order: see the
@@ -142,6 +165,21 @@ func (w *window) init(m *model, s *sim.Sim, pilot bool) {
 		s.At(d, evSnapshot, 0, 0)
 	default:
 		s.At(d, evSnapshot, 0, 0)
+	}
+	if !pilot {
+		w.midAt = wl.Warmup + (d-wl.Warmup)/2
+	}
+}
+
+// due takes the middle snapshot when now has reached it: called before
+// every event is handled, so the accounts are those just before the
+// first event at or after midAt, which is what they were at midAt.
+func (w *window) due(m *model, now sim.Time) {
+	if w.midAt > 0 && now >= w.midAt {
+		w.snap(m, w.midAt)
+		last := w.snaps[len(w.snaps)-1]
+		w.snaps, w.mid = w.snaps[:len(w.snaps)-1], &last
+		w.midAt = 0
 	}
 }
 
