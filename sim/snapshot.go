@@ -95,9 +95,18 @@ func (h *Histogram) buckets() (neg, pos []bucketCount) {
 	s := h.code
 	// read decodes k pairs, or every pair left for k < 0.
 	read := func(k int) []bucketCount {
-		out := make([]bucketCount, 0, max(k, len(s)/2))
+		if k < 0 {
+			k = 0
+			for i := 0; i < len(s); i++ {
+				if s[i] < 0x80 { // a varint's last byte: two to a pair
+					k++
+				}
+			}
+			k /= 2
+		}
+		out := make([]bucketCount, 0, k)
 		prev := -1
-		for ; k != 0 && len(s) > 0; k-- {
+		for ; k > 0 && len(s) > 0; k-- {
 			gap, w := uvarint(s)
 			s = s[w:]
 			n, w := uvarint(s)
@@ -131,6 +140,23 @@ func (h Histogram) AppendBinary(b []byte) ([]byte, error) {
 		b = binary.AppendUvarint(b, v)
 	}
 	return append(b, h.code...), nil
+}
+
+// SkipHistogram is s past the binary form AppendBinary wrote at its front,
+// read from its header alone (ReadHistogram checks the buckets).
+func SkipHistogram(s string) (string, error) {
+	var size uint64
+	for range 6 {
+		v, w := uvarint(s)
+		if w <= 0 {
+			return s, errHistogram
+		}
+		size, s = v, s[w:]
+	}
+	if size > uint64(len(s)) {
+		return s, errHistogram
+	}
+	return s[size:], nil
 }
 
 // errHistogram is what ReadHistogram says of bytes that are not one.
@@ -203,24 +229,26 @@ func (h *Histogram) UnmarshalText(text []byte) error {
 // leave-one-out estimates of a jackknife over independent runs).
 type Merged struct {
 	parts    []Histogram
-	pos, neg []uint64 // the summed counts by bucket
+	neg, pos [][]bucketCount // each part's occupied buckets, decoded once
+	negs     []uint64        // the summed counts by bucket: negative side
+	poss     []uint64        // positive side
 	n, zeros int
 }
 
 // MergeHistograms is the union of hs (kept, not copied: they are
 // read-only).
 func MergeHistograms(hs []Histogram) *Merged {
-	m := &Merged{parts: hs}
+	m := &Merged{parts: hs, neg: make([][]bucketCount, len(hs)), pos: make([][]bucketCount, len(hs))}
 	for i := range hs {
 		h := &hs[i]
 		m.n += h.n
 		m.zeros += h.zeros
-		neg, pos := h.buckets()
-		for _, b := range neg {
-			m.neg = bump(m.neg, b.i, b.n)
+		m.neg[i], m.pos[i] = h.buckets()
+		for _, b := range m.neg[i] {
+			m.negs = bump(m.negs, b.i, b.n)
 		}
-		for _, b := range pos {
-			m.pos = bump(m.pos, b.i, b.n)
+		for _, b := range m.pos[i] {
+			m.poss = bump(m.poss, b.i, b.n)
 		}
 	}
 	return m
@@ -250,10 +278,10 @@ func (m *Merged) Mean() float64 {
 		return 0
 	}
 	var sum float64
-	for i, c := range m.pos {
+	for i, c := range m.poss {
 		sum += float64(c) * float64(bucketMid(i))
 	}
-	for i, c := range m.neg {
+	for i, c := range m.negs {
 		sum -= float64(c) * float64(bucketMid(i))
 	}
 	return sum / float64(m.n)
@@ -267,11 +295,11 @@ func (m *Merged) Variance() float64 {
 	}
 	mean := m.Mean()
 	ss := float64(m.zeros) * mean * mean
-	for i, c := range m.pos {
+	for i, c := range m.poss {
 		d := float64(bucketMid(i)) - mean
 		ss += float64(c) * d * d
 	}
-	for i, c := range m.neg {
+	for i, c := range m.negs {
 		d := -float64(bucketMid(i)) - mean
 		ss += float64(c) * d * d
 	}
@@ -289,7 +317,7 @@ func (m *Merged) percentile(p float64, skip int) Time {
 		x := &m.parts[skip]
 		n -= x.n
 		zeros -= x.zeros
-		sn, sp = x.buckets()
+		sn, sp = m.neg[skip], m.pos[skip]
 	}
 	if n == 0 {
 		return 0
@@ -306,9 +334,9 @@ func (m *Merged) percentile(p float64, skip int) Time {
 	k := nearestRank(p, n)
 	var v Time
 	if 2*k <= n {
-		v = walkUp(m.neg, m.pos, sn, sp, zeros, uint64(k))
+		v = walkUp(m.negs, m.poss, sn, sp, zeros, uint64(k))
 	} else {
-		v = walkDown(m.neg, m.pos, sn, sp, zeros, uint64(n-k+1))
+		v = walkDown(m.negs, m.poss, sn, sp, zeros, uint64(n-k+1))
 	}
 	return min(max(v, lo), hi)
 }

@@ -104,7 +104,6 @@ func (m *model) beginStartup(s *sim.Sim, c int32) {
 }
 
 func (m *model) startupDone(s *sim.Sim, c int32) {
-	defer m.window.startupsIdle(m, s.Now())
 	if next, ok := m.srv.startup.Release(s.Now()); ok {
 		defer m.beginStartup(s, next)
 	}

@@ -247,16 +247,15 @@ func (d Dists) hist(k int, late bool) sim.Histogram {
 		k += nDists
 	}
 	s := d.code[1:]
-	for {
-		h, rest, err := sim.ReadHistogram(s)
-		if err != nil {
-			panic("system: Dists corrupted: " + err.Error()) // only newDists and UnmarshalText make them
-		}
-		if k == 0 {
-			return h
-		}
-		s, k = rest, k-1
+	var err error
+	for ; k > 0 && err == nil; k-- {
+		s, err = sim.SkipHistogram(s)
 	}
+	h, _, err2 := sim.ReadHistogram(s)
+	if err != nil || err2 != nil {
+		panic("system: Dists corrupted") // only newDists and UnmarshalText make them, checked
+	}
+	return h
 }
 
 // MarshalText codes d for a shard file: base64 of its histograms.
@@ -359,7 +358,11 @@ type Field struct {
 	// A percentile: of Dists[dist], at pct (pct 0: not a percentile).
 	dist int
 	pct  float64
+	pos  int // its place in Fields()
 }
+
+// Pos is f's place in Fields(): an index for a table of every metric.
+func (f Field) Pos() int { return f.pos }
 
 // Percentile reports whether f is a percentile of a distribution of the
 // run (p99_ms, wait_p99_ms, ...): over replications it is read from their
@@ -375,7 +378,7 @@ var fields = func() []Field {
 		if name == "-" {
 			continue // a diagnostic, not a reported metric
 		}
-		fd := Field{Name: name, Count: f.Type.Kind() == reflect.Int64, index: i}
+		fd := Field{Name: name, Count: f.Type.Kind() == reflect.Int64, index: i, pos: len(out)}
 		if p, ok := percentiles[name]; ok {
 			fd.dist, fd.pct = p.dist, p.p
 		}

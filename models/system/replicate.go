@@ -167,6 +167,30 @@ func walkDists(v reflect.Value, path string, f func(path, field string, random b
 // comparison of a mean needs, and what a plot of the runs shows.
 type Replicated []Metrics
 
+// Stat is one metric's estimate over replications and the half-width of
+// its 95 % confidence interval.
+type Stat struct{ Estimate, Half float64 }
+
+// Stats is Stat of every metric, in Fields() order, each distribution
+// merged once for all the percentiles read from it.
+func (r Replicated) Stats() []Stat {
+	out := make([]Stat, len(Fields()))
+	merged := map[int]*sim.Merged{}
+	for _, f := range Fields() {
+		if f.Percentile() && len(r) >= 2 && r.haveDists() {
+			m, ok := merged[f.dist]
+			if !ok {
+				m = r.merged(f)
+				merged[f.dist] = m
+			}
+			out[f.pos].Estimate, out[f.pos].Half = r.pooledFrom(f, m, nil, 0)
+			continue
+		}
+		out[f.pos].Estimate, out[f.pos].Half, _ = sim.MeanCI(r.Values(f))
+	}
+	return out
+}
+
 // Stat is metric f's estimate over the replications and the half-width of
 // its 95 % confidence interval (0 with a single replication, whose own
 // value it is): a percentile's pooled value with its jackknife interval
@@ -216,11 +240,16 @@ func (r Replicated) haveDists() bool {
 // times b's (b nil: r's alone), in f's unit (milliseconds), and the
 // jackknife's 95 % half-width leaving one replication out (of both).
 func (r Replicated) pooled(f Field, b Replicated, k float64) (estimate, half float64) {
-	ma := r.merged(f)
 	var mb *sim.Merged
 	if b != nil {
 		mb = b.merged(f)
 	}
+	return r.pooledFrom(f, r.merged(f), mb, k)
+}
+
+// pooledFrom is pooled with the unions made: ma of r's replications, mb
+// of b's (nil: none).
+func (r Replicated) pooledFrom(f Field, ma, mb *sim.Merged, k float64) (estimate, half float64) {
 	read := func(m *sim.Merged, skip int) float64 {
 		if skip < 0 {
 			return ms(m.Percentile(f.pct))
@@ -307,10 +336,15 @@ func (r Replicated) Mean() Metrics {
 	if len(r) == 1 {
 		return r[0]
 	}
+	return MetricsOf(r.Stats())
+}
+
+// MetricsOf is the metrics of a table of Stats' estimates (counts rounded
+// to the nearest integer).
+func MetricsOf(stats []Stat) Metrics {
 	var m Metrics
 	for _, f := range Fields() {
-		est, _ := r.Stat(f)
-		f.Set(&m, est)
+		f.Set(&m, stats[f.pos].Estimate)
 	}
 	return m
 }

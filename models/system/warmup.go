@@ -25,17 +25,19 @@ import (
 //     against 1 % low without any cut); on pilots, no run is cut where its
 //     own data chose.
 //   - The pools' fill: the warm-up is at least the time at which, in every
-//     pilot, the pools have opened the servers the start asks of them - the
-//     first moment no backend start-up (a pool's server login, a direct
-//     client's backend) is running or queued. Logins go one at a time
+//     pilot, the pools have opened the servers the start asks of them and
+//     caught up with the clients that queued meanwhile - the first moment,
+//     after a backend was started, that no backend start-up (a pool's
+//     server login, a direct client's backend) runs or waits and no client
+//     waits at a pool or an application pool. Logins go one at a time
 //     (server.connect each), and while the pools grow toward the servers
-//     they keep, clients queue behind the logins: waits that belong to the
-//     cold start, not to the pool size, and that the mean latency MSER-5
-//     reads can hide when the latencies are long-tailed. (A pool that
-//     later opens one more server for a burst is not filling: that is the
-//     first moment the logins stopped, not the last time the count rose -
-//     a pool's count only rises, creeping up with every rarer burst.) A
-//     fill over within the grid's first interval is left in.
+//     they keep, clients queue behind the logins, and the queue takes a
+//     while more to drain: waits that belong to the cold start, not to the
+//     pool size, and that the mean latency MSER-5 reads can hide when the
+//     latencies are long-tailed. It is the first such moment, not the last
+//     time a pool grew: a pool keeps its servers, so its count creeps up
+//     with every rarer burst for as long as the run goes on. A fill over
+//     within the grid's first interval is left in.
 //
 // Both cuts are rounded up to the grid and at most half the arrival
 // period (atLimit says the limit held them: the run is too short for a
@@ -66,7 +68,7 @@ func PilotSeed(seed uint64, i int) uint64 { return ReplicationSeed(seed^0x70696c
 
 // Pilot is one pilot run: the transaction latencies completed in each of
 // PilotGrid intervals of the arrival period (their sum in nanoseconds and
-// count), and when its pools' fill ended (window.filled; the arrival
+// count), and when its pools' fill ended (window.fillEnd; the arrival
 // period's end if it never did).
 type Pilot struct {
 	Sum    []float64
@@ -88,8 +90,8 @@ func RunPilot(ctx context.Context, c Config, i int) (Pilot, error) {
 	for k := 1; k < len(sn) && k <= PilotGrid; k++ {
 		p.Sum[k-1], p.Count[k-1] = sn[k].latSum, sn[k].latN
 	}
-	if w := &m.window; w.fills {
-		p.Filled = w.filled
+	if w := &m.window; w.filled {
+		p.Filled = w.fillEnd
 	}
 	return p, nil
 }

@@ -69,20 +69,33 @@ type window struct {
 	mid   *snapshot
 	midAt sim.Time // 0: none to take
 
-	// filled is when the pools had first opened what the start asked of
-	// them: the first moment no backend start-up (a pool's server login or
-	// a direct client's backend) was running or queued, after at least
-	// one; fills is false until then.
-	filled sim.Time
-	fills  bool
+	// A pilot's: when the pools had first caught up with the start - the
+	// first moment, after a backend was started, that no backend start-up
+	// (a pool's server login, a direct client's backend) runs or waits and
+	// no client waits at a pool or an application pool; filled is false
+	// until then.
+	fillEnd sim.Time
+	filled  bool
 }
 
-// startupsIdle notes, after a start-up ends at now, whether none is left
-// running or queued: the first time, the pools' fill is over.
-func (w *window) startupsIdle(m *model, now sim.Time) {
-	if !w.fills && m.srv.startup.Busy() == 0 {
-		w.filled, w.fills = now, true
+// caughtUp notes, in a pilot, the first moment the pools have caught up
+// with the start (window.fillEnd): checked before every event, so the
+// state is the one left since the last.
+func (w *window) caughtUp(m *model, now sim.Time) {
+	if !w.pilot || w.filled || m.srv.open.Max() == 0 || m.srv.startup.Busy() > 0 {
+		return
 	}
+	for i := range m.pools {
+		if m.pools[i].wait.Len() > 0 {
+			return
+		}
+	}
+	for i := range m.classes {
+		if m.classes[i].app.waitQ.Len() > 0 {
+			return
+		}
+	}
+	w.fillEnd, w.filled = now, true
 }
 
 // levels are the model's time-weighted levels, in a fixed order: see the
@@ -175,6 +188,7 @@ func (w *window) init(m *model, s *sim.Sim, pilot bool) {
 // every event is handled, so the accounts are those just before the
 // first event at or after midAt, which is what they were at midAt.
 func (w *window) due(m *model, now sim.Time) {
+	w.caughtUp(m, now)
 	if w.midAt > 0 && now >= w.midAt {
 		w.snap(m, w.midAt)
 		last := w.snaps[len(w.snaps)-1]
