@@ -9,9 +9,10 @@ import (
 	"github.com/poolsim/poolsim/models/system"
 )
 
-// Row is one point's run. With replications, Metrics holds the means over
-// them (counts rounded) and Reps every replication's metrics, in
-// replication order; with one run, Reps holds that run.
+// Row is one point's run. With replications, Metrics holds the study's
+// estimates over them (means, counts rounded, and pooled percentiles: see
+// Stat) and Reps every replication's metrics, in replication order; with
+// one run, Reps holds that run.
 type Row struct {
 	Params []Param
 	Config system.Config
@@ -75,8 +76,9 @@ type Study struct {
 	Replications int
 	// Precision, when above 0, keeps adding replications to a point until
 	// the 95 % half-width of its tps and p99 is within Precision of their
-	// means (0.02 for 2 %), or MaxReplications is reached. Replications is
-	// then the first batch (DefaultFirstBatch when it is below 2).
+	// estimates (0.02 for 2 %), or MaxReplications is reached (a note then
+	// says so). Replications is then the first batch (DefaultFirstBatch
+	// when it is below 2).
 	Precision       float64
 	MaxReplications int
 }
@@ -104,9 +106,12 @@ func Run(points []Point, workers int) []Row {
 // goroutines at once (0 = one per CPU), all replications of all points
 // sharing the workers, and returns the rows in the points' order. Work is
 // handed out point by point (a point's pilot runs, then its replications),
-// so the first points finish first. The rows do not depend on workers:
-// replication i of every point runs with system.ReplicationSeed(seed, i),
-// and the batches a precision goal adds depend only on the results. When
+// so the first points finish first. An open workload's first batch (10
+// replications, or all when fewer) runs before the rest: the start-up
+// check (startup.go) may lengthen its automatic warm-up and run it again.
+// The rows do not depend on workers: replication i of every point runs
+// with system.ReplicationSeed(seed, i), and the start-up check and the
+// batches a precision goal adds depend only on the results. When
 // ctx is done it stops within a moment and returns every row with ctx's
 // error: the points it finished as usual, the others marked Incomplete.
 // progress, when not nil, is called from the caller's goroutine.

@@ -259,15 +259,40 @@ func (m *Merged) Count() int { return m.n }
 
 // Percentile is the nearest-rank p-th percentile of every sample of the
 // union, within HistogramError of one of them; 0 with none.
-func (m *Merged) Percentile(p float64) Time { return m.percentile(p, -1) }
+func (m *Merged) Percentile(p float64) Time {
+	v, _ := m.percentile(p, -1)
+	return v
+}
 
 // PercentileWithout is the p-th percentile of the union's samples without
 // those of histogram i (0 when nothing is left).
 func (m *Merged) PercentileWithout(i int, p float64) Time {
+	m.check(i)
+	v, _ := m.percentile(p, i)
+	return v
+}
+
+// Smooth is Percentile read inside its bucket (spot.smooth) rather than at
+// its midpoint: the same value to within a bucket's width, but one that
+// moves a little with every sample where the midpoint jumps a bucket at a
+// time - what a jackknife needs when leaving one run out of many moves the
+// percentile by less than a bucket.
+func (m *Merged) Smooth(p float64) float64 {
+	_, v := m.percentile(p, -1)
+	return v
+}
+
+// SmoothWithout is Smooth without histogram i's samples.
+func (m *Merged) SmoothWithout(i int, p float64) float64 {
+	m.check(i)
+	_, v := m.percentile(p, i)
+	return v
+}
+
+func (m *Merged) check(i int) {
 	if i < 0 || i >= len(m.parts) {
-		panic("sim: PercentileWithout of a histogram not merged")
+		panic("sim: a histogram left out that was not merged")
 	}
-	return m.percentile(p, i)
 }
 
 // Mean is the mean of every sample of the union, each read at its
@@ -309,8 +334,8 @@ func (m *Merged) Variance() float64 {
 // percentile reads the nearest rank of p among the samples of every part
 // but skip (−1: none skipped), walking the buckets from the end nearer to
 // the rank, and bounds it by the least and greatest sample of those parts
-// as Samples does.
-func (m *Merged) percentile(p float64, skip int) Time {
+// as Samples does: at its bucket's midpoint, and smoothed (spot.smooth).
+func (m *Merged) percentile(p float64, skip int) (Time, float64) {
 	n, zeros := m.n, m.zeros
 	var sn, sp []bucketCount // the skipped part's buckets
 	if skip >= 0 {
@@ -320,7 +345,7 @@ func (m *Merged) percentile(p float64, skip int) Time {
 		sn, sp = m.neg[skip], m.pos[skip]
 	}
 	if n == 0 {
-		return 0
+		return 0, 0
 	}
 	lo, hi, first := Time(0), Time(0), true
 	for i := range m.parts {
@@ -332,18 +357,71 @@ func (m *Merged) percentile(p float64, skip int) Time {
 		}
 	}
 	k := nearestRank(p, n)
-	var v Time
+	var at spot
 	if 2*k <= n {
-		v = walkUp(m.negs, m.poss, sn, sp, zeros, uint64(k))
+		at = walkUp(m.negs, m.poss, sn, sp, zeros, uint64(k))
 	} else {
-		v = walkDown(m.negs, m.poss, sn, sp, zeros, uint64(n-k+1))
+		at = walkDown(m.negs, m.poss, sn, sp, zeros, uint64(n-k+1))
 	}
-	return min(max(v, lo), hi)
+	return min(max(at.mid(), lo), hi), min(max(at.smooth(), float64(lo)), float64(hi))
 }
 
-// walkUp is the k-th smallest sample (1-based) of the counts neg, pos and
-// zeros less the skipped part's sn and sp: the most negative first.
-func walkUp(neg, pos []uint64, sn, sp []bucketCount, zeros int, k uint64) Time {
+// spot is where a rank falls: bucket i of the negative side (neg) or the
+// positive side, or zero; pos is its place among the bucket's n samples
+// (1-based, from the bucket's low end).
+type spot struct {
+	i      int
+	neg    bool
+	zero   bool
+	pos, n uint64
+}
+
+// mid is the value a spot reads as Samples does: its bucket's midpoint.
+func (s spot) mid() Time {
+	if s.zero {
+		return 0
+	}
+	if s.neg {
+		return -Time(bucketMid(s.i))
+	}
+	return Time(bucketMid(s.i))
+}
+
+// smooth is the spot's value interpolated inside its bucket as if the
+// bucket's samples were spread evenly over it: the (pos−½)/n point of its
+// width. It moves with every sample added or taken away, where the
+// midpoint moves only when the rank leaves the bucket.
+func (s spot) smooth() float64 {
+	if s.zero {
+		return 0
+	}
+	low, width := bucketBounds(s.i)
+	if width == 1 { // the value itself
+		if s.neg {
+			return -float64(low)
+		}
+		return float64(low)
+	}
+	frac := (float64(s.pos) - 0.5) / float64(s.n)
+	if s.neg { // the bucket holds −(low+width) .. −low, most negative first
+		return -(float64(low) + float64(width)*(1-frac))
+	}
+	return float64(low) + float64(width)*frac
+}
+
+// bucketBounds is bucket i's lower bound and width (1 below 2^subBits).
+func bucketBounds(i int) (low, width uint64) {
+	if i < 1<<subBits {
+		return uint64(i), 1
+	}
+	shift := i>>subBits - 1
+	return uint64(i-shift<<subBits) << shift, uint64(1) << shift
+}
+
+// walkUp is where the k-th smallest sample (1-based) falls among the
+// counts neg, pos and zeros less the skipped part's sn and sp: the most
+// negative first.
+func walkUp(neg, pos []uint64, sn, sp []bucketCount, zeros int, k uint64) spot {
 	left := k
 	j := len(sn) - 1
 	for i := len(neg) - 1; i >= 0; i-- {
@@ -353,12 +431,12 @@ func walkUp(neg, pos []uint64, sn, sp []bucketCount, zeros int, k uint64) Time {
 			j--
 		}
 		if left <= c {
-			return -Time(bucketMid(i))
+			return spot{i: i, neg: true, pos: left, n: c}
 		}
 		left -= c
 	}
 	if left <= uint64(zeros) {
-		return 0
+		return spot{zero: true}
 	}
 	left -= uint64(zeros)
 	j = 0
@@ -368,15 +446,15 @@ func walkUp(neg, pos []uint64, sn, sp []bucketCount, zeros int, k uint64) Time {
 			j++
 		}
 		if left <= c {
-			return Time(bucketMid(i))
+			return spot{i: i, pos: left, n: c}
 		}
 		left -= c
 	}
 	panic("sim: merged histogram rank beyond its count")
 }
 
-// walkDown is the k-th greatest sample (1-based), as walkUp.
-func walkDown(neg, pos []uint64, sn, sp []bucketCount, zeros int, k uint64) Time {
+// walkDown is where the k-th greatest sample (1-based) falls, as walkUp.
+func walkDown(neg, pos []uint64, sn, sp []bucketCount, zeros int, k uint64) spot {
 	left := k
 	j := len(sp) - 1
 	for i := len(pos) - 1; i >= 0; i-- {
@@ -386,12 +464,12 @@ func walkDown(neg, pos []uint64, sn, sp []bucketCount, zeros int, k uint64) Time
 			j--
 		}
 		if left <= c {
-			return Time(bucketMid(i))
+			return spot{i: i, pos: c - left + 1, n: c}
 		}
 		left -= c
 	}
 	if left <= uint64(zeros) {
-		return 0
+		return spot{zero: true}
 	}
 	left -= uint64(zeros)
 	j = 0
@@ -401,7 +479,7 @@ func walkDown(neg, pos []uint64, sn, sp []bucketCount, zeros int, k uint64) Time
 			j++
 		}
 		if left <= c {
-			return -Time(bucketMid(i))
+			return spot{i: i, neg: true, pos: c - left + 1, n: c}
 		}
 		left -= c
 	}

@@ -200,3 +200,40 @@ func TestJackknifeCI(t *testing.T) {
 	}
 	t.Logf("covered %d of %d", covered, trials)
 }
+
+// Smooth reads a percentile inside its bucket: within the bucket of the
+// midpoint reading, equal to it for buckets one nanosecond wide, and it
+// moves when samples in its bucket come or go while the midpoint stays.
+func TestMergedSmooth(t *testing.T) {
+	hs, _, _ := parts(4, 3000)
+	m := MergeHistograms(hs)
+	for _, p := range []float64{1, 30, 50, 90, 99, 99.9} {
+		mid, sm := m.Percentile(p), m.Smooth(p)
+		i := bucketOf(uint64(max(mid, -mid)))
+		low, width := bucketBounds(i)
+		if a := math.Abs(sm); mid != 0 && (a < float64(low) || a > float64(low+width)) {
+			t.Errorf("p%v: smooth %v outside the bucket [%d, %d] of %v", p, sm, low, low+width, mid)
+		}
+	}
+	var small Samples
+	for v := range 300 {
+		small.Add(Time(v))
+	}
+	sm := MergeHistograms([]Histogram{small.Histogram()})
+	if sm.Smooth(50) != float64(sm.Percentile(50)) {
+		t.Errorf("one-nanosecond buckets: smooth %v, percentile %v", sm.Smooth(50), sm.Percentile(50))
+	}
+	var a, b Samples
+	a.Add(Millisecond)
+	for range 100 {
+		a.Add(10 * Millisecond)
+	}
+	a.Add(30 * Millisecond)
+	b.Add(10 * Millisecond)
+	b.Add(20 * Millisecond)
+	both := MergeHistograms([]Histogram{a.Histogram(), b.Histogram()})
+	if both.PercentileWithout(1, 50) != both.Percentile(50) || both.SmoothWithout(1, 50) == both.Smooth(50) {
+		t.Errorf("leaving out a run of the same bucket: midpoints %v and %v, smooth %v and %v; want the midpoints equal and the smooth ones apart",
+			both.PercentileWithout(1, 50), both.Percentile(50), both.SmoothWithout(1, 50), both.Smooth(50))
+	}
+}

@@ -142,8 +142,8 @@ func writeExplain(w io.Writer, rows []scenarios.Row) error {
 	return nil
 }
 
-// replicationWords says that the figures above are means, and how sure
-// the main ones are.
+// replicationWords says what the figures above are over replications, and
+// how sure the main ones are.
 func replicationWords(x *scenarios.Row) string {
 	var parts []string
 	for _, k := range []struct{ name, label, unit string }{
@@ -157,8 +157,9 @@ func replicationWords(x *scenarios.Row) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s = %.4g ± %.2g%s", k.label, mean, half, k.unit))
 	}
-	return fmt.Sprintf("These figures are means over %d replications (independent seeds, the warm-up decided once); "+
-		"with their 95%% confidence intervals (Student t): %s.", len(x.Reps), strings.Join(parts, ", "))
+	return fmt.Sprintf("These figures are over %d replications (independent seeds, the warm-up decided once): means, and "+
+		"p99 the percentile of all their samples together; with their 95%% confidence intervals (Student t, and for p99 "+
+		"a jackknife over the replications): %s.", len(x.Reps), strings.Join(parts, ", "))
 }
 
 // wrap breaks text into lines of at most width columns at spaces.
