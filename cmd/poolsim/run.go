@@ -48,7 +48,8 @@ seconds and wait_L the queue's time-averaged length from its own integral,
 so wait_L = wait_lambda x wait_W up to the waiters at the window's ends.
 
 Steady state: an open workload's first workload.warmup (auto: found by MSER-5 on
-5 pilot runs of its own) is left out of every time average, percentile and rate, which are
+5 pilot runs of its own, and at least until their pools have filled; a study's first
+batch may lengthen it) is left out of every time average, percentile and rate, which are
 measured up to the end of arrivals (warmup_ms and steady_ms say how much);
 ok_txns, tps and wall_ms stay the whole run's. A closed workload adds
 tps_steady: the completion rate from the first completion until the first

@@ -86,10 +86,11 @@ func BenchmarkTinyRun(b *testing.B) {
 // 12,500 s (a million transactions, past the recorders' exact limit).
 func BenchmarkReplicationDists(b *testing.B) {
 	webApp := func() Config {
+		q, _ := sim.LognormalP99(sim.Millisecond, 8*sim.Millisecond)
+		cpu, _ := sim.LognormalP99(1500*sim.Microsecond, 12*sim.Millisecond)
 		c := Default()
 		c.Workload = Workload{ArrivalRate: 250, Duration: 20 * sim.Second, TxnsPerSession: 2, StmtsPerTxn: 4,
-			Query: sim.LognormalDist(sim.Millisecond, 1.2), CPU: sim.LognormalDist(1500*sim.Microsecond, 1.2),
-			Think: sim.ExpDist(500 * sim.Microsecond), Warmup: sim.Second}
+			Query: q, CPU: cpu, Think: sim.ExpDist(500 * sim.Microsecond), Warmup: sim.Second}
 		c.Pooler.PoolMode = poolmode.Transaction
 		c.Pooler.Hop = 100 * sim.Microsecond
 		c.Pooler.MaxClientConn = 10_000
