@@ -839,10 +839,12 @@ const modelReplications = 5
 
 // replicated is the mean of n replications of c, run side by side (each
 // is single-threaded and deterministic, so the mean does not depend on
-// which ends first): the reported metrics as system.Replicated.Mean
-// averages them, and the diagnostics beside them (the run-queue waits,
-// the preemptions, the driver threads' spread) averaged too. A model
-// with classes keeps one run: Mean has no per-class average.
+// which ends first): the reported metrics as system.Replicated.RunMean
+// averages them - a live run is one run, so its model is what one run
+// reads on average, its percentiles the mean of the replications' own -
+// and the diagnostics beside them (the run-queue waits, the preemptions,
+// the driver threads' spread) averaged too. A model with classes keeps
+// one run: RunMean has no per-class average.
 func replicated(c system.Config, n int) system.Metrics {
 	if n <= 1 || len(c.Classes) > 0 {
 		return system.Run(c).Metrics
@@ -862,7 +864,7 @@ func replicated(c system.Config, n int) system.Metrics {
 		}()
 	}
 	wg.Wait()
-	m := reps.Mean()
+	m := reps.RunMean()
 	for _, f := range []func(*system.Metrics) *float64{
 		func(m *system.Metrics) *float64 { return &m.RunQueueServerUs },
 		func(m *system.Metrics) *float64 { return &m.RunQueuePoolerUs },

@@ -8,8 +8,8 @@ import (
 
 // Replications. One run of a stochastic system is one sample of it; a
 // study runs independent replications - the same system with different
-// seeds - and reports each metric's mean over them with a confidence
-// interval. Replication 0 runs with the scenario's own seed (so one
+// seeds - and reports each metric over them (a mean, or a percentile of
+// their samples together: see Replicated) with a confidence interval. Replication 0 runs with the scenario's own seed (so one
 // replication is exactly the run poolsim has always made); replication i
 // runs with ReplicationSeed(seed, i), the same for every configuration of
 // a study, so configurations compared replication by replication share
@@ -156,7 +156,13 @@ func walkDists(v reflect.Value, path string, f func(path, field string, random b
 // estimates the variance of the very figure reported, from estimates each
 // made of (R−1)/R of the data, so a single short run's skewed tail does
 // not stand in for it as it does in sectioning (the spread of the
-// replications' own percentiles). It is consistent for quantiles when the
+// replications' own percentiles around the pooled one): on that M/M/3
+// with a 20 s warm-up and 200 replications, sectioning's half-width was
+// 3.6 % and covered Erlang C's p99 in 10 of 40 seeds, the jackknife's 14 %
+// and 35 of 40 -
+// the pooled p99 moves with the few replications that hold a long
+// congested stretch, which the replications' own p99s, averaged, hide.
+// It is consistent for quantiles when the
 // groups left out are large (Shao and Wu 1989: a run is thousands of
 // samples), and it carries over to the paired difference of two
 // configurations run with common random numbers (Paired): leaving the
@@ -332,6 +338,24 @@ func (r Replicated) Mean() Metrics {
 		return r[0]
 	}
 	return MetricsOf(r.Stats())
+}
+
+// RunMean is what one run reads on average: every metric's mean over the
+// replications, a percentile too (the mean of the replications' own, not
+// the percentile of their samples together); a single replication's own
+// metrics. It is the model of a single run of the same length - what a
+// live run is compared with - where Mean is the study's estimate of the
+// system.
+func (r Replicated) RunMean() Metrics {
+	if len(r) == 1 {
+		return r[0]
+	}
+	var m Metrics
+	for _, f := range Fields() {
+		mean, _, _ := sim.MeanCI(r.Values(f))
+		f.Set(&m, mean)
+	}
+	return m
 }
 
 // MetricsOf is the metrics of a table of Stats' estimates (counts rounded

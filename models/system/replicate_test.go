@@ -92,6 +92,9 @@ func TestStatPoolsPercentiles(t *testing.T) {
 	if got := rs.Mean().P99Ms; got != est {
 		t.Errorf("Mean().P99Ms %v, want the pooled %v", got, est)
 	}
+	if got := rs.RunMean().P99Ms; got != mean {
+		t.Errorf("RunMean().P99Ms %v, want the mean of the runs' p99s %v", got, mean)
+	}
 	// One replication is its own figures; without distributions (read
 	// back from a report) a percentile falls back to the mean.
 	if e, h := rs[:1].Stat(p99); e != rs[0].P99Ms || h != 0 {
