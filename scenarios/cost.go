@@ -17,6 +17,12 @@ type StudyCost struct {
 	AtLeast   bool    // a precision goal may add replications beyond the estimate
 }
 
+// DistsBytes is what a replication of a replicated point keeps for the
+// study's pooled percentiles (system.Metrics.Dists): 36 kB for
+// web-app.yaml's 20 s, 56 kB for erlang-c.yaml's 200 s, 150 kB for a
+// million transactions (go test ./models/system -bench ReplicationDists).
+const DistsBytes = 64 << 10
+
 // EstimateStudy estimates a study before it runs; it allocates nothing in
 // proportion to the study's size.
 func EstimateStudy(points []Point, st Study, workers int) StudyCost {
@@ -31,13 +37,16 @@ func EstimateStudy(points []Point, st Study, workers int) StudyCost {
 			reps = DefaultFirstBatch
 		}
 	}
-	var longest float64
+	var longest, kept float64
 	var sizes []float64
 	for _, p := range points {
 		one := p.Config.Estimate()
 		n := reps
 		if !p.Config.Stochastic() {
 			n = 1
+		}
+		if n > 1 {
+			kept += float64(n)
 		}
 		if w := p.Config.Workload; w.Open() && w.WarmupAuto {
 			n += system.Pilots
@@ -53,6 +62,7 @@ func EstimateStudy(points []Point, st Study, workers int) StudyCost {
 		c.PeakBytes += sizes[len(sizes)-1-i]
 	}
 	c.PeakBytes += float64(c.Runs) * 2048 // every replication's metrics, kept
+	c.PeakBytes += kept * DistsBytes      // and a replicated point's distributions
 	c.Seconds = max(c.Events/system.EventsPerSecond/float64(workers), longest)
 	return c
 }

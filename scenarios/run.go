@@ -7,12 +7,12 @@ import (
 	"sync"
 
 	"github.com/poolsim/poolsim/models/system"
-	"github.com/poolsim/poolsim/sim"
 )
 
-// Row is one point's run. With replications, Metrics holds the means over
-// them (counts rounded) and Reps every replication's metrics, in
-// replication order; with one run, Reps holds that run.
+// Row is one point's run. With replications, Metrics holds the study's
+// estimates over them (means, counts rounded, and pooled percentiles: see
+// Stat) and Reps every replication's metrics, in replication order; with
+// one run, Reps holds that run.
 type Row struct {
 	Params []Param
 	Config system.Config
@@ -28,23 +28,46 @@ type Row struct {
 	// Classes are each client class's figures, for a point with classes
 	// (system.Config.Classes), in the classes' order.
 	Classes []ClassRow
+	// Notes are what the study found that a reader of the row's figures
+	// must know: runs too short for the precision asked (their start-up
+	// may still be in the figures), a precision goal not reached.
+	Notes []string
+
+	stats []system.Stat // Stat's table, made at its first use
 }
 
 // ClassRow is one class's figures at a point: its replications and their
-// means.
+// estimates.
 type ClassRow struct {
 	Name    string
 	Reps    system.Replicated
 	Metrics system.Metrics
+	stats   []system.Stat // Stat's table, made at its first use
 }
 
-// Stat is metric f's mean over the class's replications and its 95 %
-// half-width.
-func (c *ClassRow) Stat(f system.Field) (mean, half float64) { return c.Reps.Stat(f) }
+// Stat is metric f's estimate over the class's replications and its 95 %
+// half-width (system.Replicated.Stat). The first call reads every metric
+// at once and keeps them: Reps must not change after it.
+func (c *ClassRow) Stat(f system.Field) (estimate, half float64) {
+	if c.stats == nil {
+		c.stats = c.Reps.Stats()
+	}
+	s := c.stats[f.Pos()]
+	return s.Estimate, s.Half
+}
 
-// Stat is metric f's mean over the row's replications and the half-width
-// of its 95 % confidence interval (0 with one run).
-func (r *Row) Stat(f system.Field) (mean, half float64) { return r.Reps.Stat(f) }
+// Stat is metric f's estimate over the row's replications and the
+// half-width of its 95 % confidence interval (0 with one run): a mean, or
+// a percentile of the replications' samples together
+// (system.Replicated.Stat). The first call reads every metric at once and
+// keeps them: Reps must not change after it.
+func (r *Row) Stat(f system.Field) (estimate, half float64) {
+	if r.stats == nil {
+		r.stats = r.Reps.Stats()
+	}
+	s := r.stats[f.Pos()]
+	return s.Estimate, s.Half
+}
 
 // Study says how many independent replications each point runs.
 type Study struct {
@@ -53,8 +76,9 @@ type Study struct {
 	Replications int
 	// Precision, when above 0, keeps adding replications to a point until
 	// the 95 % half-width of its tps and p99 is within Precision of their
-	// means (0.02 for 2 %), or MaxReplications is reached. Replications is
-	// then the first batch (DefaultFirstBatch when it is below 2).
+	// estimates (0.02 for 2 %), or MaxReplications is reached (a note then
+	// says so). Replications is then the first batch (DefaultFirstBatch
+	// when it is below 2).
 	Precision       float64
 	MaxReplications int
 }
@@ -82,9 +106,12 @@ func Run(points []Point, workers int) []Row {
 // goroutines at once (0 = one per CPU), all replications of all points
 // sharing the workers, and returns the rows in the points' order. Work is
 // handed out point by point (a point's pilot runs, then its replications),
-// so the first points finish first. The rows do not depend on workers:
-// replication i of every point runs with system.ReplicationSeed(seed, i),
-// and the batches a precision goal adds depend only on the results. When
+// so the first points finish first. An open workload's first batch (10
+// replications, or all when fewer) runs before the rest: the start-up
+// check (startup.go) may lengthen its automatic warm-up and run it again.
+// The rows do not depend on workers: replication i of every point runs
+// with system.ReplicationSeed(seed, i), and the start-up check and the
+// batches a precision goal adds depend only on the results. When
 // ctx is done it stops within a moment and returns every row with ctx's
 // error: the points it finished as usual, the others marked Incomplete.
 // progress, when not nil, is called from the caller's goroutine.
@@ -110,10 +137,15 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 	for i, p := range points {
 		rows[i] = Row{Params: p.Params, Config: p.Config}
 		st := &ps[i]
-		st.cfg, st.want = p.Config, first
+		st.cfg, st.want, st.planned = p.Config, first, first
 		if !p.Config.Stochastic() {
 			rows[i].Deterministic = true
-			st.want = 1
+			st.want, st.planned = 1, 1
+		}
+		if st.planned >= 2 && p.Config.Open() {
+			// The start-up check needs the first batch before the rest.
+			st.check = true
+			st.want = min(st.want, DefaultFirstBatch)
 		}
 		if w := p.Config.Workload; w.Open() && w.WarmupAuto {
 			st.pilots = make([]system.Pilot, system.Pilots)
@@ -179,18 +211,40 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 			}
 		} else {
 			p.got++
-			// A batch done: with a precision goal, another if the point
-			// is not yet known well enough.
-			if p.got == p.want && st.Precision > 0 && !rows[j.point].Deterministic && p.want < limit && !precise(rows[j.point].Reps, st.Precision) {
-				more := min(limit, int(math.Ceil(float64(p.want)*1.5)))
+			row := &rows[j.point]
+			grow := func(more int) {
 				total += more - p.want
 				p.want = more
-				rows[j.point].Reps = append(rows[j.point].Reps, make(system.Replicated, more-len(rows[j.point].Reps))...)
-				for k := range rows[j.point].Classes {
-					cr := &rows[j.point].Classes[k]
+				row.Reps = append(row.Reps, make(system.Replicated, more-len(row.Reps))...)
+				for k := range row.Classes {
+					cr := &row.Classes[k]
 					cr.Reps = append(cr.Reps, make(system.Replicated, more-len(cr.Reps))...)
 				}
 				cursor = min(cursor, j.point)
+			}
+			if p.got == p.want && p.check {
+				// The first batch done: lengthen the warm-up if the
+				// start-up could still be in its figures (the batch then
+				// runs again with it), and go on to the replications
+				// planned.
+				p.check = false
+				cut, capped, again, tau := startupCheck(p.cfg, row.Reps[:p.got], st, p.planned, p.pilots != nil)
+				p.tau = tau
+				if again {
+					p.cfg.Workload.Warmup = cut
+					p.capped = capped
+					p.sent, p.got = 0, 0
+					total += p.want
+				}
+				if p.planned > p.want {
+					grow(p.planned)
+				}
+				cursor = min(cursor, j.point)
+			}
+			if p.got == p.want && st.Precision > 0 && !row.Deterministic && p.want < limit && !precise(row.Reps, st.Precision) {
+				// A batch done: with a precision goal, another if the
+				// point is not yet known well enough.
+				grow(min(limit, int(math.Ceil(float64(p.want)*1.5))))
 			}
 		}
 		if progress != nil {
@@ -205,9 +259,27 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 			rows[i].Reps, rows[i].Classes = nil, nil
 			continue
 		}
-		rows[i].Metrics = rows[i].Reps.Mean()
+		rows[i].Notes = notes(ps[i].cfg, rows[i].Reps, st, limit, ps[i].capped, ps[i].tau)
+		if len(rows[i].Reps) == 1 {
+			// One run: nothing to pool, and its distributions would only
+			// take memory.
+			rows[i].Reps[0].Dists = system.Dists{}
+			for k := range rows[i].Classes {
+				rows[i].Classes[k].Reps[0].Dists = system.Dists{}
+			}
+		}
+		rows[i].stats = rows[i].Reps.Stats()
+		rows[i].Metrics = rows[i].Reps[0]
+		if len(rows[i].Reps) > 1 {
+			rows[i].Metrics = system.MetricsOf(rows[i].stats)
+		}
 		for k := range rows[i].Classes {
-			rows[i].Classes[k].Metrics = rows[i].Classes[k].Reps.Mean()
+			cr := &rows[i].Classes[k]
+			cr.stats = cr.Reps.Stats()
+			cr.Metrics = cr.Reps[0]
+			if len(cr.Reps) > 1 {
+				cr.Metrics = system.MetricsOf(cr.stats)
+			}
 		}
 		rows[i].Compat = system.CompatFor(rows[i].Config)
 	}
@@ -219,21 +291,24 @@ type pointState struct {
 	cfg                    system.Config  // with its warm-up decided once the pilots are done
 	pilots                 []system.Pilot // an automatic warm-up's pilot runs (nil without)
 	pilotsSent, pilotsDone int
-	want, sent, got        int // replications needed so far, handed out, finished
-	atLimit                bool
+	want, sent, got        int     // replications needed so far, handed out, finished
+	planned                int     // replications the study asks for before any precision goal adds more
+	check                  bool    // the first batch is to be checked for its start-up before the rest run
+	atLimit                bool    // MSER-5 cut as much as it may
+	capped                 bool    // the start-up check lengthened the warm-up to the most it may be
+	tau                    float64 // the correlation time's bound the start-up check went by (s)
 }
 
 // PrecisionFields are the metrics a precision goal applies to.
 var PrecisionFields = []string{"tps", "p99_ms"}
 
 // precise reports whether every precision field's half-width is within
-// rel of its mean.
+// rel of its estimate (system.Replicated.Stat: p99_ms pooled).
 func precise(reps system.Replicated, rel float64) bool {
 	for _, name := range PrecisionFields {
 		f, _ := system.FieldByName(name)
-		xs := reps.Values(f)
-		mean, half, ok := sim.MeanCI(xs)
-		if !ok || half > rel*math.Abs(mean) {
+		est, half := reps.Stat(f)
+		if len(reps) < 2 || half > rel*math.Abs(est) {
 			return false
 		}
 	}

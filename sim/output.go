@@ -141,6 +141,35 @@ func PairedCI(a, b []float64) (mean, half float64, ok bool) {
 	return MeanCI(d)
 }
 
+// JackknifeCI is the 95 % half-width of an estimate computed from n ≥ 2
+// independent groups of observations (runs), given its leave-one-out
+// values: leaveOut[i] is the same estimate computed without group i. It
+// is the delete-a-group jackknife: variance (n−1)/n · Σ (θ₍₋ᵢ₎ − θ̄)²,
+// and Student t with n−1 degrees of freedom. For a smooth estimate (a
+// mean) it is exactly MeanCI's half-width. A percentile is not smooth in
+// single observations, and the jackknife deleting one observation at a
+// time fails for it; deleting a whole group of d observations is
+// consistent once d grows faster than √N of the N in all (Shao and Wu
+// 1989), which a run of many samples is. ok is false with fewer than two
+// groups.
+func JackknifeCI(leaveOut []float64) (half float64, ok bool) {
+	n := len(leaveOut)
+	if n < 2 {
+		return 0, false
+	}
+	var sum float64
+	for _, x := range leaveOut {
+		sum += x
+	}
+	mean := sum / float64(n)
+	var ss float64
+	for _, x := range leaveOut {
+		d := x - mean
+		ss += d * d
+	}
+	return TQuantile(n-1) * math.Sqrt(ss*float64(n-1)/float64(n)), true
+}
+
 // Differs reports whether a paired difference with this mean and
 // half-width is real at 95 %: its interval excludes zero.
 func Differs(mean, half float64) bool { return math.Abs(mean) > half }

@@ -204,11 +204,7 @@ func (s *Samples) Percentile(p float64) Time {
 	if n == 0 {
 		return 0
 	}
-	// p*n is exact for whole p; the small epsilon keeps a product that
-	// floating point lands a hair above a whole number (95*n/100) from
-	// moving the rank up by one.
-	k := int(math.Ceil(p*float64(n)/100 - 1e-9))
-	k = min(max(k, 1), n)
+	k := nearestRank(p, n)
 	if s.h != nil {
 		// The least and greatest samples bound every bucket's midpoint.
 		return min(max(s.h.rank(k, s.zeros), s.lo), s.hi)
@@ -230,6 +226,15 @@ func (s *Samples) Percentile(p float64) Time {
 	default:
 		return s.nth(i - s.zeros)
 	}
+}
+
+// nearestRank is the rank (1-based) of the p-th percentile of n > 0
+// samples: ceil(p/100·n), from 1 to n. p·n is exact for whole p; the
+// small epsilon keeps a product that floating point lands a hair above a
+// whole number (95·n/100) from moving the rank up by one.
+func nearestRank(p float64, n int) int {
+	k := int(math.Ceil(p*float64(n)/100 - 1e-9))
+	return min(max(k, 1), n)
 }
 
 // nth is the i-th smallest (0-based) nonzero sample, found by selection in

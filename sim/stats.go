@@ -105,6 +105,9 @@ func (q *QueueStats) Little(end Time) (L, lambda, W float64) {
 // MaxLen is the longest the queue has been.
 func (q *QueueStats) MaxLen() int64 { return q.length.Max() }
 
+// Len is the number waiting now.
+func (q *QueueStats) Len() int { return q.n }
+
 // FIFO is a first-come, first-served wait queue of entity IDs that measures
 // itself (QueueStats). Entries may leave from the head (served) or be
 // removed from anywhere (abandoned); both count as departures.

@@ -48,7 +48,8 @@ seconds and wait_L the queue's time-averaged length from its own integral,
 so wait_L = wait_lambda x wait_W up to the waiters at the window's ends.
 
 Steady state: an open workload's first workload.warmup (auto: found by MSER-5 on
-5 pilot runs of its own) is left out of every time average, percentile and rate, which are
+5 pilot runs of its own, and at least until their pools have filled; a study's first
+batch may lengthen it) is left out of every time average, percentile and rate, which are
 measured up to the end of arrivals (warmup_ms and steady_ms say how much);
 ok_txns, tps and wall_ms stay the whole run's. A closed workload adds
 tps_steady: the completion rate from the first completion until the first
@@ -142,8 +143,8 @@ func writeExplain(w io.Writer, rows []scenarios.Row) error {
 	return nil
 }
 
-// replicationWords says that the figures above are means, and how sure
-// the main ones are.
+// replicationWords says what the figures above are over replications, and
+// how sure the main ones are.
 func replicationWords(x *scenarios.Row) string {
 	var parts []string
 	for _, k := range []struct{ name, label, unit string }{
@@ -157,8 +158,9 @@ func replicationWords(x *scenarios.Row) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s = %.4g ± %.2g%s", k.label, mean, half, k.unit))
 	}
-	return fmt.Sprintf("These figures are means over %d replications (independent seeds, the warm-up decided once); "+
-		"with their 95%% confidence intervals (Student t): %s.", len(x.Reps), strings.Join(parts, ", "))
+	return fmt.Sprintf("These figures are over %d replications (independent seeds, the warm-up decided once): means, and "+
+		"p99 the percentile of all their samples together; with their 95%% confidence intervals (Student t, and for p99 "+
+		"a jackknife over the replications): %s.", len(x.Reps), strings.Join(parts, ", "))
 }
 
 // wrap breaks text into lines of at most width columns at spaces.

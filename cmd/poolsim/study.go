@@ -27,14 +27,23 @@ const studyHelp = `Replications (run, sweep, advise):
   --replications N    run every point N times with independent seeds (the
                       first is the scenario's own seed, the others derived
                       from it, the same for every point, so points compare
-                      replication by replication) and print each figure as
-                      its mean ± the half-width of its 95% confidence
-                      interval (Student t); JSON and CSV carry <metric>,
+                      replication by replication) and print each figure ±
+                      the half-width of its 95% confidence interval: a
+                      mean with Student t's; a percentile (p99_ms,
+                      wait_p99_ms, ...) read from every replication's
+                      samples together, with a jackknife over the
+                      replications. JSON and CSV carry <metric>,
                       <metric>_ci95 and replications. A scenario whose every
-                      draw is constant is deterministic and runs once.
+                      draw, in every class, is constant is deterministic and
+                      runs once. An open workload's first batch (10) checks
+                      that its start-up is out of the figures, lengthens an
+                      automatic warm-up (and runs the batch again) when it
+                      is not, and a row whose runs are too short for the
+                      study says so in a note (table and JSON).
   --precision P       keep adding replications (from N, default 10) until the
-                      95% half-width of tps and p99 is within P of the mean
-                      (2% or 0.02), up to --max-replications (default 200)
+                      95% half-width of tps and p99 is within P of the
+                      estimate (2% or 0.02), up to --max-replications
+                      (default 200; a note says when it was not reached)
   replications: and precision: at the top of a scenario do the same; the
   flags win. Replications of all points share the workers (one per CPU).
   Before running, the cost is estimated from the scenario's size (clients,
@@ -45,7 +54,7 @@ const studyHelp = `Replications (run, sweep, advise):
 
 func addStudyFlags(fs *pflag.FlagSet) *studyFlags {
 	f := &studyFlags{}
-	fs.IntVar(&f.replications, "replications", 0, "independent replications per point, reported as mean ± 95% CI (default: the scenario's, else 1)")
+	fs.IntVar(&f.replications, "replications", 0, "independent replications per point, reported as estimate ± 95% CI (default: the scenario's, else 1)")
 	fs.StringVar(&f.precision, "precision", "", "add replications until tps and p99 are known within this relative half-width, e.g. 2%")
 	fs.IntVar(&f.maxReps, "max-replications", 0, "cap on replications with --precision (default 200)")
 	fs.IntVar(&f.workers, "workers", 0, "simulations run at once (default: one per CPU)")

@@ -65,6 +65,40 @@ func TestSweepGridOrder(t *testing.T) {
 	}
 }
 
+// A stochastic study's shards carry every replication's distributions and
+// the rows' notes, so merged JSON shards print the pooled percentiles, the
+// intervals and the notes of the unsharded sweep.
+func TestStochasticShardsMergeToUnsharded(t *testing.T) {
+	skipUnderRace(t)
+	dir := t.TempDir()
+	// 30 s runs cannot give 2 %: notes say so.
+	args := []string{"sweep", "erlang-c", "--set", "workload.duration=30s", "--precision", "2%", "--max-replications", "15",
+		"--vary", "pooler.default_pool_size=9,12", "--quiet", "--format", "json"}
+	var files []string
+	for i := 1; i <= 2; i++ {
+		code, out, errOut := runCmd(append(args, "--shard", fmt.Sprintf("%d/2", i))...)
+		if code != 0 {
+			t.Fatalf("shard %d/2: exit %d: %s", i, code, errOut)
+		}
+		p := filepath.Join(dir, fmt.Sprintf("s%d.json", i))
+		if err := os.WriteFile(p, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, p)
+	}
+	code, want, errOut := runCmd(args...)
+	if code != 0 {
+		t.Fatalf("unsharded: exit %d: %s", code, errOut)
+	}
+	code, got, errOut := runCmd(append([]string{"merge"}, files...)...)
+	if code != 0 || got != want {
+		t.Errorf("merge of 2 stochastic json shards: exit %d (%s), differs from the unsharded sweep:\n%s\nwant\n%s", code, errOut, got, want)
+	}
+	if !strings.Contains(want, "wait_p99_ms_ci95") || !strings.Contains(want, "precision not reached") {
+		t.Errorf("the study printed no intervals or no notes:\n%s", want)
+	}
+}
+
 // TestShardsMergeToUnsharded proves that merged shards are byte for byte
 // the unsharded sweep, for json and csv, whatever the number of shards
 // (including more shards than points) and the order of the files.

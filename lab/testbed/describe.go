@@ -7,6 +7,17 @@ import (
 	"github.com/poolsim/poolsim/models/system"
 )
 
+// Random reports whether a run draws random numbers of the machine's
+// own: the driver's CPU per statement from a distribution, or a speed
+// sequence (its start is drawn).
+func (t Machine) Random(system.Config) bool {
+	speeds := false
+	for _, x := range t.Speed {
+		speeds = speeds || x != t.Speed[0]
+	}
+	return t.DriverCPU.Random() || speeds
+}
+
 // Describe is the machine in one sentence, for the model's assumptions
 // (system.Machine).
 func (t Machine) Describe(c system.Config) string {

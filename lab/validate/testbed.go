@@ -873,10 +873,12 @@ const modelReplications = 5
 
 // replicated is the mean of n replications of c, run side by side (each
 // is single-threaded and deterministic, so the mean does not depend on
-// which ends first): the reported metrics as system.Replicated.Mean
-// averages them, and the machine's stats beside them (the run-queue
-// waits, the preemptions, the driver threads' spread) averaged too. A
-// model with classes keeps one run: Mean has no per-class average.
+// which ends first): the reported metrics as system.Replicated.RunMean
+// averages them - a live run is one run, so its model is what one run
+// reads on average, its percentiles the mean of the replications' own -
+// and the machine's stats beside them (the run-queue waits, the
+// preemptions, the driver threads' spread) averaged too. A model with
+// classes keeps one run: RunMean has no per-class average.
 func replicated(c system.Config, n int) ModelRun {
 	if n <= 1 || len(c.Classes) > 0 {
 		return runModel(c)
@@ -898,7 +900,7 @@ func replicated(c system.Config, n int) ModelRun {
 		}()
 	}
 	wg.Wait()
-	m := ModelRun{Metrics: reps.Mean()}
+	m := ModelRun{Metrics: reps.RunMean()}
 	for _, f := range []func(*testbed.Stats) *float64{
 		func(s *testbed.Stats) *float64 { return &s.RunQueueServerUs },
 		func(s *testbed.Stats) *float64 { return &s.RunQueuePoolerUs },

@@ -34,6 +34,15 @@
 // pooler thread's work to hand a server to a client, queued like a
 // message, on whichever CPU the thread runs.
 //
+// Studies: a run keeps the distributions its percentiles were read from
+// (Metrics.Dists, compact histograms), so a study of replications
+// (Replicated, replicate.go) reports a percentile of all their samples
+// together with a jackknife interval, and a mean with Student t's;
+// Stochastic finds randomness in every class and distribution; the
+// automatic warm-up (warmup.go) is MSER-5 on pilot runs and at least the
+// pools' fill, and a study checks after its first batch that the start-up
+// is out of its figures (CorrelationTime, StartupBias).
+//
 // Units: durations are sim.Time (int64 nanoseconds); reported times are in
 // milliseconds (fields ending _ms) or seconds (wait_W); rates per second.
 //

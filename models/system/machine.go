@@ -22,6 +22,10 @@ type Machine interface {
 	Check(c Config, bad func(format string, args ...any))
 	// Describe is the machine in one sentence, for Assumptions.
 	Describe(c Config) string
+	// Random reports whether the machine draws random numbers of its own
+	// in a run of c (a distribution, a random start), so that a study of
+	// c needs replications (Config.Stochastic).
+	Random(c Config) bool
 	// Start sets one run up on h, before its first event, and returns
 	// the run's parts.
 	Start(h *Host) Parts

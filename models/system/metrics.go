@@ -1,6 +1,9 @@
 package system
 
 import (
+	"encoding/base64"
+	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -176,6 +179,139 @@ type Metrics struct {
 	PreparedHitRate    float64 `json:"prepared_hit_rate"`
 	ParseMsSavedPerTxn float64 `json:"parse_ms_saved_per_txn"`
 	PoolerCacheMB      float64 `json:"pooler_cache_mb"`
+
+	// Dists are the distributions the percentile metrics above were read
+	// from (over the same window), compact, for a study to read the
+	// percentiles of all its replications' samples together
+	// (Replicated.Stat). Not a reported metric: nil in metrics read back
+	// from a report or averaged over replications (Dists.Empty).
+	Dists Dists `json:"-"`
+}
+
+// Dists are one run's distributions behind its percentile metrics, each a
+// compact histogram (sim.Histogram: within sim.HistogramError of every
+// sample, a few bytes per occupied bucket), over the window the metrics
+// cover and over its second half (an open workload's steady window; none
+// for a closed one), which a study compares with the whole to see whether
+// the start-up is still in the figures (Replicated.StartBias). It is an
+// immutable, comparable value - metrics of equal runs are equal (==) - and
+// copies share it. The zero Dists holds none.
+type Dists struct {
+	// A byte, 1 when distLatSteady is distLatSteady's own (else it is
+	// distLat, not coded twice), then 2·nDists histograms in their binary
+	// form: the window's by distXxx, then the second half's.
+	code string
+}
+
+// newDists codes the window's distributions and its second half's (nil:
+// none).
+func newDists(window, late *[nDists]sim.Histogram) Dists {
+	var none [nDists]sim.Histogram
+	if late == nil {
+		late = &none
+	}
+	own := window[distLatSteady] != window[distLat] || late[distLatSteady] != late[distLat]
+	b := []byte{0}
+	if own {
+		b[0] = 1
+	}
+	for _, hs := range [...]*[nDists]sim.Histogram{window, late} {
+		for k, h := range hs {
+			if k == distLatSteady && !own {
+				h = sim.Histogram{}
+			}
+			b, _ = h.AppendBinary(b)
+		}
+	}
+	return Dists{code: string(b)}
+}
+
+// Empty reports whether d holds no distributions.
+func (d Dists) Empty() bool { return d.code == "" }
+
+// hist is distribution k of the window (late false) or of its second
+// half.
+func (d Dists) hist(k int, late bool) sim.Histogram {
+	if k == distLatSteady && d.code[0] == 0 {
+		k = distLat
+	}
+	if late {
+		k += nDists
+	}
+	s := d.code[1:]
+	var err error
+	for ; k > 0 && err == nil; k-- {
+		s, err = sim.SkipHistogram(s)
+	}
+	h, _, err2 := sim.ReadHistogram(s)
+	if err != nil || err2 != nil {
+		panic("system: Dists corrupted") // only newDists and UnmarshalText make them, checked
+	}
+	return h
+}
+
+// MarshalText codes d for a shard file: base64 of its histograms.
+func (d Dists) MarshalText() ([]byte, error) {
+	return base64.RawStdEncoding.AppendEncode(nil, []byte(d.code)), nil
+}
+
+// UnmarshalText reads what MarshalText wrote, checking every histogram.
+func (d *Dists) UnmarshalText(text []byte) error {
+	b, err := base64.RawStdEncoding.AppendDecode(nil, text)
+	if err != nil {
+		return fmt.Errorf("distributions: %w", err)
+	}
+	s := string(b)
+	if s == "" {
+		*d = Dists{}
+		return nil
+	}
+	if s[0] > 1 {
+		return errors.New("distributions: not this poolsim's")
+	}
+	rest := s[1:]
+	for range 2 * nDists {
+		if _, rest, err = sim.ReadHistogram(rest); err != nil {
+			return fmt.Errorf("distributions: %w", err)
+		}
+	}
+	if rest != "" {
+		return errors.New("distributions: trailing bytes")
+	}
+	d.code = s
+	return nil
+}
+
+// The distributions of Dists.
+const (
+	distLat       = iota // transaction latency
+	distLatSteady        // the latencies of the steady window (closed: a window of distLat's)
+	distWait             // pooler waits, one per assignment
+	distReq              // request latency
+	distAppWait          // application-pool waits, one per acquisition
+	distDec              // the parts of a transaction's latency: distDec+i for each of the 8
+	nDists        = distDec + 8
+)
+
+// percentiles are the metrics read as a percentile of one of Dists: the
+// distribution and the percentile.
+var percentiles = map[string]struct {
+	dist int
+	p    float64
+}{
+	"p50_ms": {distLat, 50}, "p95_ms": {distLat, 95}, "p99_ms": {distLat, 99},
+	"p50_steady_ms": {distLatSteady, 50}, "p99_steady_ms": {distLatSteady, 99},
+	"wait_p50_ms": {distWait, 50}, "wait_p99_ms": {distWait, 99},
+	"req_p50_ms": {distReq, 50}, "req_p99_ms": {distReq, 99},
+	"app_wait_p99_ms":     {distAppWait, 99},
+	"app_wait_txn_p50_ms": {distDec + 0, 50}, "app_wait_txn_p99_ms": {distDec + 0, 99},
+	"connect_txn_p50_ms": {distDec + 1, 50}, "connect_txn_p99_ms": {distDec + 1, 99},
+	"pooler_wait_txn_p50_ms": {distDec + 2, 50}, "pooler_wait_txn_p99_ms": {distDec + 2, 99},
+	"cpu_queue_txn_p50_ms": {distDec + 3, 50}, "cpu_queue_txn_p99_ms": {distDec + 3, 99},
+	"service_txn_p50_ms": {distDec + 4, 50}, "service_txn_p99_ms": {distDec + 4, 99},
+	"hop_txn_p50_ms": {distDec + 5, 50}, "hop_txn_p99_ms": {distDec + 5, 99},
+	"think_txn_p50_ms": {distDec + 6, 50}, "think_txn_p99_ms": {distDec + 6, 99},
+	"pooler_cpu_txn_p50_ms": {distDec + 7, 50}, "pooler_cpu_txn_p99_ms": {distDec + 7, 99},
 }
 
 // Result is a run's metrics and its mode's feature matrix; with classes,
@@ -214,7 +350,19 @@ type Field struct {
 	Name  string
 	Count bool // an integer count (a float when averaged over replications)
 	index int
+	// A percentile: of Dists[dist], at pct (pct 0: not a percentile).
+	dist int
+	pct  float64
+	pos  int // its place in Fields()
 }
+
+// Pos is f's place in Fields(): an index for a table of every metric.
+func (f Field) Pos() int { return f.pos }
+
+// Percentile reports whether f is a percentile of a distribution of the
+// run (p99_ms, wait_p99_ms, ...): over replications it is read from their
+// samples together, not averaged (Replicated.Stat).
+func (f Field) Percentile() bool { return f.pct > 0 }
 
 var fields = func() []Field {
 	t := reflect.TypeOf(Metrics{})
@@ -225,7 +373,11 @@ var fields = func() []Field {
 		if name == "-" {
 			continue // a diagnostic, not a reported metric
 		}
-		out = append(out, Field{Name: name, Count: f.Type.Kind() == reflect.Int64, index: i})
+		fd := Field{Name: name, Count: f.Type.Kind() == reflect.Int64, index: i, pos: len(out)}
+		if p, ok := percentiles[name]; ok {
+			fd.dist, fd.pct = p.dist, p.p
+		}
+		out = append(out, fd)
 	}
 	return out
 }()

@@ -141,7 +141,7 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 	if wall > 0 {
 		mt.TPS = float64(mt.OKTxns) / wall.Seconds()
 	}
-	m.steady(&mt, sc, from, to, end)
+	steadyLat, late := m.steady(&mt, sc, from, to, end)
 	if wall > 0 {
 		mt.ReqTPS = float64(mt.OKReqs) / wall.Seconds()
 	}
@@ -201,6 +201,7 @@ func (m *model) measure(s *sim.Sim, sc scope, from, to *snapshot, end sim.Time) 
 		}
 		mt.CPUUtil, mt.CPUJobsL = cpu.Measure(func(i int) float64 { return level(m.lvCPU() + i) })
 	}
+	mt.Dists = r.dists(steadyLat, late)
 	for i, cl := range m.classes {
 		if sc.class >= 0 && i != sc.class {
 			continue
@@ -264,13 +265,16 @@ func (m *model) serverShares(sc scope, level func(int) float64) (linked, busy, s
 // steady fills the steady-window figures of scope sc. An open run's
 // recorders keep only the window's samples afterwards (so every
 // percentile read later is the window's); a closed run's window spans the
-// whole run for everything but tps_steady and its percentiles.
-func (m *model) steady(mt *Metrics, sc scope, from, to *snapshot, end sim.Time) {
+// whole run for everything but tps_steady and its percentiles. It returns
+// the latencies p50_steady and p99_steady were read from (nil: none), and
+// an open run's distributions over the second half of its window.
+func (m *model) steady(mt *Metrics, sc scope, from, to *snapshot, end sim.Time) (*sim.Samples, *[nDists]sim.Histogram) {
 	r := sc.r
 	w := &m.window
 	c := m.cfg
 	mt.SessionMeanMs = ms(r.sessionLat.Mean())
 	if c.Open() {
+		late := r.lateHalf(sc.set, w.mid, to)
 		for i, rec := range r.recorders() {
 			rec.Keep(from.sets[sc.set].counts[i], to.sets[sc.set].counts[i])
 		}
@@ -289,10 +293,10 @@ func (m *model) steady(mt *Metrics, sc scope, from, to *snapshot, end sim.Time) 
 			mt.DrainMs = ms(r.lastTxn - d)
 		}
 		mt.BacklogStart, mt.BacklogEnd = from.sessions, to.sessions
-		return
+		return &r.lat, late
 	}
 	if !w.haveFirst {
-		return
+		return nil, nil
 	}
 	finish, ok, n := end, mt.OKTxns, r.lat.Count()
 	var ok0 int64 = 1
@@ -313,6 +317,55 @@ func (m *model) steady(mt *Metrics, sc scope, from, to *snapshot, end sim.Time) 
 	}
 	win := r.lat.Window(0, n)
 	mt.P50SteadyMs, mt.P99SteadyMs = ms(win.Percentile(50)), ms(win.Percentile(99))
+	return &win, nil
+}
+
+// dists are the distributions r's percentile metrics were read from
+// (steadyLat: those of p50_steady and p99_steady), after the window cut,
+// with late, the second half's, which steady made.
+func (r *results) dists(steadyLat *sim.Samples, late *[nDists]sim.Histogram) Dists {
+	var w [nDists]sim.Histogram
+	recs := r.recorders()
+	for k, i := range distRecorders {
+		if i >= 0 {
+			w[k] = recs[i].Histogram()
+		}
+	}
+	switch steadyLat {
+	case nil:
+	case &r.lat:
+		w[distLatSteady] = w[distLat]
+	default:
+		w[distLatSteady] = steadyLat.Histogram()
+	}
+	return newDists(&w, late)
+}
+
+// distRecorders are the recorders behind Dists (by distXxx; -1 for
+// distLatSteady, which is a window of the first), as indexes into
+// recorders().
+var distRecorders = [nDists]int{distLat: 0, distLatSteady: -1, distWait: 9, distReq: 12, distAppWait: 10,
+	distDec: 1, distDec + 1: 2, distDec + 2: 3, distDec + 3: 4, distDec + 4: 5, distDec + 5: 6, distDec + 6: 7, distDec + 7: 8}
+
+// lateHalf is the second half of an open run's steady window, from the
+// snapshot at its middle to its end, as histograms of every Dists
+// distribution (nil without a middle snapshot). It must be read before
+// the recorders are cut to the window.
+func (r *results) lateHalf(set int, mid, to *snapshot) *[nDists]sim.Histogram {
+	if mid == nil {
+		return nil
+	}
+	recs := r.recorders()
+	late := &[nDists]sim.Histogram{}
+	for d, i := range distRecorders {
+		if i < 0 {
+			continue
+		}
+		win := recs[i].Window(mid.sets[set].counts[i], to.sets[set].counts[i])
+		late[d] = win.Histogram()
+	}
+	late[distLatSteady] = late[distLat]
+	return late
 }
 
 // poolerMetrics adds the wait queues of every pooler process (Little's law

@@ -375,6 +375,7 @@ func (m *model) Handle(s *sim.Sim, e sim.Event) {
 		default:
 		}
 	}
+	m.window.due(m, s.Now())
 	switch e.Kind {
 	case evArrive:
 		m.end = s.Now()

@@ -60,6 +60,42 @@ type window struct {
 	atFinish  []setMark
 
 	from, to *snapshot // the window, once bounds has cut it
+
+	// An open run's snapshot in the middle of its steady window (nil until
+	// taken), for the study to compare the window's second half with the
+	// whole (Replicated.StartBias). It is taken at midAt by the first
+	// event at or after it, not by an event of its own, so a run's events
+	// are the same with it as without.
+	mid   *snapshot
+	midAt sim.Time // 0: none to take
+
+	// A pilot's: when the pools had first caught up with the start - the
+	// first moment, after a backend was started, that no backend start-up
+	// (a pool's server login, a direct client's backend) runs or waits and
+	// no client waits at a pool or an application pool; filled is false
+	// until then.
+	fillEnd sim.Time
+	filled  bool
+}
+
+// caughtUp notes, in a pilot, the first moment the pools have caught up
+// with the start (window.fillEnd): checked before every event, so the
+// state is the one left since the last.
+func (w *window) caughtUp(m *model, now sim.Time) {
+	if !w.pilot || w.filled || m.srv.open.Max() == 0 || m.srv.startup.Busy() > 0 {
+		return
+	}
+	for i := range m.pools {
+		if m.pools[i].wait.Len() > 0 {
+			return
+		}
+	}
+	for i := range m.classes {
+		if m.classes[i].app.waitQ.Len() > 0 {
+			return
+		}
+	}
+	w.fillEnd, w.filled = now, true
 }
 
 // levels are the model's time-weighted levels, in a fixed order: see the
@@ -140,6 +176,22 @@ func (w *window) init(m *model, s *sim.Sim, pilot bool) {
 		s.At(d, evSnapshot, 0, 0)
 	default:
 		s.At(d, evSnapshot, 0, 0)
+	}
+	if !pilot {
+		w.midAt = wl.Warmup + (d-wl.Warmup)/2
+	}
+}
+
+// due takes the middle snapshot when now has reached it: called before
+// every event is handled, so the accounts are those just before the
+// first event at or after midAt, which is what they were at midAt.
+func (w *window) due(m *model, now sim.Time) {
+	w.caughtUp(m, now)
+	if w.midAt > 0 && now >= w.midAt {
+		w.snap(m, w.midAt)
+		last := w.snaps[len(w.snaps)-1]
+		w.snaps, w.mid = w.snaps[:len(w.snaps)-1], &last
+		w.midAt = 0
 	}
 }
 

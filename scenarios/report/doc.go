@@ -5,11 +5,16 @@
 // with the merge that joins them into exactly the bytes of the unsharded
 // output.
 //
-// Numbers: a row with replications shows each metric as its mean over them
-// with the half-width of its 95 % confidence interval (Student t): in the
-// table as "3304.9 ± 12.1", in CSV and JSON as the metric (the mean) and
-// <metric>_ci95 (the half-width), with the row's replications. A row of
-// one run shows its figures exactly as the model measured them.
+// Numbers: a row with replications shows each metric as the study's
+// estimate with the half-width of its 95 % confidence interval - a mean
+// with Student t's interval, a percentile of all the replications' samples
+// together with a jackknife's (system.Replicated.Stat): in the table as
+// "3304.9 ± 12.1", in CSV and JSON as the metric and <metric>_ci95 (the
+// half-width), with the row's replications. A row of one run shows its
+// figures exactly as the model measured them. What the study found about a
+// row's figures (runs too short for it, a precision goal not reached:
+// scenarios.Row.Notes) follows the table as notes, and is each JSON row's
+// "notes"; CSV carries none.
 //
 // Guarantees: the output depends only on the rows (so on the scenario and
 // seed), never on workers, timing or map order.

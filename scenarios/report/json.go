@@ -47,7 +47,8 @@ func jsonValue(s string) []byte {
 
 // Metrics is a row's metrics as a JSON object: every metric in order, each
 // followed by <metric>_ci95 when the row has replications (then every
-// value is the mean over them).
+// value is the study's estimate: a mean, or a percentile of the
+// replications' samples together; see system.Replicated).
 type Metrics struct{ Row *scenarios.Row }
 
 // MarshalJSON writes the object.
@@ -80,6 +81,7 @@ type jsonRow struct {
 	Metrics       Metrics       `json:"metrics"`
 	Compat        compat.Matrix `json:"compat"`
 	Classes       []jsonClass   `json:"classes,omitempty"`
+	Notes         []string      `json:"notes,omitempty"` // what the study found about the row's figures (scenarios.Row.Notes)
 }
 
 // jsonClass is one client class's figures at a point.
@@ -108,7 +110,7 @@ func WriteJSON(w io.Writer, r Report) error {
 	}
 	for i := range r.Rows {
 		x := &r.Rows[i]
-		out.Rows[i] = jsonRow{Params: Params(x.Params), Replications: len(x.Reps), Deterministic: x.Deterministic, Metrics: Metrics{x}, Compat: x.Compat}
+		out.Rows[i] = jsonRow{Params: Params(x.Params), Replications: len(x.Reps), Deterministic: x.Deterministic, Metrics: Metrics{x}, Compat: x.Compat, Notes: x.Notes}
 		for k := range x.Classes {
 			cr := classRow(x, k)
 			out.Rows[i].Classes = append(out.Rows[i].Classes, jsonClass{Name: x.Classes[k].Name, Mode: cr.Config.Pooler.PoolMode.String(), Metrics: Metrics{cr}, Compat: cr.Compat})

@@ -24,8 +24,10 @@ import (
 // i/n), each a self-describing file; Merge joins all n into exactly the
 // bytes the unsharded sweep prints in that format.
 
-// ShardFormat is the version tag of shard files.
-const ShardFormat = "poolsim-shard-v2"
+// ShardFormat is the version tag of shard files. v3: JSON shards carry
+// every replication's distributions (a study's percentiles are read from
+// them) and each row's study notes.
+const ShardFormat = "poolsim-shard-v3"
 
 // ErrShard wraps every error about shard files' content: not a shard,
 // shards of different sweeps, one missing or given twice.
@@ -82,17 +84,50 @@ type shardJSONRow struct {
 	Params        []scenarios.Param `json:"params"`
 	Deterministic bool              `json:"deterministic"`
 	Reps          []system.Metrics  `json:"reps"`
+	Dists         []system.Dists    `json:"dists,omitempty"` // each replication's (Metrics.Dists), when it has them
 	Classes       []shardJSONClass  `json:"classes,omitempty"`
 	Compat        json.RawMessage   `json:"compat"`
+	Notes         []string          `json:"notes,omitempty"`
 }
 
 type shardJSONClass struct {
-	Name string           `json:"name"`
-	Reps []system.Metrics `json:"reps"`
+	Name  string           `json:"name"`
+	Reps  []system.Metrics `json:"reps"`
+	Dists []system.Dists   `json:"dists,omitempty"`
+}
+
+// distsOf is every replication's distributions, nil when none has any.
+func distsOf(reps system.Replicated) []system.Dists {
+	var out []system.Dists
+	for i := range reps {
+		if !reps[i].Dists.Empty() {
+			out = make([]system.Dists, len(reps))
+			for k := range reps {
+				out[k] = reps[k].Dists
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+// withDists is reps with their distributions put back (ds nil: none, or
+// one per replication).
+func withDists(reps []system.Metrics, ds []system.Dists) (system.Replicated, bool) {
+	if ds == nil {
+		return reps, true
+	}
+	if len(ds) != len(reps) {
+		return nil, false
+	}
+	for i := range reps {
+		reps[i].Dists = ds[i]
+	}
+	return reps, true
 }
 
 // WriteShard writes the shard of r's rows whose points are index: JSON
-// (shardJSON) or CSV (a "# poolsim-shard-v2 {meta}" line, then the CSV
+// (shardJSON) or CSV (a "# poolsim-shard-v3 {meta}" line, then the CSV
 // report with a leading point column).
 func WriteShard(w io.Writer, format string, meta ShardMeta, index []int, r Report) error {
 	if format == "csv" {
@@ -124,9 +159,9 @@ func WriteShard(w io.Writer, format string, meta ShardMeta, index []int, r Repor
 		if err != nil {
 			return err
 		}
-		out.Rows[i] = shardJSONRow{Point: index[i], Params: x.Params, Deterministic: x.Deterministic, Reps: x.Reps, Compat: c}
+		out.Rows[i] = shardJSONRow{Point: index[i], Params: x.Params, Deterministic: x.Deterministic, Reps: x.Reps, Dists: distsOf(x.Reps), Compat: c, Notes: x.Notes}
 		for _, cl := range x.Classes {
-			out.Rows[i].Classes = append(out.Rows[i].Classes, shardJSONClass{Name: cl.Name, Reps: cl.Reps})
+			out.Rows[i].Classes = append(out.Rows[i].Classes, shardJSONClass{Name: cl.Name, Reps: cl.Reps, Dists: distsOf(cl.Reps)})
 		}
 	}
 	enc := json.NewEncoder(w)
@@ -176,13 +211,21 @@ func ReadShard(name string, data []byte) (*Shard, error) {
 			if len(r.Reps) == 0 {
 				return nil, shardErr("%s: point %d has no replication", name, r.Point)
 			}
-			row := scenarios.Row{Params: r.Params, Deterministic: r.Deterministic, Reps: r.Reps}
+			reps, ok := withDists(r.Reps, r.Dists)
+			if !ok {
+				return nil, shardErr("%s: point %d has %d replications and %d distributions", name, r.Point, len(r.Reps), len(r.Dists))
+			}
+			row := scenarios.Row{Params: r.Params, Deterministic: r.Deterministic, Reps: reps, Notes: r.Notes}
 			row.Metrics = row.Reps.Mean()
 			for _, cl := range r.Classes {
 				if len(cl.Reps) == 0 {
 					return nil, shardErr("%s: point %d class %s has no replication", name, r.Point, cl.Name)
 				}
-				row.Classes = append(row.Classes, scenarios.ClassRow{Name: cl.Name, Reps: cl.Reps, Metrics: system.Replicated(cl.Reps).Mean()})
+				creps, ok := withDists(cl.Reps, cl.Dists)
+				if !ok {
+					return nil, shardErr("%s: point %d class %s has %d replications and %d distributions", name, r.Point, cl.Name, len(cl.Reps), len(cl.Dists))
+				}
+				row.Classes = append(row.Classes, scenarios.ClassRow{Name: cl.Name, Reps: creps, Metrics: creps.Mean()})
 			}
 			m, err := decodeCompat(r.Compat)
 			if err != nil {

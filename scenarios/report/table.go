@@ -22,7 +22,7 @@ type column struct {
 }
 
 // metric is a column of one metric with its decimals; with replications
-// the cell is "mean ± half-width".
+// the cell is "estimate ± half-width" (a mean, or a pooled percentile).
 func metric(head, name string, decimals int, show func(c *system.Config) bool) column {
 	f, ok := system.FieldByName(name)
 	if !ok {
@@ -33,8 +33,10 @@ func metric(head, name string, decimals int, show func(c *system.Config) bool) c
 
 // Cell is metric f of row r as the table shows it: a count of one run as
 // an integer, else the value with decimals places; with replications the
-// mean ± the half-width of its 95 % confidence interval (a count's mean
-// with one decimal at least).
+// study's estimate ± the half-width of its 95 % confidence interval (a
+// mean, or for a percentile the percentile of the replications' samples
+// together: system.Replicated.Stat; a count's mean with one decimal at
+// least).
 func Cell(r *scenarios.Row, f system.Field, decimals int) string {
 	mean, half := r.Stat(f)
 	if len(r.Reps) <= 1 {
@@ -132,7 +134,7 @@ func Heading(r Report) string {
 	}
 	switch {
 	case reps > 1 && det > 0:
-		s += fmt.Sprintf("; up to %d replications per row, mean ± 95%% CI; %d deterministic rows ran once, exact", reps, det)
+		s += fmt.Sprintf("; up to %d replications per row, means and pooled percentiles ± 95%% CI; %d deterministic rows ran once, exact", reps, det)
 	case reps > 1:
 		same := true
 		for i := range r.Rows {
@@ -140,11 +142,11 @@ func Heading(r Report) string {
 		}
 		switch {
 		case r.Study.Precision > 0 && same:
-			s += fmt.Sprintf("; %d replications per row to know tps and p99 within %g%%, mean ± 95%% CI", reps, r.Study.Precision*100)
+			s += fmt.Sprintf("; %d replications per row to know tps and p99 within %g%%, means and pooled percentiles ± 95%% CI", reps, r.Study.Precision*100)
 		case r.Study.Precision > 0:
-			s += fmt.Sprintf("; up to %d replications per row to know tps and p99 within %g%%, mean ± 95%% CI", reps, r.Study.Precision*100)
+			s += fmt.Sprintf("; up to %d replications per row to know tps and p99 within %g%%, means and pooled percentiles ± 95%% CI", reps, r.Study.Precision*100)
 		default:
-			s += fmt.Sprintf("; %d replications per row, mean ± 95%% CI", reps)
+			s += fmt.Sprintf("; %d replications per row, means and pooled percentiles ± 95%% CI", reps)
 		}
 	case det == len(r.Rows) && len(r.Rows) > 0 && (r.Study.Replications > 1 || r.Study.Precision > 0):
 		s += "; deterministic: every draw is constant, so one run is exact"
@@ -263,10 +265,36 @@ func WriteTable(w io.Writer, r Report) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	if writeNotes(w, r.Rows) {
+		fmt.Fprintln(w)
+	}
 	if len(modes) == 0 {
 		return nil
 	}
 	return writeCompat(w, modes)
+}
+
+// writeNotes writes each row's study notes, the row named by its swept
+// keys when there are several; it reports whether it wrote any.
+func writeNotes(w io.Writer, rows []scenarios.Row) bool {
+	wrote := false
+	for i := range rows {
+		for _, n := range rows[i].Notes {
+			var at []string
+			if len(rows) > 1 {
+				for _, p := range rows[i].Params {
+					at = append(at, p.Key+"="+p.Value)
+				}
+			}
+			if len(at) > 0 {
+				fmt.Fprintf(w, "note (%s): %s\n", strings.Join(at, " "), n)
+			} else {
+				fmt.Fprintf(w, "note: %s\n", n)
+			}
+			wrote = true
+		}
+	}
+	return wrote
 }
 
 func anyRow(rows []scenarios.Row, f func(c *system.Config) bool) bool {
