@@ -434,7 +434,7 @@ func (f *adviseFlags) runner(ctx context.Context) advise.Runner {
 			if rows[i].Incomplete {
 				continue
 			}
-			o := advise.Outcome{Total: rows[i].Reps, Deterministic: rows[i].Deterministic}
+			o := advise.Outcome{Total: rows[i].Reps, Deterministic: rows[i].Deterministic, Notes: rows[i].Notes}
 			if cfgs[i].Multi() {
 				for _, c := range rows[i].Classes {
 					o.Classes = append(o.Classes, c.Reps)

@@ -173,7 +173,7 @@ func TestAdviseUsageErrors(t *testing.T) {
 		args     []string
 		want     string
 	}{
-		{"pgbouncer-modes", []string{"--features", "prepared,cursors"}, `--features "prepared,cursors": unknown feature "cursors"`},
+		{"pgbouncer-modes", []string{"--features", "prepared,cursors"}, `--features "cursors": unknown feature "cursors"`},
 		{"pgbouncer-modes", []string{"--slo-p99", "fast"}, `--slo-p99 "fast": want a duration`},
 		{"pgbouncer-modes", []string{"--max-wait", "-5ms"}, `--max-wait "-5ms": want a duration above 0`},
 		{"pgbouncer-modes", []string{"--pool-sizes", "10..1"}, `--pool-sizes "10..1"`},

@@ -204,6 +204,8 @@ type Advice struct {
 	// VerifyFails lists the classes that miss a bar there.
 	Verified    *Eval
 	VerifyFails []string
+	// VerifyNotes are the study's notes on that run (runs too short...).
+	VerifyNotes []string
 	Frees       []Freeing
 	Help        []string
 	// MaxClientConn is what the answer needs of max_client_conn: the

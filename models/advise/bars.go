@@ -59,16 +59,12 @@ func field(name string) system.Field {
 // stat is a metric's mean and 95 % half-width over the replications.
 func stat(x system.Replicated, f system.Field) (mean, half float64) { return x.Stat(f) }
 
-// paired is the mean and 95 % half-width of a[i] − k·b[i] over the
-// replications both have (the same seeds: common random numbers).
-func paired(a, b system.Replicated, f system.Field, k float64) (mean, half float64) {
-	n := min(len(a), len(b))
-	xa, xb := a[:n].Values(f), b[:n].Values(f)
-	for i := range xb {
-		xb[i] *= k
-	}
-	mean, half, _ = sim.PairedCI(xa, xb)
-	return mean, half
+// paired is a − k·b and its 95 % half-width over the replications both
+// have (the same seeds: common random numbers): a mean of the paired
+// differences, or for a percentile the difference of the pooled
+// percentiles with its jackknife (system.Replicated.Paired).
+func paired(a, b system.Replicated, f system.Field, k float64) (est, half float64) {
+	return a.Paired(b, f, k)
 }
 
 // num is a count: whole for one run, a mean with a decimal otherwise.

@@ -201,6 +201,7 @@ func (e *engine) verify(k int, choice []*Eval) ([]*poolInfo, error) {
 	}
 	o := outs[0]
 	e.note(o)
+	e.a.VerifyNotes = o.Notes
 	v := &Eval{Pool: -1, Round: k, Classes: o.Classes, Total: o.Total, Meets: true}
 	e.a.Verified, e.a.VerifyFails = v, nil
 	var failing []*poolInfo

@@ -20,6 +20,9 @@ type Outcome struct {
 	Total         system.Replicated
 	Classes       []system.Replicated
 	Deterministic bool
+	// Notes are what the study found that a reader of its figures must
+	// know (runs too short for the precision asked, ...).
+	Notes []string
 }
 
 // Runner simulates a batch of configurations, each with the same

@@ -183,7 +183,7 @@ func sureWords(a *advise.Advice) []string {
 	if a.Deterministic {
 		out = append(out, "every draw of this workload is constant, so each configuration ran once and its figures are exact")
 	} else {
-		out = append(out, fmt.Sprintf("%d replications per configuration, the same seeds for every one (paired comparisons); figures are mean ± 95%% CI", a.Replications))
+		out = append(out, fmt.Sprintf("%d replications per configuration, the same seeds for every one (paired comparisons); figures are means and pooled percentiles ± 95%% CI", a.Replications))
 	}
 	for _, p := range a.Pools {
 		e := p.Choice
@@ -204,6 +204,9 @@ func sureWords(a *advise.Advice) []string {
 		default:
 			out = append(out, fmt.Sprintf("%s %d, the smallest meeting every bar on the means; the intervals cannot tell %d to %d apart from it", name, e.Size, min(v.Low, e.Size), max(v.High, e.Size)))
 		}
+	}
+	for _, n := range a.VerifyNotes {
+		out = append(out, "the whole run: "+strings.TrimSuffix(n, "."))
 	}
 	switch {
 	case a.Verified == nil:
