@@ -253,8 +253,10 @@ func TestChangeThatFreesAPool(t *testing.T) {
 	}
 	as := map[string][]advise.Assumption{"jobs": {{Change: f.Changes[0]}}}
 	b := mustAdvise(t, advise.Request{Base: base, Needs: needs, Assume: as}, 3)
-	if ch := pool(b, "jobs").Choice; ch.Mode != poolmode.Transaction || ch.Spend != f.To {
-		t.Errorf("with --assume jobs=xact_locks: jobs at %s (%d connections), want transaction with %d", ch.Where(), ch.Spend, f.To)
+	// The prediction came from the first round's search; the changed
+	// application's answer is searched and checked again as a whole.
+	if ch := pool(b, "jobs").Choice; ch.Mode != poolmode.Transaction || ch.Spend < f.To-1 || ch.Spend > f.To+1 {
+		t.Errorf("with --assume jobs=xact_locks: jobs at %s (%d connections), want transaction with about %d", ch.Where(), ch.Spend, f.To)
 	}
 	if b.Spend >= a.Spend {
 		t.Errorf("the changed application spends %d, the unchanged %d", b.Spend, a.Spend)

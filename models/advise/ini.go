@@ -93,7 +93,7 @@ func INI(a *Advice, scenario string) (string, error) {
 		if first == nil {
 			first = main
 		}
-		p("%s = host=127.0.0.1 port=5432 dbname=%s pool_size=%d pool_mode=%s max_db_connections=%d", d.name, d.name, size, mode, sum)
+		p("%s = host=127.0.0.1 port=5432 dbname=%s pool_size=%d min_pool_size=%d pool_mode=%s max_db_connections=%d", d.name, d.name, size, size, mode, sum)
 		for _, pl := range d.pools {
 			var opts []string
 			if pl.Choice.Mode != mode {

@@ -360,7 +360,11 @@ func (e *engine) set(c *system.Config, p int, s setting) {
 	c.Pooler.MaxPreparedStatements = max(c.Pooler.MaxPreparedStatements, s.maxPrepared)
 }
 
-// config is the base with every pool at its setting. lifted lifts
+// config is the base with every pool at its setting, and every pool open
+// from the start (min_pool_size at its size): advise asks about the steady
+// state, where a pool that has run a while keeps the servers its load
+// opened (server_idle_timeout is ten minutes), and --emit writes
+// min_pool_size so that the deployment starts so too. lifted lifts
 // max_connections so that no pool is held back by it while the pools are
 // searched (the budget is checked on their sum instead); the answer is
 // checked with the scenario's max_connections. max_client_conn is lifted
@@ -376,6 +380,7 @@ func (e *engine) config(ctx []setting, lifted bool) system.Config {
 	}
 	c.Pooler.MaxClientConn = e.lifted
 	c.Pooler.MaxDBConnections, c.Pooler.MaxUserConnections = 0, 0
+	c.Pooler.MinPoolSize = e.lifted
 	return c
 }
 

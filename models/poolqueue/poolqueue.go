@@ -148,6 +148,11 @@ func (q *Queue[C, S]) CanLaunch(size int) bool {
 	return !q.login && len(q.idle) == 0 && q.servers < size
 }
 
+// BelowMin reports whether the pool may start a server login to reach min
+// servers (PgBouncer's min_pool_size, which its janitor tops up whether or
+// not anyone waits): none is in flight and it has fewer than min.
+func (q *Queue[C, S]) BelowMin(min int) bool { return !q.login && q.servers < min }
+
 // NeedLaunch reports whether a client waits and the pool may start a
 // server login for it (CanLaunch). The caller then checks its own budgets
 // before calling Launch.

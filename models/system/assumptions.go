@@ -81,11 +81,14 @@ func Assumptions(c Config) []string {
 		out = append(out, fmt.Sprintf("percentiles are exact up to %s samples of a figure; past that (this run may record up to %s) a figure's samples go into a histogram and its percentiles are within %.2g%% of the exact value, its counts and means still exact",
 			grouped(sim.ExactLimit), grouped(int64(n)), 100*sim.HistogramError))
 	}
+	if n := c.Pooler.MinPoolSize; n > 0 {
+		out = append(out, fmt.Sprintf("min_pool_size %d: every pool starts opening its servers at time zero, one login at a time, up to min_pool_size or its size, and keeps them (PgBouncer's janitor tops a pool up while clients are connected)", n))
+	}
 	clients := "the clients' own CPU, "
 	if c.Machine != nil { // the machine says what it runs
 		clients = ""
 	}
-	out = append(out, "left out: network bandwidth and packet loss, disk and WAL beyond workload.query, locks between transactions, autovacuum and checkpoints, TLS, "+clients+"reserve_pool, min_pool_size, server_lifetime and server_idle_timeout reconnects")
+	out = append(out, "left out: network bandwidth and packet loss, disk and WAL beyond workload.query, locks between transactions, autovacuum and checkpoints, TLS, "+clients+"reserve_pool, server_lifetime and server_idle_timeout reconnects")
 	return out
 }
 

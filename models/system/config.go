@@ -298,7 +298,7 @@ func Default() Config {
 // (pool_mode as pooler.mode, which also takes direct): each is a scenario
 // key pooler.<key>, and poolsim validate hands the whole Pooling to the
 // proxy and to PgBouncer. The others are PgBouncer's defaults, there too.
-var AppliedPoolingKeys = []string{"pool_mode", "default_pool_size", "max_client_conn", "max_db_connections",
+var AppliedPoolingKeys = []string{"pool_mode", "default_pool_size", "min_pool_size", "max_client_conn", "max_db_connections",
 	"max_user_connections", "query_wait_timeout", "max_prepared_statements"}
 
 // defaultPooling is PgBouncer's defaults (pool_mode session,

@@ -266,7 +266,8 @@ func (m *model) assign(s *sim.Sim, c, srv int32, waited sim.Time) {
 // first (evict_connection); if none is idle the pool waits for one.
 func (m *model) grow(s *sim.Sim, pi int) {
 	p := &m.pools[pi]
-	if p.full || !p.queue.NeedLaunch(m.specLim[p.spec]) {
+	lim := m.specLim[p.spec]
+	if p.full || !p.queue.NeedLaunch(lim) && !p.queue.BelowMin(min(m.cfg.Pooler.MinPoolSize, lim)) {
 		return
 	}
 	if !m.roomFor(s, pi) {
@@ -365,6 +366,15 @@ func (m *model) loginRefused(s *sim.Sim, pi int) {
 // (Host.OpenServers) in every pool at time zero, pool by pool, each
 // within its pool's limit and all within server.max_connections.
 func (m *model) openAtStart(s *sim.Sim) {
+	// min_pool_size: every pooled pool starts its logins at once, one at a
+	// time, up to min(min_pool_size, its limit) (grow tops it up).
+	if m.cfg.Pooler.MinPoolSize > 0 {
+		for pi := range m.pools {
+			if m.specs[m.pools[pi].spec].Mode.Pooled() {
+				m.grow(s, pi)
+			}
+		}
+	}
 	n := m.serversOpen
 	if n <= 0 {
 		return

@@ -265,3 +265,25 @@ func TestTxnsPerRequestDistribution(t *testing.T) {
 	}
 	checkConservation(t, m)
 }
+
+// min_pool_size: a pool opens its servers at time zero, one login at a
+// time, up to min_pool_size or its size, whether anyone waits or not, and
+// a client arriving later finds them open.
+func TestMinPoolSizeOpensAtStart(t *testing.T) {
+	c := Default()
+	c.Workload = Workload{ArrivalRate: 10, Duration: 2 * sim.Second, TxnsPerSession: 1, StmtsPerTxn: 1, Query: sim.ConstDist(sim.Millisecond), Statements: 1, Warmup: sim.Second}
+	c.Pooler.PoolMode, c.Pooler.DefaultPoolSize = poolmode.Transaction, 5
+	c.Server.Connect = sim.ConstDist(5 * sim.Millisecond)
+	cold := Run(c).Metrics
+	c.Pooler.MinPoolSize = 50
+	warm := Run(c).Metrics
+	if warm.ServerConns != 5 || warm.ConnsOpened != cold.ConnsOpened {
+		t.Fatalf("min_pool_size 50, pool 5: %d servers at peak, want the pool's 5", warm.ServerConns)
+	}
+	if warm.WaitMaxMs != 0 || cold.WaitMaxMs == 0 {
+		t.Errorf("longest wait for a server %v ms with the pool open from the start, %v ms cold: want none, and the cold pool's logins waited for", warm.WaitMaxMs, cold.WaitMaxMs)
+	}
+	if cold.ServerConns >= 5 {
+		t.Errorf("a cold pool opened %d servers for 10 light clients/s: servers open on demand", cold.ServerConns)
+	}
+}

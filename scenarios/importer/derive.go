@@ -494,11 +494,11 @@ func (im *Import) pooler(src Sources) {
 	if len(c.OtherDatabases) > 0 {
 		im.drop("databases %s also had transactions in the window; one database is imported (--database chooses; several pools are issue 12)", strings.Join(c.OtherDatabases, ", "))
 	}
+	if c.MinPoolSize > 0 {
+		im.set("pooler.min_pool_size", strconv.Itoa(c.MinPoolSize), "pgbouncer SHOW DATABASES min_pool_size of database %s", c.Database)
+	}
 	if c.ReservePool > 0 {
 		im.drop("reserve_pool %d (after reserve_pool_timeout %v) is not modelled: the pool is default_pool_size only", c.ReservePool, c.Settings.ReservePoolTimeout)
-	}
-	if c.MinPoolSize > 0 {
-		im.drop("min_pool_size %d is not modelled: servers open on demand", c.MinPoolSize)
 	}
 	for _, s := range []struct {
 		name string
