@@ -328,7 +328,11 @@ func overrideFlags(fs *pflag.FlagSet, c, flags *pooler.Config) {
 // immediate one, SIGUSR1 pauses every pool and SIGUSR2 resumes them.
 func handleSignals(ctx context.Context, p *pooler.Proxy, served <-chan error, build func() (pooler.Config, error), logger *log.Logger) error {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2)
+	watch := []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM}
+	if sigPause != nil {
+		watch = append(watch, sigPause, sigResume)
+	}
+	signal.Notify(sigs, watch...)
 	defer signal.Stop(sigs)
 	done := ctx.Done()
 	quit := make(chan struct{}) // ends the goroutine that reports a completed pause
@@ -358,7 +362,7 @@ func handleSignals(ctx context.Context, p *pooler.Proxy, served <-chan error, bu
 				if err != nil {
 					logger.Printf("reload failed, the old settings stay: %v", err)
 				}
-			case syscall.SIGUSR1:
+			case sigPause:
 				done, err := p.Pause("")
 				if err != nil {
 					logger.Printf("got SIGUSR1: %v", err)
@@ -372,7 +376,7 @@ func handleSignals(ctx context.Context, p *pooler.Proxy, served <-chan error, bu
 					case <-quit:
 					}
 				}()
-			case syscall.SIGUSR2:
+			case sigResume:
 				if err := p.Resume(""); err != nil {
 					logger.Printf("got SIGUSR2: %v", err)
 				} else {

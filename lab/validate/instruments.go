@@ -4,8 +4,6 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // The validator watches a run while it goes: pgbench's threads' run delay
@@ -50,13 +48,4 @@ func (in *instrument) charge() {
 func (in *instrument) stop() {
 	in.charge()
 	runtime.UnlockOSThread()
-}
-
-// threadCPU is the calling thread's CPU time (0 where it cannot be read).
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
 }
