@@ -209,7 +209,6 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		c.Logf = logger.Printf
 		c.Verbose = *verbose
 		c.PlainIO = *plainIO
-		c.WaitLog = -1 // the per-assignment log is for the validator; nobody reads it here
 		return c, c.Validate()
 	}
 	cfg, err = build()
