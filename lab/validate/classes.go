@@ -233,27 +233,9 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 	}
 	pools := livePools(c)
 	classes := c.ClassList()
-	for _, cl := range classes {
-		p := pools[poolIndex(c, cl)]
-		cc := c.Clone()
-		cc.Classes, cc.Pools = nil, nil
-		cc.Workload = cl.Workload
-		// The class's statements and pauses are measured on as many
-		// connections at once as its pool has servers (calibrate runs
-		// max_connections - 2 at most).
-		cc.Server.MaxConnections = min(c.Server.MaxConnections, p.size+2)
-		app := cl.Workload.RequestLevel() && cl.Workload.AppSet
-		if app {
-			// The timers of the app pauses are measured; think gets
-			// the same overshoot (calibratedMulti).
-			cc.Workload.Think = cl.Workload.App
-		}
-		cal, err := calibrate(ctx, vv.srv.as(p.user, p.database).dsn, cc, stmt, samples, vv.backendGone)
-		if err != nil {
-			return a, err
-		}
-		cal.App = app
-		a.cals = append(a.cals, cal)
+	var err error
+	if a.cals, err = vv.calibrateClasses(ctx, c, pools, stmt, samples); err != nil {
+		return a, err
 	}
 	t, dsns, err := startPools(ctx, vv.o.Target, vv.srv, pools, c, vv.bouncerVersion, vv.logf)
 	if err != nil {
@@ -275,16 +257,7 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 			}
 		}
 	}
-	hold := map[string]bool{}
-	for _, h := range c.Live.WithHold {
-		hold[h] = true
-	}
-	var specs []load.Spec
-	for i, cl := range classes {
-		p := pools[poolIndex(c, cl)]
-		specs = append(specs, load.Spec{DSN: dsns[p.alias], Workload: cl.Workload, Seed: c.Seed, Blocks: p.mode != poolmode.Statement,
-			Statement: stmt, Settle: settle, SessionBase: uint64(i) << 40, Hold: hold[cl.Name], ArrivalStream: "arrivals/" + cl.Name})
-	}
+	specs := classSpecs(c, pools, dsns, stmt)
 	// Each pool's first login opened a server for its welcome: count
 	// them at time zero, after every class has logged in.
 	var openErr error
@@ -305,14 +278,73 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 	if err != nil {
 		return a, err
 	}
-	cpu1 := sampleCPU()
-	all := mergeResults(res)
-	a.total = measured(all)
-	users := map[string]int{}
-	for _, cl := range classes {
-		users[pools[poolIndex(c, cl)].alias]++
+	a.measure(res, cpu0, sampleCPU())
+	if t.px != nil {
+		a.proxyWaits(t.waits(), c, pools, res[0].Start)
 	}
-	for i := range classes {
+	if t.bouncer != nil {
+		if err := a.bouncerWaits(ctx, t.bouncer, c, pools, res, waitBefore); err != nil {
+			return a, err
+		}
+	}
+	if err := t.close(); err != nil {
+		return a, err
+	}
+	return a, nil
+}
+
+// calibrateClasses calibrates each class of c on its own, as its pool's
+// user on its database.
+func (vv *lab) calibrateClasses(ctx context.Context, c system.Config, pools []livePool, stmt load.Statement, samples int) ([]Calibration, error) {
+	var cals []Calibration
+	classes := c.ClassList()
+	for _, cl := range classes {
+		p := pools[poolIndex(c, cl)]
+		cc := c.Clone()
+		cc.Classes, cc.Pools = nil, nil
+		cc.Workload = cl.Workload
+		// The class's statements and pauses are measured on as many
+		// connections at once as its pool has servers (calibrate runs
+		// max_connections - 2 at most).
+		cc.Server.MaxConnections = min(c.Server.MaxConnections, p.size+2)
+		app := cl.Workload.RequestLevel() && cl.Workload.AppSet
+		if app {
+			// The timers of the app pauses are measured; think gets
+			// the same overshoot (calibratedMulti).
+			cc.Workload.Think = cl.Workload.App
+		}
+		cal, err := calibrate(ctx, vv.srv.as(p.user, p.database).dsn, cc, stmt, samples, vv.backendGone)
+		if err != nil {
+			return nil, err
+		}
+		cal.App = app
+		cals = append(cals, cal)
+	}
+	return cals, nil
+}
+
+// classSpecs are the load driver's groups, a class each, through its
+// pool; the classes of live.with_hold hold their cursors.
+func classSpecs(c system.Config, pools []livePool, dsns map[string]string, stmt load.Statement) []load.Spec {
+	hold := map[string]bool{}
+	for _, h := range c.Live.WithHold {
+		hold[h] = true
+	}
+	var specs []load.Spec
+	for i, cl := range c.ClassList() {
+		p := pools[poolIndex(c, cl)]
+		specs = append(specs, load.Spec{DSN: dsns[p.alias], Workload: cl.Workload, Seed: c.Seed, Blocks: p.mode != poolmode.Statement,
+			Statement: stmt, Settle: settle, SessionBase: uint64(i) << 40, Hold: hold[cl.Name], ArrivalStream: "arrivals/" + cl.Name})
+	}
+	return specs
+}
+
+// measure sets what the driver measured of each class's group (res, in
+// class order) and of all of them, with the machine's CPUs between the
+// samples.
+func (a *multiAttempt) measure(res []*load.Result, cpu0, cpu1 cpuSample) {
+	a.total = measured(mergeResults(res))
+	for i := range res {
 		x := measured(res[i])
 		x.CPUBusy, x.CPUSelf = cpuUse(cpu0, cpu1, runtime.NumCPU())
 		x.CPUSteal = stealUse(cpu0, cpu1)
@@ -320,45 +352,61 @@ func (vv *lab) multiOnce(ctx context.Context, c system.Config, stmt load.Stateme
 	}
 	a.total.CPUBusy, a.total.CPUSelf = cpuUse(cpu0, cpu1, runtime.NumCPU())
 	a.total.CPUSteal = stealUse(cpu0, cpu1)
-	if t.px != nil {
-		ws := t.waits()
-		a.total.setWaits(ws, res[0].Start, func(pooler.Wait) bool { return true })
-		for i, cl := range classes {
-			p := pools[poolIndex(c, cl)]
-			if users[p.alias] == 1 {
-				a.classes[i].setWaits(ws, res[0].Start, func(w pooler.Wait) bool { return w.Database == p.alias && w.User == p.user })
-			}
+}
+
+// poolUsers counts the classes on each pool, by alias: a class's own
+// waits are known only on a pool it does not share.
+func poolUsers(c system.Config, pools []livePool) map[string]int {
+	users := map[string]int{}
+	for _, cl := range c.ClassList() {
+		users[pools[poolIndex(c, cl)].alias]++
+	}
+	return users
+}
+
+// proxyWaits sets the waits from the proxy's assignments (ws) after
+// start: all of them, and each class's alone on its pool.
+func (a *multiAttempt) proxyWaits(ws []pooler.Wait, c system.Config, pools []livePool, start time.Time) {
+	users := poolUsers(c, pools)
+	a.total.setWaits(ws, start, func(pooler.Wait) bool { return true })
+	for i, cl := range c.ClassList() {
+		p := pools[poolIndex(c, cl)]
+		if users[p.alias] == 1 {
+			a.classes[i].setWaits(ws, start, func(w pooler.Wait) bool { return w.Database == p.alias && w.User == p.user })
 		}
 	}
-	if t.bouncer != nil {
-		// SHOW STATS totals move every stats_period (1 s here).
-		if err := probe.Sleep(ctx, 1100*time.Millisecond); err != nil {
-			return a, err
+}
+
+// bouncerWaits sets the mean waits from PgBouncer's SHOW STATS
+// total_wait_time since before (by pool alias) over the driver's
+// assignments: all of them, and each class's alone on its pool.
+func (a *multiAttempt) bouncerWaits(ctx context.Context, b *pgbouncer.PgBouncer, c system.Config, pools []livePool, res []*load.Result, before map[string]int64) error {
+	users := poolUsers(c, pools)
+	classes := c.ClassList()
+	// SHOW STATS totals move every stats_period (1 s here).
+	if err := probe.Sleep(ctx, 1100*time.Millisecond); err != nil {
+		return err
+	}
+	var sum, n int64
+	for i, cl := range classes {
+		p := pools[poolIndex(c, cl)]
+		after, _, err := bouncerStats(ctx, b, p.alias)
+		if err != nil {
+			return err
 		}
-		var sum, n int64
-		for i, cl := range classes {
-			p := pools[poolIndex(c, cl)]
-			after, _, err := bouncerStats(ctx, t.bouncer, p.alias)
-			if err != nil {
-				return a, err
-			}
-			k := assignments(p.mode, res[i])
-			sum += after - waitBefore[p.alias]
-			n += k
-			if users[p.alias] == 1 && k > 0 {
-				a.classes[i].Assignments, a.classes[i].WaitMeanOnly = k, true
-				a.classes[i].WaitMeanMs = float64(after-waitBefore[p.alias]) / 1e3 / float64(k)
-			}
-		}
-		if n > 0 {
-			a.total.Assignments, a.total.WaitMeanOnly = n, true
-			a.total.WaitMeanMs = float64(sum) / 1e3 / float64(n)
+		k := assignments(p.mode, res[i])
+		sum += after - before[p.alias]
+		n += k
+		if users[p.alias] == 1 && k > 0 {
+			a.classes[i].Assignments, a.classes[i].WaitMeanOnly = k, true
+			a.classes[i].WaitMeanMs = float64(after-before[p.alias]) / 1e3 / float64(k)
 		}
 	}
-	if err := t.close(); err != nil {
-		return a, err
+	if n > 0 {
+		a.total.Assignments, a.total.WaitMeanOnly = n, true
+		a.total.WaitMeanMs = float64(sum) / 1e3 / float64(n)
 	}
-	return a, nil
+	return nil
 }
 
 // setWaits fills x's waits from the proxy's assignments after start that
