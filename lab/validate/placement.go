@@ -19,9 +19,8 @@ import (
 // the backend either share a core (the kernel wakes each on the other's
 // core, and they take turns) or run on two (each wake-up crosses cores
 // and finds the other idle), and each arrangement keeps itself going
-// for the run. Measured through PgBouncer on this project's 2-vCPU
-// machine (pgbench -S, 50 clients, pool 1): about 26,000 transactions a
-// second on one core, 15,000 on two, run after run of the same command.
+// for the run; the two differ in throughput by tens of per cent
+// (docs/validate.md).
 type Placement struct {
 	Samples int
 	// Shared is the mean over the samples of the share of the pool's
@@ -129,11 +128,10 @@ func (l *lab) watchPooler(ctx context.Context, t *running) (stop func() *Placeme
 }
 
 // statFiles keeps processes' /proc/PID/stat open for the placement's
-// reads: reading an open one again from its start costs a fifth of opening
-// it anew (5 against 22 µs on this project's machine), and the sampler
-// reads the pooler and every server 50 times a second while the run it
-// measures shares the cores. A file whose process has exited reads
-// nothing and is closed.
+// reads: reading an open one again from its start costs a fraction of
+// opening it anew, and the sampler reads the pooler and every server
+// every placeEvery while the run it measures shares the cores. A file
+// whose process has exited reads nothing and is closed.
 type statFiles struct {
 	fds map[int]int
 	buf [1024]byte

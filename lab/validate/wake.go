@@ -24,8 +24,7 @@ import (
 // wakes it. The same on one core is a context switch; the difference per
 // hand-off is the wake-up. The helpers are this executable run again
 // (RunWakeSide): a ping-pong between threads of the validator's own
-// process measured the Go scheduler's hand-offs too (162 µs of idle for a
-// 5-µs spin, where C measures about 33).
+// process would measure the Go scheduler's hand-offs too.
 
 // wakeSideEnv carries a helper's side of the ping-pong: "core,spin,rounds,timed".
 const wakeSideEnv = "POOLSIM_WAKE_SIDE"
@@ -67,10 +66,8 @@ func RunWakeSide() {
 // are dropped.
 //
 // The tries are passes over all the spins, one after another, not
-// repeats of one spin: the host now and then stalls the vCPUs for
-// seconds (a 5-µs spin's round trip took 939 µs, its median of three
-// repeats in a row, at the start of a validation on 2026-12-02, while the
-// through loops a minute later ran as usual) and a stall must not fill a
+// repeats of one spin: a virtual machine's host now and then stalls its
+// vCPUs for seconds (docs/validate.md), and a stall must not fill a
 // spin's every try - above all the first spin's, whose idle no later
 // point then rises past.
 func measureWakeCurve(ctx context.Context, quick bool) ([]system.WakePoint, error) {
