@@ -66,58 +66,77 @@ func goldenVersions() Versions {
 // (an app class and all of them), requests, waits known and mean-only,
 // run delays, probes (agreeing, not, failed, with a note) and notes.
 func fullReport() *Report {
-	params := func(kv ...string) []scenarios.Param {
-		var ps []scenarios.Param
-		for i := 0; i+1 < len(kv); i += 2 {
-			ps = append(ps, scenarios.Param{Key: kv[i], Value: kv[i+1]})
-		}
-		return ps
+	web, all := goldenClasses()
+	return &Report{Scenario: "golden-live", Description: "Every section of a report, from fixtures.", Target: TargetPgBouncer,
+		Command: "poolsim validate golden-live --target pgbouncer", Versions: goldenVersions(), Elapsed: 95 * time.Second, RowNs: 2.5, Joins: 3,
+		Rows: []Row{goldenCurveRow("1", 20000, 0.9), goldenCurveRow("2", 26000, 0.4), goldenFailingRow(), goldenMeanOnlyRow(),
+			{Params: goldenParams("pooler.mode", "direct"), Mode: poolmode.Direct, Skipped: "needs a pooler"}, goldenByCIRow(), web, all},
+		Probes: goldenProbes(),
+		Notes:  []string{"A note.", "Another note."}}
+}
+
+// goldenParams are swept key=value pairs: goldenParams("k", "v", ...).
+func goldenParams(kv ...string) []scenarios.Param {
+	var ps []scenarios.Param
+	for i := 0; i+1 < len(kv); i += 2 {
+		ps = append(ps, scenarios.Param{Key: kv[i], Value: kv[i+1]})
 	}
-	cal := Calibration{Connect: 2100 * time.Microsecond, QueryMean: 1050 * time.Microsecond, QueryP99: 1900 * time.Microsecond, QueryNominal: time.Millisecond,
+	return ps
+}
+
+// goldenCal is a pooled row's calibration with a hold at the target.
+func goldenCal() Calibration {
+	return Calibration{Connect: 2100 * time.Microsecond, QueryMean: 1050 * time.Microsecond, QueryP99: 1900 * time.Microsecond, QueryNominal: time.Millisecond,
 		ThinkMean: 5100 * time.Microsecond, ThinkNominal: 5 * time.Millisecond, Hop: 30 * time.Microsecond, HopRTT: 120 * time.Microsecond,
 		ServersOpen: 1, Hold: 1100 * time.Microsecond, ConnectLoaded: 2500 * time.Microsecond, HoldConns: 4, HoldLogins: 3, HoldQueries: 80, Concurrency: 4, Samples: 200}
-	tb := func() *Testbed {
-		tb := &Testbed{Cores: 2, ThroughClients: 50, ThroughTPS: 950, ThroughBusy: 0.93, Pgbench: true, Server: 25 * time.Microsecond,
-			Driver: 20 * time.Microsecond, Pooler: 22 * time.Microsecond,
-			WakeCurve: []system.WakePoint{{Idle: 40 * sim.Microsecond, Wake: 12 * sim.Microsecond}, {Idle: 130 * sim.Microsecond, Wake: 40 * sim.Microsecond}},
-			Together:  &Arrangement{TPS: 22000, Placement: &Placement{Samples: 150, Shared: 1}, Model: system.Metrics{TPS: 21500}},
-			Apart:     &Arrangement{Apart: true, TPS: 13000, Model: system.Metrics{TPS: 12500}}}
-		tb.Run = RunCPU{Driver: 21 * time.Microsecond, Pooler: 24 * time.Microsecond, Server: 40 * time.Microsecond, OK: true, OtherOK: true}
-		return tb
-	}
-	// The curve: pool 1 and 2 at 50 clients, three runs each.
-	curveRow := func(pool string, tps float64, shared float64) Row {
-		m := system.Metrics{OKTxns: 3000, TPS: tps, TPSSteady: tps, P50Ms: 2, P99Ms: 4, WaitP99Ms: 1.5, WaitMeanMs: 0.6, CPUUtil: 0.9,
-			RunQueueServerUs: 30, RunQueuePoolerUs: 12, RunQueueDriverUs: 8, DriverThreadSpread: 1.2}
-		x := Measured{OKTxns: 3000, TPS: tps * 0.97, TPSSteady: tps * 0.98, P50Ms: 2.05, P99Ms: 4.4, WaitKnown: true, WaitMeanMs: 0.62, WaitP50Ms: 0.4, WaitP99Ms: 1.6,
-			StmtMeanMs: 1.9, StmtP99Ms: 3.9, ThinkMeanMs: 0, WallMs: 3000, CPUBusy: 0.95, CPUSelf: 0.2, CPUSteal: 0.01,
-			RunDelay:     RunDelay{Server: 31 * time.Microsecond, Pooler: 11 * time.Microsecond, Driver: 9 * time.Microsecond, OK: true, PoolerPreempts: 0.7, PreemptsOK: true},
-			DriverSpread: 1.3, Placement: &Placement{Samples: 120, Shared: shared}}
-		var runs []Measured
-		var models []system.Metrics
-		for i, f := range []float64{0.96, 0.97, 0.99} {
-			y := x
-			y.TPS, y.P50Ms, y.P99Ms = tps*f, 2.0+0.05*float64(i), 4.3+0.1*float64(i)
-			y.Placement = &Placement{Samples: 100 + i, Shared: shared}
-			runs = append(runs, y)
-			models = append(models, system.Metrics{TPS: tps * (1 - 0.01*float64(i)), P50Ms: 2, P99Ms: 4})
-		}
-		r := Row{Params: params(CurveKey, pool, "workload.clients", "50"), Mode: poolmode.Transaction, Clients: 50,
-			Model: m, Calibrated: m, Measured: x, Repeats: runs, RepeatModels: models,
-			Before: &system.Metrics{TPS: tps * 0.95, P50Ms: 2.1, P99Ms: 4.2},
-			Cal:    cal, Load: "1.20 1.10 1.00 → 1.30 1.10 1.00", testbed: true, cores: 2, poolSize: 1, calStmt: 1.11, calThinkMs: 5.1}
-		r.Cal.Testbed = tb()
-		judge(&r)
-		return r
-	}
-	pool1 := curveRow("1", 20000, 0.9)
-	pool2 := curveRow("2", 26000, 0.4)
+}
 
-	// A failing direct-to-the-point row: failed clients, statements and
-	// think longer than calibrated, busy CPUs without a testbed, steal,
-	// a longer wait, a p99 beyond; one run.
+// goldenTestbed is a pgbench-driven testbed with both arrangements, its
+// wake-up curve and the run's own CPU.
+func goldenTestbed() *Testbed {
+	tb := &Testbed{Cores: 2, ThroughClients: 50, ThroughTPS: 950, ThroughBusy: 0.93, Pgbench: true, Server: 25 * time.Microsecond,
+		Driver: 20 * time.Microsecond, Pooler: 22 * time.Microsecond,
+		WakeCurve: []system.WakePoint{{Idle: 40 * sim.Microsecond, Wake: 12 * sim.Microsecond}, {Idle: 130 * sim.Microsecond, Wake: 40 * sim.Microsecond}},
+		Together:  &Arrangement{TPS: 22000, Placement: &Placement{Samples: 150, Shared: 1}, Model: system.Metrics{TPS: 21500}},
+		Apart:     &Arrangement{Apart: true, TPS: 13000, Model: system.Metrics{TPS: 12500}}}
+	tb.Run = RunCPU{Driver: 21 * time.Microsecond, Pooler: 24 * time.Microsecond, Server: 40 * time.Microsecond, OK: true, OtherOK: true}
+	return tb
+}
+
+// goldenCurveRow is a point of the curve at 50 clients, three runs each.
+func goldenCurveRow(pool string, tps float64, shared float64) Row {
+	cal := goldenCal()
+	m := system.Metrics{OKTxns: 3000, TPS: tps, TPSSteady: tps, P50Ms: 2, P99Ms: 4, WaitP99Ms: 1.5, WaitMeanMs: 0.6, CPUUtil: 0.9,
+		RunQueueServerUs: 30, RunQueuePoolerUs: 12, RunQueueDriverUs: 8, DriverThreadSpread: 1.2}
+	x := Measured{OKTxns: 3000, TPS: tps * 0.97, TPSSteady: tps * 0.98, P50Ms: 2.05, P99Ms: 4.4, WaitKnown: true, WaitMeanMs: 0.62, WaitP50Ms: 0.4, WaitP99Ms: 1.6,
+		StmtMeanMs: 1.9, StmtP99Ms: 3.9, ThinkMeanMs: 0, WallMs: 3000, CPUBusy: 0.95, CPUSelf: 0.2, CPUSteal: 0.01,
+		RunDelay:     RunDelay{Server: 31 * time.Microsecond, Pooler: 11 * time.Microsecond, Driver: 9 * time.Microsecond, OK: true, PoolerPreempts: 0.7, PreemptsOK: true},
+		DriverSpread: 1.3, Placement: &Placement{Samples: 120, Shared: shared}}
+	var runs []Measured
+	var models []system.Metrics
+	for i, f := range []float64{0.96, 0.97, 0.99} {
+		y := x
+		y.TPS, y.P50Ms, y.P99Ms = tps*f, 2.0+0.05*float64(i), 4.3+0.1*float64(i)
+		y.Placement = &Placement{Samples: 100 + i, Shared: shared}
+		runs = append(runs, y)
+		models = append(models, system.Metrics{TPS: tps * (1 - 0.01*float64(i)), P50Ms: 2, P99Ms: 4})
+	}
+	r := Row{Params: goldenParams(CurveKey, pool, "workload.clients", "50"), Mode: poolmode.Transaction, Clients: 50,
+		Model: m, Calibrated: m, Measured: x, Repeats: runs, RepeatModels: models,
+		Before: &system.Metrics{TPS: tps * 0.95, P50Ms: 2.1, P99Ms: 4.2},
+		Cal:    cal, Load: "1.20 1.10 1.00 → 1.30 1.10 1.00", testbed: true, cores: 2, poolSize: 1, calStmt: 1.11, calThinkMs: 5.1}
+	r.Cal.Testbed = goldenTestbed()
+	judge(&r)
+	return r
+}
+
+// goldenFailingRow fails with every explanation: failed clients,
+// statements and think longer than calibrated, busy CPUs without a
+// testbed, steal, a longer wait, a p99 beyond; one run.
+func goldenFailingRow() Row {
+	cal := goldenCal()
 	failM := system.Metrics{OKTxns: 120, ConnRefused: 3, TPS: 300, P50Ms: 100, P99Ms: 200, WaitP99Ms: 10, WaitMeanMs: 2}
-	fail := Row{Params: params("pooler.mode", "statement"), Mode: poolmode.Statement, Clients: 40, Model: failM, Calibrated: failM,
+	fail := Row{Params: goldenParams("pooler.mode", "statement"), Mode: poolmode.Statement, Clients: 40, Model: failM, Calibrated: failM,
 		Measured: Measured{OKTxns: 118, ConnRefused: 3, Failed: 2, Errors: []string{"server closed the connection", "timeout"}, TPS: 200, P50Ms: 150, P99Ms: 400,
 			WaitKnown: true, WaitMeanMs: 5, WaitP99Ms: 30, StmtMeanMs: 9, StmtP99Ms: 20, ThinkMeanMs: 6, WallMs: 1000,
 			CPUBusy: 0.9, CPUSelf: 0.3, CPUSteal: 0.04, HoldMs: 1.2, HoldQueries: 500, StartsInRun: 4, StartGapMs: 2.2},
@@ -125,25 +144,34 @@ func fullReport() *Report {
 	fail.Repeats = []Measured{fail.Measured}
 	fail.RepeatModels = []system.Metrics{failM}
 	judge(&fail)
+	return fail
 
-	// PgBouncer's mean-only waits, a session row with run delays of this
-	// process as one, and a wait timeout.
+}
+
+// goldenMeanOnlyRow has PgBouncer's mean-only waits, a session row with
+// run delays of this process as one, and a wait timeout.
+func goldenMeanOnlyRow() Row {
+	cal := goldenCal()
 	meanM := system.Metrics{OKTxns: 500, WaitTimeouts: 1, TPS: 100, P50Ms: 10, P99Ms: 20, WaitMeanMs: 1}
-	meanOnly := Row{Params: params("pooler.mode", "session"), Mode: poolmode.Session, Clients: 10, Model: meanM, Calibrated: meanM,
+	meanOnly := Row{Params: goldenParams("pooler.mode", "session"), Mode: poolmode.Session, Clients: 10, Model: meanM, Calibrated: meanM,
 		Measured: Measured{OKTxns: 500, WaitTimeouts: 1, TPS: 101, P50Ms: 10.1, P99Ms: 19, WaitMeanOnly: true, WaitMeanMs: 1.1, Assignments: 480,
 			StmtMeanMs: 5, ThinkMeanMs: 4, WallMs: 5000, CPUBusy: 0.4, CPUSelf: 0.1,
 			RunDelay: RunDelay{Server: 5 * time.Microsecond, Driver: 3 * time.Microsecond, SelfBoth: true, OK: true}},
 		Cal: cal, Load: "0.50 0.40 0.30 → 0.60 0.40 0.30"}
 	meanOnly.Calibrated.RunQueueServerUs, meanOnly.Calibrated.RunQueueDriverUs, meanOnly.Calibrated.RunQueuePoolerUs = 6, 2, 1
 	judge(&meanOnly)
+	return meanOnly
 
-	skipped := Row{Params: params("pooler.mode", "direct"), Mode: poolmode.Direct, Skipped: "needs a pooler"}
+}
 
-	// Two runs whose calibrated models miss by 5 and 17 %: outside the
-	// tolerance, within the runs' interval. Its calibration loop's model
-	// beside it (Before), servers opened with no loaded connect measured.
+// goldenByCIRow has two runs whose calibrated models miss by 5 and 17 %:
+// outside the tolerance, within the runs' interval. Its calibration
+// loop's model beside it (Before), servers opened with no loaded connect
+// measured.
+func goldenByCIRow() Row {
+	cal := goldenCal()
 	ciM := system.Metrics{OKTxns: 400, TPS: 111, P50Ms: 9, P99Ms: 18}
-	byCI := Row{Params: params("pooler.mode", "transaction"), Mode: poolmode.Transaction, Clients: 20, Model: ciM, Calibrated: ciM,
+	byCI := Row{Params: goldenParams("pooler.mode", "transaction"), Mode: poolmode.Transaction, Clients: 20, Model: ciM, Calibrated: ciM,
 		Measured: Measured{OKTxns: 400, TPS: 100, P50Ms: 9.1, P99Ms: 18.5, StmtMeanMs: 1, ThinkMeanMs: 5, WallMs: 4000, CPUBusy: 0.3, CPUSelf: 0.1,
 			StartsInRun: 3, StartGapMs: 1.8},
 		Repeats:      []Measured{{OKTxns: 400, TPS: 100, P50Ms: 9.1, P99Ms: 18.5}, {OKTxns: 400, TPS: 100, P50Ms: 9.1, P99Ms: 18.5}},
@@ -152,22 +180,33 @@ func fullReport() *Report {
 		Cal:          cal, Load: "0.3 0.3 0.3 → 0.4 0.3 0.3", calStmt: 1.1, calThinkMs: 5}
 	byCI.Cal.ConnectLoaded = 0
 	judge(&byCI)
+	return byCI
 
-	// Classes: an app class with requests, and every class together.
+}
+
+// goldenClasses are an app class with requests, and every class together.
+func goldenClasses() (web, all Row) {
+	cal := goldenCal()
 	reqM := system.Metrics{OKTxns: 900, TPS: 90, P50Ms: 3, P99Ms: 9, OKReqs: 300, ReqTPS: 30, ReqP50Ms: 12, ReqP99Ms: 40, WaitMeanMs: 0.3}
 	appCal := cal
 	appCal.App = true
-	web := Row{Params: params(), Mode: poolmode.Transaction, Clients: 30, Class: "web", Pool: "web (app/web, transaction, 5)",
+	web = Row{Params: goldenParams(), Mode: poolmode.Transaction, Clients: 30, Class: "web", Pool: "web (app/web, transaction, 5)",
 		Model: reqM, Calibrated: reqM, Cal: appCal, reqLevel: true, calStmt: 1.1, calThinkMs: 20,
 		Measured: Measured{OKTxns: 900, TPS: 91, P50Ms: 3.1, P99Ms: 9.5, OKReqs: 300, ReqTPS: 30.5, ReqP50Ms: 12.2, ReqP99Ms: 41, WaitKnown: true, WaitMeanMs: 0.31, WaitP99Ms: 1,
 			StmtMeanMs: 1.2, ThinkMeanMs: 2, AppMeanMs: 21, WallMs: 10000, CPUBusy: 0.3, CPUSelf: 0.1}, Load: "0.1 0.1 0.1 → 0.2 0.1 0.1"}
 	judge(&web)
-	all := Row{Params: params(), Mode: poolmode.Transaction, Clients: 30, Class: allClasses, Pool: "every pool",
+	all = Row{Params: goldenParams(), Mode: poolmode.Transaction, Clients: 30, Class: allClasses, Pool: "every pool",
 		Model: reqM, Calibrated: reqM, Cal: cal, reqLevel: true,
 		Measured: Measured{OKTxns: 900, TPS: 90.5, P50Ms: 3.05, P99Ms: 9.2, OKReqs: 300, ReqTPS: 30.2, ReqP50Ms: 12.1, ReqP99Ms: 40.5, WaitKnown: true, WaitMeanMs: 0.3, WaitP99Ms: 0.9,
 			StmtMeanMs: 1.15, StmtP99Ms: 2.5, WallMs: 10000, CPUBusy: 0.3, CPUSelf: 0.1}, Load: "0.1 0.1 0.1 → 0.2 0.1 0.1"}
 	judge(&all)
+	return web, all
 
+}
+
+// goldenProbes agree with compat, disagree on one feature after three
+// tries on the same server, and fail; one has a note.
+func goldenProbes() []ProbeRow {
 	var ok probe.Result
 	ok.Mode = poolmode.Transaction
 	for _, f := range compat.Features {
@@ -177,15 +216,11 @@ func fullReport() *Report {
 	bad.Outcomes = append([]probe.Outcome(nil), ok.Outcomes...)
 	bad.Outcomes[compat.SetReset].OK = true
 	bad.Outcomes[compat.SetReset].Changed, bad.Outcomes[compat.SetReset].Tries = false, 3
-	return &Report{Scenario: "golden-live", Description: "Every section of a report, from fixtures.", Target: TargetPgBouncer,
-		Command: "poolsim validate golden-live --target pgbouncer", Versions: goldenVersions(), Elapsed: 95 * time.Second, RowNs: 2.5, Joins: 3,
-		Rows: []Row{pool1, pool2, fail, meanOnly, skipped, byCI, web, all},
-		Probes: []ProbeRow{
-			{Mode: poolmode.Transaction, Expected: compat.For(poolmode.Transaction, 0), Result: ok, Note: "PgBouncer 1.18 has no max_prepared_statements"},
-			{Mode: poolmode.Transaction, Expected: compat.For(poolmode.Transaction, 0), Result: bad},
-			{Mode: poolmode.Session, Expected: compat.For(poolmode.Session, 0), Err: "connection refused"},
-		},
-		Notes: []string{"A note.", "Another note."}}
+	return []ProbeRow{
+		{Mode: poolmode.Transaction, Expected: compat.For(poolmode.Transaction, 0), Result: ok, Note: "PgBouncer 1.18 has no max_prepared_statements"},
+		{Mode: poolmode.Transaction, Expected: compat.For(poolmode.Transaction, 0), Result: bad},
+		{Mode: poolmode.Session, Expected: compat.For(poolmode.Session, 0), Err: "connection refused"},
+	}
 }
 
 // preparedReport is a prepared-statement validation: a row the proxy
