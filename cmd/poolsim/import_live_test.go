@@ -87,6 +87,34 @@ func TestImportLive(t *testing.T) {
 	}
 	// Both imports at once, over the same window.
 	logs := lab.CSVLogs(t)
+	importLive(t, sides, window, logs)
+	for _, s := range sides {
+		if _, err := s.bench.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load := loadAverage()
+	// The same imports again, offline, with pgbench's logs (whole now).
+	for _, s := range sides {
+		importFromRaw(t, s, logs)
+	}
+	rep := comparePredictions(ctx, t, sides, load)
+	if out := os.Getenv("POOLSIM_IMPORT_OUT"); out != "" && !t.Failed() {
+		dir := out
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join("..", "..", dir) // relative to the repository, not to cmd/poolsim
+		}
+		if err := rep.write(dir, out, lab, sides); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// importLive runs poolsim import live on both sides at once for window,
+// each against its PgBouncer and PostgreSQL with the clusters' CSV logs,
+// and checks that each imported scenario fits what it was imported from.
+func importLive(t *testing.T, sides []*importSide, window time.Duration, logs []string) {
+	t.Helper()
 	var wg sync.WaitGroup
 	for _, s := range sides {
 		s.yamlPath = filepath.Join(s.dir, "imported.yaml")
@@ -114,38 +142,44 @@ func TestImportLive(t *testing.T) {
 			t.Errorf("pool %d: the imported scenario does not fit what it was imported from:\n%s", s.pool, s.liveReport)
 		}
 	}
-	for _, s := range sides {
-		if _, err := s.bench.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
+}
+
+// importFromRaw imports side s again, offline, from what the live import
+// saved and pgbench's logs, checks that it fits, and reads the console's
+// and pgbench's records for the predictions.
+func importFromRaw(t *testing.T, s *importSide, logs []string) {
+	t.Helper()
+	s.rawArgs = []string{"import", "-q", "--from-raw", filepath.Join(s.dir, "raw"), "--out", s.yamlPath}
+	for _, f := range logs {
+		s.rawArgs = append(s.rawArgs, "--csvlog", f)
 	}
-	load := loadAverage()
-	// The same imports again, offline, with pgbench's logs (whole now).
-	for _, s := range sides {
-		s.rawArgs = []string{"import", "-q", "--from-raw", filepath.Join(s.dir, "raw"), "--out", s.yamlPath}
-		for _, f := range logs {
-			s.rawArgs = append(s.rawArgs, "--csvlog", f)
-		}
-		for _, f := range s.bench.Logs(t) {
-			s.rawArgs = append(s.rawArgs, "--pgbench-log", f)
-		}
-		code, out, errOut := runCmd(s.rawArgs...)
-		if code != 0 {
-			t.Fatalf("poolsim %s: exit %d\n%s%s", strings.Join(s.rawArgs, " "), code, out, errOut)
-		}
-		s.rawReport = out
-		t.Logf("import at pool %d, with the pgbench log:\n%s", s.pool, out)
-		if !strings.Contains(out, "Verdict: FITS") {
-			t.Errorf("pool %d: the imported scenario does not fit what it was imported from:\n%s", s.pool, out)
-		}
-		var err error
-		if s.console, err = importer.AnalyzeConsole(mustConsole(t, filepath.Join(s.dir, "raw")), ""); err != nil {
-			t.Fatal(err)
-		}
-		if s.pgbench, err = importer.AnalyzePgbench(s.bench.Logs(t), s.console.Window.From, s.console.Window.To); err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range s.bench.Logs(t) {
+		s.rawArgs = append(s.rawArgs, "--pgbench-log", f)
 	}
+	code, out, errOut := runCmd(s.rawArgs...)
+	if code != 0 {
+		t.Fatalf("poolsim %s: exit %d\n%s%s", strings.Join(s.rawArgs, " "), code, out, errOut)
+	}
+	s.rawReport = out
+	t.Logf("import at pool %d, with the pgbench log:\n%s", s.pool, out)
+	if !strings.Contains(out, "Verdict: FITS") {
+		t.Errorf("pool %d: the imported scenario does not fit what it was imported from:\n%s", s.pool, out)
+	}
+	var err error
+	if s.console, err = importer.AnalyzeConsole(mustConsole(t, filepath.Join(s.dir, "raw")), ""); err != nil {
+		t.Fatal(err)
+	}
+	if s.pgbench, err = importer.AnalyzePgbench(s.bench.Logs(t), s.console.Window.From, s.console.Window.To); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// comparePredictions predicts each side from the other's import and
+// holds the predictions to the measurement: throughput and pgbench's
+// latency within importer.Tolerance, the wait for a server moving the
+// same way.
+func comparePredictions(ctx context.Context, t *testing.T, sides []*importSide, load string) importReport {
+	t.Helper()
 	var rep importReport
 	for i, from := range sides {
 		to := sides[1-i]
@@ -165,15 +199,7 @@ func TestImportLive(t *testing.T) {
 				from.pool, to.pool, p.modelWaitA, p.modelWaitB, p.waitA, p.waitB)
 		}
 	}
-	if out := os.Getenv("POOLSIM_IMPORT_OUT"); out != "" && !t.Failed() {
-		dir := out
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join("..", "..", dir) // relative to the repository, not to cmd/poolsim
-		}
-		if err := rep.write(dir, out, lab, sides); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return rep
 }
 
 // warmUp waits until a side's pgbench clients are all connected and have

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -131,14 +132,28 @@ Flags:
 Exit status: 0 after a clean shutdown, 1 failure, 2 usage error (bad flags or settings).
 `
 
-func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// proxyOptions are the proxy command's flags: flags holds the settings
+// they give (PgBouncer's defaults where not given), the others what is
+// not a setting.
+type proxyOptions struct {
+	fs                                       *pflag.FlagSet
+	flags                                    pooler.Config
+	configFile, mode, adminUsers, statsUsers *string
+	metricsListen, pprofListen               *string
+	threads                                  *int
+	verbose, plainIO                         *bool
+}
+
+// newProxyFlags defines the proxy command's flags.
+func newProxyFlags(stderr io.Writer) *proxyOptions {
 	def := pooler.DefaultConfig()
 	fs := pflag.NewFlagSet("proxy", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprintf(stderr, proxyUsage, fs.FlagUsages()) }
-	cfg := def
-	configFile := fs.String("config", "", "a pgbouncer.ini to read settings, [databases] and [users] from; the flags given override it; SIGHUP reads it again")
-	mode := fs.String("mode", def.PoolMode.String(), "pool_mode: session, transaction or statement")
+	o := &proxyOptions{fs: fs, flags: def}
+	cfg := &o.flags
+	o.configFile = fs.String("config", "", "a pgbouncer.ini to read settings, [databases] and [users] from; the flags given override it; SIGHUP reads it again")
+	o.mode = fs.String("mode", def.PoolMode.String(), "pool_mode: session, transaction or statement")
 	fs.StringVar(&cfg.Listen, "listen", def.Listen, "listen address; must be loopback with --auth-type trust or any")
 	fs.StringVar(&cfg.Upstream, "upstream", "", "PostgreSQL server URL or keyword/value string (required unless --config has [databases]); serves every database name the config does not list")
 	fs.IntVar(&cfg.DefaultPoolSize, "pool-size", def.DefaultPoolSize, "default_pool_size: server connections per (database, user)")
@@ -162,68 +177,84 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.ClientTLSCertFile, "client-tls-cert-file", "", "client_tls_cert_file: the proxy's certificate (PEM) for client TLS")
 	fs.StringVar(&cfg.ClientTLSKeyFile, "client-tls-key-file", "", "client_tls_key_file: its private key (PEM)")
 	fs.StringVar(&cfg.ClientTLSCAFile, "client-tls-ca-file", "", "client_tls_ca_file: CA certificates (PEM) that sign client certificates (verify-ca, verify-full)")
-	adminUsers := fs.String("admin-users", "", "admin_users: users who may use the console, comma-separated")
-	statsUsers := fs.String("stats-users", "", "stats_users: users who may run SHOW on the console, comma-separated")
+	o.adminUsers = fs.String("admin-users", "", "admin_users: users who may use the console, comma-separated")
+	o.statsUsers = fs.String("stats-users", "", "stats_users: users who may run SHOW on the console, comma-separated")
 	fs.IntVar(&cfg.PktBuf, "pkt-buf", def.PktBuf, "pkt_buf: bytes; a longer console message ends the connection (\"incomplete pkt\")")
 	fs.IntVar(&cfg.MaxPacketSize, "max-packet-size", def.MaxPacketSize, "max_packet_size: bytes; a longer message ends its connection")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long transactions may finish after SIGINT")
-	threads := fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
-	verbose := fs.BoolP("verbose", "v", false, "log every server close and its reason")
-	plainIO := fs.Bool("plain-io", false, "one read or sendto system call per socket; by default, where the kernel allows io_uring, the event loop batches a turn's reads into one system call and its writes into another")
-	metricsListen := fs.String("metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (what the console shows, counters and histograms per pool; no authentication), e.g. 127.0.0.1:9127; empty = off")
-	pprofListen := fs.String("pprof-listen", "", "serve Go's runtime profiles (net/http/pprof: goroutines, heap) on this loopback address, e.g. 127.0.0.1:6060; empty = off")
-	if err := parseFlags(fs, args); err != nil {
+	o.threads = fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
+	o.verbose = fs.BoolP("verbose", "v", false, "log every server close and its reason")
+	o.plainIO = fs.Bool("plain-io", false, "one read or sendto system call per socket; by default, where the kernel allows io_uring, the event loop batches a turn's reads into one system call and its writes into another")
+	o.metricsListen = fs.String("metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (what the console shows, counters and histograms per pool; no authentication), e.g. 127.0.0.1:9127; empty = off")
+	o.pprofListen = fs.String("pprof-listen", "", "serve Go's runtime profiles (net/http/pprof: goroutines, heap) on this loopback address, e.g. 127.0.0.1:6060; empty = off")
+	return o
+}
+
+// parse reads the command line into o and checks what is not a setting.
+func (o *proxyOptions) parse(args []string) error {
+	if err := parseFlags(o.fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+	if o.fs.NArg() > 0 {
+		return usagef("unexpected argument %q", o.fs.Arg(0))
 	}
-	m, err := poolmode.Parse(*mode)
+	m, err := poolmode.Parse(*o.mode)
 	if err != nil || !m.Pooled() {
-		return usagef("--mode %q: want session, transaction or statement", *mode)
+		return usagef("--mode %q: want session, transaction or statement", *o.mode)
 	}
-	cfg.PoolMode = m
-	cfg.AdminUsers = pooler.ParseUserList(*adminUsers)
-	cfg.StatsUsers = pooler.ParseUserList(*statsUsers)
-	if *threads < 0 {
-		return usagef("--threads %d: want 0 (one per core) or more", *threads)
+	o.flags.PoolMode = m
+	o.flags.AdminUsers = pooler.ParseUserList(*o.adminUsers)
+	o.flags.StatsUsers = pooler.ParseUserList(*o.statsUsers)
+	if *o.threads < 0 {
+		return usagef("--threads %d: want 0 (one per core) or more", *o.threads)
 	}
-	logger := log.New(stderr, "poolsim proxy: ", log.LstdFlags)
-	flags := cfg
-	// build makes the settings: the config file's, with the flags given on
-	// the command line over them. SIGHUP runs it again.
-	build := func() (pooler.Config, error) {
-		c := flags
-		if *configFile != "" {
-			s, err := poolconf.Load(*configFile)
+	if *o.pprofListen != "" {
+		if err := checkLoopback(*o.pprofListen); err != nil {
+			return usagef("--pprof-listen: %v", err)
+		}
+	}
+	return nil
+}
+
+// builder returns what makes the settings: the config file's, with the
+// flags given on the command line over them. SIGHUP and the console's
+// RELOAD run it again.
+func (o *proxyOptions) builder(logger *log.Logger) func() (pooler.Config, error) {
+	return func() (pooler.Config, error) {
+		c := o.flags
+		if *o.configFile != "" {
+			s, err := poolconf.Load(*o.configFile)
 			if err != nil {
 				return pooler.Config{}, err
 			}
 			var notApplied []string
 			c, notApplied = pooler.FromSettings(s)
-			overrideFlags(fs, &c, &flags)
+			overrideFlags(o.fs, &c, &o.flags)
 			for _, n := range notApplied {
 				logger.Printf("config: not applied: %s", n)
 			}
 		}
 		c.Logf = logger.Printf
-		c.Verbose = *verbose
-		c.PlainIO = *plainIO
-		c.WaitLog = -1 // the per-assignment log is for the validator; nobody reads it here
+		c.Verbose = *o.verbose
+		c.PlainIO = *o.plainIO
 		return c, c.Validate()
 	}
-	cfg, err = build()
+}
+
+func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := newProxyFlags(stderr)
+	if err := o.parse(args); err != nil {
+		return err
+	}
+	logger := log.New(stderr, "poolsim proxy: ", log.LstdFlags)
+	build := o.builder(logger)
+	cfg, err := build()
 	if err != nil {
 		return usage(err)
 	}
 	cfg.Source = build // the console's RELOAD, as SIGHUP
-	if *threads > 0 {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*threads))
-	}
-	if *pprofListen != "" {
-		if err := checkLoopback(*pprofListen); err != nil {
-			return usagef("--pprof-listen: %v", err)
-		}
+	if *o.threads > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*o.threads))
 	}
 	p, err := pooler.New(cfg)
 	if err != nil {
@@ -233,47 +264,13 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	prepared := ""
-	if cfg.MaxPreparedStatements > 0 && cfg.PoolMode != poolmode.Session {
-		prepared = fmt.Sprintf(", max %d prepared statements per server", cfg.MaxPreparedStatements)
+	announceProxy(stdout, logger, cfg, *o.configFile, ln.Addr())
+	stop, err := o.serveSide(p, stdout, logger)
+	if err != nil {
+		_ = ln.Close()
+		return err
 	}
-	upstream := redact(cfg.Upstream)
-	if *configFile != "" {
-		upstream = fmt.Sprintf("%d databases from %s", len(cfg.Databases), *configFile)
-		if cfg.Upstream != "" {
-			upstream += ", others to " + redact(cfg.Upstream)
-		}
-	}
-	fmt.Fprintf(stdout, "poolsim proxy: listening on %s, %s pooling, pool size %d%s, upstream %s\n",
-		ln.Addr(), cfg.PoolMode, cfg.DefaultPoolSize, prepared, upstream)
-	if env := pooler.UpstreamEnvApplied(cfg.Upstream); cfg.Upstream != "" && len(env) > 0 {
-		logger.Printf("upstream: taking %s from the environment (the URL does not set them)", strings.Join(env, ", "))
-	}
-	if *metricsListen != "" {
-		mln, err := net.Listen("tcp", *metricsListen)
-		if err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("metrics listen: %w", err)
-		}
-		mctx, stop := context.WithCancel(context.Background())
-		mdone := make(chan error, 1)
-		go func() { mdone <- metrics.Serve(mctx, mln, p) }() // owner: runProxy, which stops and waits for it
-		defer func() {
-			stop()
-			if err := <-mdone; err != nil {
-				logger.Print(err)
-			}
-		}()
-		fmt.Fprintf(stdout, "poolsim proxy: metrics on http://%s/metrics\n", mln.Addr())
-	}
-	if *pprofListen != "" {
-		stop, err := servePprof(*pprofListen)
-		if err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("pprof listen: %w", err)
-		}
-		defer stop()
-	}
+	defer stop()
 	start := time.Now()
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(context.WithoutCancel(ctx), ln) }()
@@ -283,6 +280,64 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "poolsim proxy: stopped after %s\n", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// announceProxy prints where the proxy listens, how it pools and to
+// what upstream, and logs the upstream settings it takes from the
+// environment.
+func announceProxy(stdout io.Writer, logger *log.Logger, cfg pooler.Config, configFile string, addr net.Addr) {
+	prepared := ""
+	if cfg.MaxPreparedStatements > 0 && cfg.PoolMode != poolmode.Session {
+		prepared = fmt.Sprintf(", max %d prepared statements per server", cfg.MaxPreparedStatements)
+	}
+	upstream := redact(cfg.Upstream)
+	if configFile != "" {
+		upstream = fmt.Sprintf("%d databases from %s", len(cfg.Databases), configFile)
+		if cfg.Upstream != "" {
+			upstream += ", others to " + redact(cfg.Upstream)
+		}
+	}
+	fmt.Fprintf(stdout, "poolsim proxy: listening on %s, %s pooling, pool size %d%s, upstream %s\n",
+		addr, cfg.PoolMode, cfg.DefaultPoolSize, prepared, upstream)
+	if env := pooler.UpstreamEnvApplied(cfg.Upstream); cfg.Upstream != "" && len(env) > 0 {
+		logger.Printf("upstream: taking %s from the environment (the URL does not set them)", strings.Join(env, ", "))
+	}
+}
+
+// serveSide starts the metrics and profile servers the flags ask for;
+// stop ends them (the profiles' first) and waits for the metrics'.
+func (o *proxyOptions) serveSide(p *pooler.Proxy, stdout io.Writer, logger *log.Logger) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, s := range slices.Backward(stops) {
+			s()
+		}
+	}
+	if *o.metricsListen != "" {
+		mln, err := net.Listen("tcp", *o.metricsListen)
+		if err != nil {
+			return nil, fmt.Errorf("metrics listen: %w", err)
+		}
+		mctx, cancel := context.WithCancel(context.Background())
+		mdone := make(chan error, 1)
+		go func() { mdone <- metrics.Serve(mctx, mln, p) }() // owner: runProxy, which stops and waits for it
+		stops = append(stops, func() {
+			cancel()
+			if err := <-mdone; err != nil {
+				logger.Print(err)
+			}
+		})
+		fmt.Fprintf(stdout, "poolsim proxy: metrics on http://%s/metrics\n", mln.Addr())
+	}
+	if *o.pprofListen != "" {
+		stopPprof, err := servePprof(*o.pprofListen)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("pprof listen: %w", err)
+		}
+		stops = append(stops, stopPprof)
+	}
+	return stop, nil
 }
 
 // overrideFlags copies into c the settings whose flags were given on the
@@ -328,7 +383,11 @@ func overrideFlags(fs *pflag.FlagSet, c, flags *pooler.Config) {
 // immediate one, SIGUSR1 pauses every pool and SIGUSR2 resumes them.
 func handleSignals(ctx context.Context, p *pooler.Proxy, served <-chan error, build func() (pooler.Config, error), logger *log.Logger) error {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2)
+	watch := []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM}
+	if sigPause != nil {
+		watch = append(watch, sigPause, sigResume)
+	}
+	signal.Notify(sigs, watch...)
 	defer signal.Stop(sigs)
 	done := ctx.Done()
 	quit := make(chan struct{}) // ends the goroutine that reports a completed pause
@@ -358,7 +417,7 @@ func handleSignals(ctx context.Context, p *pooler.Proxy, served <-chan error, bu
 				if err != nil {
 					logger.Printf("reload failed, the old settings stay: %v", err)
 				}
-			case syscall.SIGUSR1:
+			case sigPause:
 				done, err := p.Pause("")
 				if err != nil {
 					logger.Printf("got SIGUSR1: %v", err)
@@ -372,7 +431,7 @@ func handleSignals(ctx context.Context, p *pooler.Proxy, served <-chan error, bu
 					case <-quit:
 					}
 				}()
-			case syscall.SIGUSR2:
+			case sigResume:
 				if err := p.Resume(""); err != nil {
 					logger.Printf("got SIGUSR2: %v", err)
 				} else {

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -268,56 +270,16 @@ func TestProxyINIBesidePgBouncer(t *testing.T) {
 			t.Errorf("proxy start-up output lacks %q:\n%s", n, pp.out.String())
 		}
 	}
-	type target struct {
-		name   string
-		port   int
-		signal func(syscall.Signal) error
-		log    func() string // the process's log so far
-		app1   *pgx.Conn
-		tx     pgx.Tx
-	}
 	bouncerLog := func() string {
 		b, _ := os.ReadFile(b.LogPath())
 		return string(b)
 	}
-	targets := []*target{
+	targets := []*iniTarget{
 		{name: "pgbouncer", port: f.bouncer, signal: b.Signal, log: bouncerLog},
 		{name: "proxy", port: pp.port, signal: func(s syscall.Signal) error { return pp.cmd.Process.Signal(s) }, log: pp.out.String},
 	}
 	for _, tg := range targets {
-		for db, want := range map[string]string{"app1": "poolsim", "app2": "second"} {
-			conn, err := pgx.Connect(ctx, dsnAt(tg.port, db))
-			if err != nil {
-				t.Fatalf("%s: connect %s: %v", tg.name, db, err)
-			}
-			t.Cleanup(func() { conn.Close(context.Background()) })
-			var got string
-			if err := conn.QueryRow(ctx, "select current_database()").Scan(&got); err != nil || got != want {
-				t.Errorf("%s: database %s leads to %q, %v; want %q", tg.name, db, got, err, want)
-			}
-			if db == "app1" {
-				tg.app1 = conn
-			}
-		}
-		modes := poolModes(ctx, t, tg.port)
-		for _, want := range []string{"app1/poolsim/transaction", "app2/poolsim/session"} {
-			if !modes[want] {
-				t.Errorf("%s: SHOW POOLS = %v, want a pool %s", tg.name, modes, want)
-			}
-		}
-		if got := dbPoolSize(ctx, t, tg.port, "app1"); got != "2" {
-			t.Errorf("%s: SHOW DATABASES app1 pool_size = %q, want 2", tg.name, got)
-		}
-		table := "hup_" + tg.name
-		if _, err := tg.app1.Exec(ctx, "CREATE TABLE "+table+" (v int)"); err != nil {
-			t.Fatal(err)
-		}
-		if tg.tx, err = tg.app1.Begin(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tg.tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
-			t.Fatal(err)
-		}
+		openINITarget(ctx, t, tg)
 	}
 	// SIGHUP with a transaction open on each: the new pool_size applies
 	// and the transaction commits.
@@ -345,49 +307,114 @@ func TestProxyINIBesidePgBouncer(t *testing.T) {
 	}
 	// SIGUSR1 pauses: a new query waits (cl_waiting 1) until SIGUSR2.
 	for _, tg := range targets {
-		if err := tg.signal(syscall.SIGUSR1); err != nil {
-			t.Fatal(err)
+		pauseAndResume(ctx, t, tg)
+	}
+	safeShutdown(ctx, t, pp, targets[1])
+}
+
+// iniTarget is PgBouncer or the proxy process, run from the same
+// pgbouncer.ini: how to signal it and read its log, and a connection to
+// app1 with a transaction open on it.
+type iniTarget struct {
+	name   string
+	port   int
+	signal func(syscall.Signal) error
+	log    func() string // the process's log so far
+	app1   *pgx.Conn
+	tx     pgx.Tx
+}
+
+// openINITarget checks that tg serves both databases of the config with
+// their pool modes and app1's pool size, and leaves a transaction open on
+// app1 that has written a row to a table of its own.
+func openINITarget(ctx context.Context, t *testing.T, tg *iniTarget) {
+	t.Helper()
+	for db, want := range map[string]string{"app1": "poolsim", "app2": "second"} {
+		conn, err := pgx.Connect(ctx, dsnAt(tg.port, db))
+		if err != nil {
+			t.Fatalf("%s: connect %s: %v", tg.name, db, err)
 		}
-		// Both log PgBouncer's line once the pause is in force.
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(tg.log(), "got SIGUSR1, pausing all activity") {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no \"got SIGUSR1, pausing all activity\" in the log 10s after SIGUSR1:\n%s", tg.name, tg.log())
-			}
-			time.Sleep(20 * time.Millisecond)
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		var got string
+		if err := conn.QueryRow(ctx, "select current_database()").Scan(&got); err != nil || got != want {
+			t.Errorf("%s: database %s leads to %q, %v; want %q", tg.name, db, got, err, want)
 		}
-		done := make(chan error, 1)
-		go func() {
-			_, err := tg.app1.Exec(ctx, "select 1")
-			done <- err
-		}()
-		deadline = time.Now().Add(10 * time.Second)
-		for waiting(ctx, t, tg.port, "app1") != "1" {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no client waiting in app1 10s after SIGUSR1", tg.name)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		select {
-		case err := <-done:
-			t.Errorf("%s: query finished while paused: %v", tg.name, err)
-		default:
-		}
-		if err := tg.signal(syscall.SIGUSR2); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s: query after SIGUSR2: %v", tg.name, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("%s: query still waiting 10s after SIGUSR2", tg.name)
+		if db == "app1" {
+			tg.app1 = conn
 		}
 	}
-	// SIGINT: a safe shutdown lets the open transaction commit, refuses
-	// new clients, then the proxy exits 0.
-	tx, err := targets[1].app1.Begin(ctx)
+	modes := poolModes(ctx, t, tg.port)
+	for _, want := range []string{"app1/poolsim/transaction", "app2/poolsim/session"} {
+		if !modes[want] {
+			t.Errorf("%s: SHOW POOLS = %v, want a pool %s", tg.name, modes, want)
+		}
+	}
+	if got := dbPoolSize(ctx, t, tg.port, "app1"); got != "2" {
+		t.Errorf("%s: SHOW DATABASES app1 pool_size = %q, want 2", tg.name, got)
+	}
+	table := "hup_" + tg.name
+	if _, err := tg.app1.Exec(ctx, "CREATE TABLE "+table+" (v int)"); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if tg.tx, err = tg.app1.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tg.tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pauseAndResume checks SIGUSR1 and SIGUSR2 on tg: once the pause is in
+// force (PgBouncer's log line) a new query waits until SIGUSR2.
+func pauseAndResume(ctx context.Context, t *testing.T, tg *iniTarget) {
+	t.Helper()
+	if err := tg.signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	// Both log PgBouncer's line once the pause is in force.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(tg.log(), "got SIGUSR1, pausing all activity") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no \"got SIGUSR1, pausing all activity\" in the log 10s after SIGUSR1:\n%s", tg.name, tg.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := tg.app1.Exec(ctx, "select 1")
+		done <- err
+	}()
+	deadline = time.Now().Add(10 * time.Second)
+	for waiting(ctx, t, tg.port, "app1") != "1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no client waiting in app1 10s after SIGUSR1", tg.name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Errorf("%s: query finished while paused: %v", tg.name, err)
+	default:
+	}
+	if err := tg.signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s: query after SIGUSR2: %v", tg.name, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s: query still waiting 10s after SIGUSR2", tg.name)
+	}
+}
+
+// safeShutdown checks SIGINT on the proxy process: a safe shutdown lets
+// the open transaction commit, refuses new clients, then the proxy exits 0.
+func safeShutdown(ctx context.Context, t *testing.T, pp *proxyProcess, tg *iniTarget) {
+	t.Helper()
+	tx, err := tg.app1.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

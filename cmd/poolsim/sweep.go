@@ -88,6 +88,14 @@ type sweepOptions struct {
 	dropSweep bool
 }
 
+// sweepOutput is what the sweep command writes: its format, shard i of
+// n (0 of 0: the whole sweep), and the plot with its SLO line (0: none).
+type sweepOutput struct {
+	format, plotPath string
+	shardI, shardN   int
+	sloMs            float64
+}
+
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("sweep", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -109,40 +117,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *shard != "" && !fs.Changed("format") {
 		*format = "json"
 	}
-	if err := report.CheckFormat(*format); err != nil {
-		return usage(err)
-	}
-	if fs.NArg() != 1 {
-		return usagef("want exactly one SCENARIO (a file or a built-in name), got %d arguments; see 'poolsim sweep --help'", fs.NArg())
-	}
-	var si, sn int
-	if *shard != "" {
-		var err error
-		if si, sn, err = parseShard(*shard); err != nil {
-			return err
-		}
-		if *format == "table" {
-			return usagef("--shard writes json or csv (a table cannot be merged); use --format json or csv")
-		}
-		if *plotPath != "" {
-			return usagef("--plot with --shard would draw one shard only; merge the shards, then sweep without --shard to plot")
-		}
-	}
-	var sloMs float64
-	if *slo != "" {
-		d, err := time.ParseDuration(*slo)
-		if err != nil || d <= 0 {
-			return usagef("--slo-p99 %q: want a duration above 0 such as 50ms", *slo)
-		}
-		if *plotPath == "" {
-			return usagef("--slo-p99 draws on the plot: give --plot too")
-		}
-		sloMs = float64(d) / 1e6
-	}
-	if *plotPath != "" {
-		if err := plot.CheckPath(*plotPath); err != nil {
-			return usage(err)
-		}
+	out, err := checkSweepArgs(fs, *format, *plotPath, *slo, *shard)
+	if err != nil {
+		return err
 	}
 	sc, axes, err := sweepScenario(fs.Arg(0), o)
 	if err != nil {
@@ -156,20 +133,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usage(err)
 	}
-	total := len(points)
-	index := make([]int, 0, total)
-	for i := range points {
-		if sn == 0 || i%sn == si-1 {
-			index = append(index, i)
-		}
-	}
-	sel := points
-	if sn > 0 {
-		sel = make([]scenarios.Point, len(index))
-		for k, i := range index {
-			sel[k] = points[i]
-		}
-	}
+	index, sel := shardPoints(points, out.shardI, out.shardN)
 	if err := sf.checkCost(sc, sel, st); err != nil {
 		return err
 	}
@@ -185,42 +149,115 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rows, missing := finished(rows)
 	rep := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows, Missing: missing}
-	if sn > 0 {
-		meta := report.ShardMeta{Scenario: sc.Name, Seed: sc.Base.Seed, Index: si, Count: sn, Points: total, Sweep: report.Fingerprint(sc, st, points)}
-		all := make([]scenarios.Row, len(points)) // the merged output's assumptions cover every point
-		for i, p := range points {
-			all[i].Config = p.Config
-		}
-		rep.Notes = report.Assumptions(all)
-		if err := report.WriteShard(stdout, *format, meta, index, rep); err != nil {
+	if out.shardN > 0 {
+		if err := writeSweepShard(stdout, out, sc, st, points, index, rep); err != nil {
 			return err
 		}
 		return runErr
 	}
-	if err := report.Write(stdout, *format, rep); err != nil {
+	if err := report.Write(stdout, out.format, rep); err != nil {
 		return err
 	}
 	if runErr != nil {
 		return runErr
 	}
-	if *plotPath != "" {
-		logKeys := map[string]bool{}
-		for _, a := range axes {
-			if a.Log {
-				logKeys[a.Key] = true
-			}
+	if out.plotPath != "" {
+		return plotSweep(out, sc, axes, o.sets, rows)
+	}
+	return nil
+}
+
+// checkSweepArgs checks the command line's scenario argument and output
+// flags, the format first.
+func checkSweepArgs(fs *pflag.FlagSet, format, plotPath, slo, shard string) (sweepOutput, error) {
+	out := sweepOutput{format: format, plotPath: plotPath}
+	if err := report.CheckFormat(format); err != nil {
+		return out, usage(err)
+	}
+	if fs.NArg() != 1 {
+		return out, usagef("want exactly one SCENARIO (a file or a built-in name), got %d arguments; see 'poolsim sweep --help'", fs.NArg())
+	}
+	if shard != "" {
+		var err error
+		if out.shardI, out.shardN, err = parseShard(shard); err != nil {
+			return out, err
 		}
-		title := fmt.Sprintf("%s (seed %d)", sc.Name, sc.Base.Seed)
-		if len(o.sets) > 0 {
-			title += ", " + strings.Join(o.sets, ", ")
+		if format == "table" {
+			return out, usagef("--shard writes json or csv (a table cannot be merged); use --format json or csv")
 		}
-		in := plot.Input{Title: title, Rows: rows, LogKeys: logKeys, SLOP99Ms: sloMs}
-		if sloMs > 0 {
-			in.Chosen, in.ChosenLabel = plot.FirstMeeting(rows, sloMs), "first to meet the SLO"
+		if plotPath != "" {
+			return out, usagef("--plot with --shard would draw one shard only; merge the shards, then sweep without --shard to plot")
 		}
-		if err := plot.Write(*plotPath, in); err != nil {
-			return fmt.Errorf("--plot: %w", err)
+	}
+	if slo != "" {
+		d, err := time.ParseDuration(slo)
+		if err != nil || d <= 0 {
+			return out, usagef("--slo-p99 %q: want a duration above 0 such as 50ms", slo)
 		}
+		if plotPath == "" {
+			return out, usagef("--slo-p99 draws on the plot: give --plot too")
+		}
+		out.sloMs = float64(d) / 1e6
+	}
+	if plotPath != "" {
+		if err := plot.CheckPath(plotPath); err != nil {
+			return out, usage(err)
+		}
+	}
+	return out, nil
+}
+
+// shardPoints are shard i of n's points (every n-th from the i-th) and
+// their indexes among all; with n 0, all of them.
+func shardPoints(points []scenarios.Point, i, n int) (index []int, sel []scenarios.Point) {
+	index = make([]int, 0, len(points))
+	for k := range points {
+		if n == 0 || k%n == i-1 {
+			index = append(index, k)
+		}
+	}
+	if n == 0 {
+		return index, points
+	}
+	sel = make([]scenarios.Point, len(index))
+	for k, p := range index {
+		sel[k] = points[p]
+	}
+	return index, sel
+}
+
+// writeSweepShard writes a shard's rows with what merging them needs:
+// the shard's place, the sweep's fingerprint and every point's
+// assumptions.
+func writeSweepShard(w io.Writer, out sweepOutput, sc *scenarios.Scenario, st scenarios.Study, points []scenarios.Point, index []int, rep report.Report) error {
+	meta := report.ShardMeta{Scenario: sc.Name, Seed: sc.Base.Seed, Index: out.shardI, Count: out.shardN, Points: len(points), Sweep: report.Fingerprint(sc, st, points)}
+	all := make([]scenarios.Row, len(points)) // the merged output's assumptions cover every point
+	for i, p := range points {
+		all[i].Config = p.Config
+	}
+	rep.Notes = report.Assumptions(all)
+	return report.WriteShard(w, out.format, meta, index, rep)
+}
+
+// plotSweep draws the sweep's rows, log axes as the --vary axes say,
+// with the SLO line and each line's first point to meet it.
+func plotSweep(out sweepOutput, sc *scenarios.Scenario, axes []vary.Axis, sets []string, rows []scenarios.Row) error {
+	logKeys := map[string]bool{}
+	for _, a := range axes {
+		if a.Log {
+			logKeys[a.Key] = true
+		}
+	}
+	title := fmt.Sprintf("%s (seed %d)", sc.Name, sc.Base.Seed)
+	if len(sets) > 0 {
+		title += ", " + strings.Join(sets, ", ")
+	}
+	in := plot.Input{Title: title, Rows: rows, LogKeys: logKeys, SLOP99Ms: out.sloMs}
+	if out.sloMs > 0 {
+		in.Chosen, in.ChosenLabel = plot.FirstMeeting(rows, out.sloMs), "first to meet the SLO"
+	}
+	if err := plot.Write(out.plotPath, in); err != nil {
+		return fmt.Errorf("--plot: %w", err)
 	}
 	return nil
 }

@@ -510,9 +510,3 @@ func (p *PgBouncer) run(ctx context.Context, acct childproc.Account, ini string,
 	p.proc = proc
 	return p.waitReady(ctx, shared)
 }
-
-// Signal sends sig to the pgbouncer process (SIGHUP reloads, SIGUSR1
-// pauses, SIGUSR2 resumes).
-func (p *PgBouncer) Signal(sig syscall.Signal) error {
-	return syscall.Kill(p.proc.Pid(), sig)
-}

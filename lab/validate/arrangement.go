@@ -9,9 +9,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/poolsim/poolsim/lab/load"
 	"github.com/poolsim/poolsim/lab/testbed"
@@ -212,7 +211,7 @@ func (l *lab) calibrateArrangements(ctx context.Context, t *running, cfg system.
 // unpinned is a pinning that failed: a permission it lacks is said and
 // leaves the row to the free model; anything else is an error.
 func (l *lab) unpinned(err error) error {
-	if errors.Is(err, unix.EPERM) {
+	if errors.Is(err, syscall.EPERM) {
 		l.logf("validate: the arrangements are not pinned (%v): pool 1 is judged by the free model", err)
 		return nil
 	}
@@ -257,41 +256,6 @@ func pinProcess(pid, core int) error {
 		}
 	}
 	return nil
-}
-
-// pinTask lets thread tid (0: the calling thread) run on core alone.
-func pinTask(tid, core int) error {
-	var set unix.CPUSet
-	set.Set(core)
-	return unix.SchedSetaffinity(tid, &set)
-}
-
-// saveAffinity reads the threads' affinity of the processes; restore
-// sets it back (threads gone since are skipped).
-func saveAffinity(pids ...int) (restore func() error, err error) {
-	saved := map[int]unix.CPUSet{}
-	for _, p := range pids {
-		ts, err := tasks(p)
-		if err != nil {
-			return nil, fmt.Errorf("read the affinity of process %d: %w", p, err)
-		}
-		for _, t := range ts {
-			var set unix.CPUSet
-			if err := unix.SchedGetaffinity(t, &set); err != nil {
-				return nil, fmt.Errorf("read the affinity of process %d: %w", p, err)
-			}
-			saved[t] = set
-		}
-	}
-	return func() error {
-		var errs []error
-		for t, set := range saved {
-			if err := unix.SchedSetaffinity(t, &set); err != nil && !errors.Is(err, unix.ESRCH) {
-				errs = append(errs, fmt.Errorf("thread %d: %w", t, err))
-			}
-		}
-		return errors.Join(errs...)
-	}, nil
 }
 
 // arrangementConfig is the calibrated model of one arrangement: the row's

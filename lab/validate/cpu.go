@@ -4,7 +4,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -21,11 +20,7 @@ type cpuSample struct {
 }
 
 func sampleCPU() cpuSample {
-	s := cpuSample{at: time.Now(), instr: instrumentCPU()}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
+	s := cpuSample{at: time.Now(), instr: instrumentCPU(), self: processCPU()}
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return s

@@ -198,53 +198,14 @@ func (l CurveLine) peakNote() string {
 	return "NOT the same"
 }
 
-// writeCurves is the report's curve section: a table per line and the
-// peak pool sizes.
+// writeCurves writes the report's curve section alone (templates/curve.md.tmpl).
 func (rep *Report) writeCurves(p func(string, ...any)) {
-	lines := rep.Curves()
-	if len(lines) == 0 {
+	var b strings.Builder
+	if err := reportTemplates.ExecuteTemplate(&b, "curves", rep.markdownView()); err != nil {
+		p("curves: %v\n", err)
 		return
 	}
-	p("## The curve\n\n")
-	p("Throughput and latency against %s, one table per line. Peak pool size = the smallest pool size whose throughput is within %.0f %% of the line's highest (the first point of its plateau). Measured TPS: median of the runs [95 %% interval of their mean]; calibrated: median of the runs' calibrated models. Error %%: the calibrated model's error, with several runs the mean of each run's own (the verdict's: see the rows).\n\n", CurveKey, PeakWithin*100)
-	placed := false
-	for _, l := range lines {
-		for _, pt := range l.Points {
-			for _, x := range pt.Runs {
-				placed = placed || x.Placement != nil
-			}
-		}
-	}
-	if placed {
-		p("Runs: each live run's TPS and, in parentheses, the share of the pool's servers that ran on PgBouncer's core (sampled every %v from /proc/PID/stat). With one server the kernel keeps PgBouncer and the backend either on one core, where they take turns, or on two, where each wake-up crosses to the other, idle core; an arrangement tends to last the run, so runs of the same point can differ by it (compare a run at 100 %% with one at 0 %%). Each run's calibrated model takes the run's share: with one server the two pinned arrangements' models weighted by it, with two the free model mixed with the apart one (PgBouncer's thread on one core, the servers on the other) where the run's share was below its through loop's, or with the together one where above, by how far toward none or all of them it was; the scenario's model, one number per point, predicts neither.\n\n", placeEvery)
-	}
-	for _, l := range lines {
-		if l.Label != "" { // a sweep of the pool size alone has one line, unnamed
-			p("### %s\n\n", l.Label)
-		}
-		p("| pool size | TPS model / calibrated / measured [95%% CI] | error %% | p50 ms calibrated / measured | error %% | p99 ms calibrated / measured | error %% | verdict |")
-		if placed {
-			p(" runs |")
-		}
-		p("\n|---|---|---|---|---|---|---|---|")
-		if placed {
-			p("---|")
-		}
-		p("\n")
-		for _, pt := range l.Points {
-			v := "PASS"
-			if !pt.Pass {
-				v = "FAIL"
-			}
-			p("| %g | %.0f / %.0f / %.0f [%.0f, %.0f] | %+.1f | %.3f / %.3f | %+.1f | %.3f / %.3f | %+.1f | %s |",
-				pt.X, pt.Model, pt.Cal, pt.Meas, pt.MeasLo, pt.MeasHi, pt.TPSErr, pt.P50Cal, pt.P50Meas, pt.P50Err, pt.P99Cal, pt.P99Meas, pt.P99Err, v)
-			if placed {
-				p(" %s |", pt.runsText())
-			}
-			p("\n")
-		}
-		p("\nPeak pool size: calibrated model %g, measured %g (%s); the scenario's model %g.\n\n", l.PeakCal, l.PeakMeas, l.peakNote(), l.PeakModel)
-	}
+	p("%s", b.String())
 }
 
 // WritePlot draws the report's curves: throughput, p50 and p99 against the

@@ -70,4 +70,10 @@
 // cancelled too: targets, the cluster, and every goroutine (the placement
 // sampler's included: its stop function waits for it); then it sets the
 // kernel's autogroup back.
+//
+// The package builds everywhere; what needs Linux is in *_linux.go files:
+// pinning threads (sched_setaffinity: the arrangements and the wake-up
+// ping-pong), /proc reads through open files (placement) and a thread's
+// CPU clock. Elsewhere pinning returns an error that says it needs Linux,
+// and the readings count as not read.
 package validate

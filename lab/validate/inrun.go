@@ -19,16 +19,12 @@ import (
 // produce: how much of the cores the processes keep busy at the row's
 // pool size, and how long each statement waits.
 //
-// The through loop right before the run measures the same costs, but this
-// shared machine's speed drifts between the two by more than the
-// tolerances: through PgBouncer (bench/loop-noise.sh, 10 loop-and-run
-// pairs at pools 2 and 8) a three-second loop foretold the run after it
-// within 13.1 and 11.4 % (root mean square), while the machine's busy
-// cores per transaction moved by as much (coefficient of variation 7-9 %)
-// and the loop's rate at the run's own CPU per transaction was within 6.4
-// and 4.3 %: the drift is in what a transaction costs (the host's other
-// work), not in how busy the cores are. The report keeps the model from
-// the loop alone (beforeRun) beside it, and splits the error.
+// The through loop right before the run measures the same costs, but a
+// shared machine's speed can drift between the two by more than the
+// tolerances, and the drift is in what a transaction costs (the host's
+// other work), not in how busy the cores are (figures: docs/validate.md).
+// The report keeps the model from the loop alone (beforeRun) beside it,
+// and splits the error.
 
 // RunCPU is each process's CPU per statement over one run: the load
 // driver's, the pooler's and the pool's servers' (all of them, per

@@ -4,19 +4,16 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // The validator watches a run while it goes: pgbench's threads' run delay
 // every few milliseconds (watchDelay), where PgBouncer and the pool's
 // servers last ran (watchPlacement). Those reads are CPU on the machine's
-// cores like any other work - measured through PgBouncer, 0.08-0.12 cores
-// of the two during a pgbench run, where the direct loops' other work was
-// 0.03-0.05 - and they are this process's: through the in-process proxy
-// they were counted as the pooler's CPU per statement, and through
-// PgBouncer as nothing at all, so the calibrated model ran faster than
-// the machine could. Each instrument's goroutine keeps an OS thread of its
+// cores like any other work (a tenth of a core or so: docs/validate.md),
+// and they are this process's: uncounted, they would be the pooler's CPU
+// per statement through the in-process proxy and nothing at all through
+// PgBouncer, and the calibrated model would run faster than the machine
+// could. Each instrument's goroutine keeps an OS thread of its
 // own and charges that thread's CPU time here as it goes; a window's
 // share is taken out of this process's CPU and counted as other work.
 
@@ -50,13 +47,4 @@ func (in *instrument) charge() {
 func (in *instrument) stop() {
 	in.charge()
 	runtime.UnlockOSThread()
-}
-
-// threadCPU is the calling thread's CPU time (0 where it cannot be read).
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
 }

@@ -3,14 +3,12 @@ package validate
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"golang.org/x/sys/unix"
 )
 
 // Placement is where the pooler's thread and the pool's servers ran
@@ -21,9 +19,8 @@ import (
 // the backend either share a core (the kernel wakes each on the other's
 // core, and they take turns) or run on two (each wake-up crosses cores
 // and finds the other idle), and each arrangement keeps itself going
-// for the run. Measured through PgBouncer on this project's 2-vCPU
-// machine (pgbench -S, 50 clients, pool 1): about 26,000 transactions a
-// second on one core, 15,000 on two, run after run of the same command.
+// for the run; the two differ in throughput by tens of per cent
+// (docs/validate.md).
 type Placement struct {
 	Samples int
 	// Shared is the mean over the samples of the share of the pool's
@@ -131,47 +128,13 @@ func (l *lab) watchPooler(ctx context.Context, t *running) (stop func() *Placeme
 }
 
 // statFiles keeps processes' /proc/PID/stat open for the placement's
-// reads: reading an open one again from its start costs a fifth of opening
-// it anew (5 against 22 µs on this project's machine), and the sampler
-// reads the pooler and every server 50 times a second while the run it
-// measures shares the cores. A file whose process has exited reads
-// nothing and is closed.
+// reads: reading an open one again from its start costs a fraction of
+// opening it anew, and the sampler reads the pooler and every server
+// every placeEvery while the run it measures shares the cores. A file
+// whose process has exited reads nothing and is closed.
 type statFiles struct {
 	fds map[int]int
 	buf [1024]byte
-}
-
-// lastCore is the core process pid last ran on, read through its open
-// file.
-func (s *statFiles) lastCore(pid int) (int, bool) {
-	if s.fds == nil {
-		s.fds = map[int]int{}
-	}
-	fd, ok := s.fds[pid]
-	if !ok {
-		var err error
-		if fd, err = unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
-			return 0, false
-		}
-		s.fds[pid] = fd
-	}
-	n, err := unix.Pread(fd, s.buf[:], 0)
-	if err != nil || n <= 0 {
-		unix.Close(fd)
-		delete(s.fds, pid)
-		return 0, false
-	}
-	return parseLastCore(string(s.buf[:n]))
-}
-
-// keep closes the files of the processes not in pids.
-func (s *statFiles) keep(pids []int) {
-	for pid, fd := range s.fds {
-		if !slices.Contains(pids, pid) {
-			unix.Close(fd)
-			delete(s.fds, pid)
-		}
-	}
 }
 
 // close closes them all.

@@ -35,10 +35,8 @@ type RunDelay struct {
 	// one thread, every client's relay, then waits behind it. The
 	// calibrated model's pooler is preempted so only in a pool-1 row's
 	// apart arrangement, at its pinned loop's rate (Arrangement.Preempts;
-	// elsewhere a thread that keeps its core runs its batch); measured
-	// through PgBouncer at 50 clients
-	// (bench/pool-switches.sh) 0.71-0.83 a transaction at pool 2 with the
-	// cores idle 14-17 % of the time, 0.40-0.49 at pool 8 with 8-10 %.
+	// elsewhere a thread that keeps its core runs its batch), though
+	// PgBouncer is preempted at larger pools too (docs/validate.md).
 	PoolerPreempts float64
 	PreemptsOK     bool
 }
@@ -109,11 +107,9 @@ type delayWatch struct {
 
 // delayEvery is how often a delayWatch reads: a thread's delay between
 // its last reading and its exit is lost, at most this much time's worth
-// (through PgBouncer at 50 clients, pgbench's two threads waited about a
-// third of the time: 7 ms of the 0.7 s each waits over a 2 s run, 1 %).
-// Reading every 5 ms cost this process 0.04-0.06 cores of the machine's
-// two during a run - the model's other work, and a disturbance of the
-// run it measures.
+// (a per cent or so of a run's); reading more often costs this process
+// CPU on the cores the run shares - the model's other work, and a
+// disturbance of the run it measures (docs/validate.md).
 const delayEvery = 20 * time.Millisecond
 
 // watchDelay starts following pid's threads; total stops and sums them.

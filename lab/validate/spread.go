@@ -19,9 +19,7 @@ import (
 // calibrated models, but their error is not judged: the median
 // measurement and the median model can come from different runs, so
 // their difference holds the runs' own spread besides the model's error
-// (pgbench -S through the proxy, pool 32 at 50 clients, five runs whose
-// TPS ran from 17,000 to 21,000: per-run p50 errors +6.9 ± 5.9 %, the
-// medians' +13.6 %).
+// (an example: docs/validate.md).
 //
 // The verdict of a cell with a relative tolerance takes both the tolerance
 // and the interval:

@@ -70,7 +70,8 @@ type running struct {
 	preparedNote string
 	dsn          string // where clients connect
 	px           *pooler.Proxy
-	port         int // the proxy's port
+	watch        *proxyWatch // px's Observer
+	port         int         // the proxy's port
 	bouncer      *pgbouncer.PgBouncer
 	stop         func() error
 	closed       bool // close has run
@@ -91,11 +92,11 @@ func (t *running) pinLoop() int {
 	if t.px == nil || t.loopTID > 0 {
 		return t.loopTID
 	}
-	tid, unpin, err := t.px.PinLoop()
-	if err != nil {
+	tid := t.watch.pin()
+	if tid == 0 {
 		return 0
 	}
-	t.loopTID, t.unpin = tid, unpin
+	t.loopTID, t.unpin = tid, t.watch.unpin
 	return tid
 }
 
@@ -117,7 +118,7 @@ func (r *running) waits() []pooler.Wait {
 	if r.px == nil {
 		return nil
 	}
-	return r.px.Waits()
+	return r.watch.waits.drain()
 }
 
 // startTarget starts the pooler for one row. Direct mode needs none: the
@@ -150,8 +151,11 @@ func startProxy(ctx context.Context, srv server, ps poolSettings) (*running, err
 	return t, nil
 }
 
-// serveProxy starts the in-process proxy of cfg on a free loopback port.
+// serveProxy starts the in-process proxy of cfg on a free loopback port,
+// watched by a proxyWatch.
 func serveProxy(ctx context.Context, cfg pooler.Config) (*running, error) {
+	watch := newProxyWatch()
+	cfg.Observer = watch
 	px, err := pooler.New(cfg)
 	if err != nil {
 		return nil, err
@@ -174,7 +178,7 @@ func serveProxy(ctx context.Context, cfg pooler.Config) (*running, error) {
 			return errors.New("proxy: did not stop within 30s")
 		}
 	}
-	return &running{px: px, stop: stop, port: addr.Port}, nil
+	return &running{px: px, watch: watch, stop: stop, port: addr.Port}, nil
 }
 
 func startBouncer(ctx context.Context, srv server, ps poolSettings, logf func(string, ...any)) (*running, error) {

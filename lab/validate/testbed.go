@@ -675,7 +675,7 @@ func applyTestbed(c *system.Config, tb *Testbed, sigma, kappa float64) {
 // row's target, the way a run uses them: a closed loop of the row's
 // clients through the row's pool, for three seconds. The backends are
 // the pool's servers (found in pg_stat_activity); the pooler is the
-// proxy's event loop (its thread's CPU, Proxy.MeasureCPU) or the
+// proxy's event loop (its thread's CPU, proxyWatch.measureCPU) or the
 // pgbouncer process; the driver is this
 // process, less the proxy's loop. These are the model's CPU per statement:
 // a process's cost per statement depends on how often it sleeps and wakes,
@@ -759,9 +759,9 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 	}
 	var loop0 time.Duration
 	if t.px != nil && pg == nil {
-		t.px.MeasureCPU(true)
-		defer t.px.MeasureCPU(false)
-		loop0 = t.px.LoopCPU()
+		t.watch.measureCPU(true)
+		defer t.watch.measureCPU(false)
+		loop0 = t.watch.timedCPU()
 	}
 	placed := l.watchPooler(ctx, t)
 	var lc loopCPU
@@ -790,7 +790,7 @@ func (l *lab) throughLoop(ctx context.Context, t *running, cfg system.Config, st
 		r.pooler, r.driver, r.server = per(lc.proc-lc.instr), per(lc.self), per(lc.watched)
 		l.logf("validate: through the proxy, CPU per statement: this process %v less its instruments'", r.pooler)
 	case t.px != nil && pg == nil:
-		loop := t.px.LoopCPU() - loop0
+		loop := t.watch.timedCPU() - loop0
 		r.pooler, r.driver = per(loop), per(lc.self-loop-lc.instr)
 		r.server = per(lc.watched)
 	default:

@@ -24,14 +24,11 @@ const holdPerConn = 20
 //     SHOW STATS (total_query_time less total_wait_time, per request).
 //     The direct loop's round trip is the load driver's: it holds the
 //     driver's own wake-ups and scheduling, which a pooled statement
-//     pays outside its server's time (measured on a 2-vCPU VM: pg_sleep
-//     3 ms at 18 connections, 5.2-5.4 ms through this process's driver
-//     straight to PostgreSQL, 4.4 ms through pgbench, 4.5-5.0 ms held at
-//     PgBouncer or the proxy in the runs).
+//     pays outside its server's time (docs/validate.md).
 //   - ConnectLoaded, the median gap between the backend starts of the
 //     servers the pool opened one after another for the loop: a login
-//     with the machine busy, as the pool's logins are during a run
-//     (17.6-26 ms in those runs against 12-15.5 ms alone).
+//     with the machine busy, as the pool's logins are during a run,
+//     slower than one alone.
 //
 // The target is stopped afterwards, so that the run starts on a pool of
 // its own.

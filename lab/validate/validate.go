@@ -136,66 +136,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	maxConn := points[0].Config.Server.MaxConnections
 	multi := points[0].Config.Multi()
 	for _, p := range points {
-		c := p.Config
-		if c.Multi() != multi {
-			return nil, fmt.Errorf("%w: classes in some points of the sweep and not in others", ErrUnsupported)
-		}
-		if multi {
-			if c.Server.MaxConnections != maxConn {
-				return nil, fmt.Errorf("%w: server.max_connections varies across the sweep; validate starts one PostgreSQL per run", ErrUnsupported)
-			}
-			if err := checkMulti(o, live, c); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if c.Server.MaxConnections != maxConn && o.DSN == "" {
-			return nil, fmt.Errorf("%w: server.max_connections varies across the sweep; validate starts one PostgreSQL per run", ErrUnsupported)
-		}
-		if c.AppPool.Mode != system.NoAppPool {
-			return nil, fmt.Errorf("%w: app_pool.mode %v: the load driver has no application-side pool yet", ErrUnsupported, c.AppPool.Mode)
-		}
-		if preparedScenario(c) {
-			if k := live.Statement; k != load.KindCPU && k != load.KindSleep {
-				return nil, fmt.Errorf("%w: validate.statement %s: prepared statements (workload.statements, workload.parse, workload.prepare_threshold) run live as sleep or cpu statements", ErrUnsupported, k)
-			}
-			if o.Target == TargetPgBouncer && preparedTracked(c.Pooler.PoolMode, c.Pooler.MaxPreparedStatements) {
-				if v := bouncerVersion(ctx); !pgbouncer.VersionAtLeast(v, 1, 21) {
-					return nil, fmt.Errorf("%w: pooler.max_prepared_statements %d in %s mode needs PgBouncer 1.21 or later; the installed pgbouncer is %s, which does not track protocol-level prepared statements (run --target proxy, or only the variants with max_prepared_statements 0)", ErrUnsupported, c.Pooler.MaxPreparedStatements, c.Pooler.PoolMode, v)
-				}
-			}
-			continue
-		}
-		if testbedKind(live, c) {
-			if c.Workload.StmtsPerTxn != 1 || c.Workload.RequestLevel() {
-				return nil, fmt.Errorf("%w: validate.statement %s on server.cores is calibrated as CPU per statement, a one-statement transaction each (as pgbench -S's): workload.stmts_per_txn must be 1 and there are no requests", ErrUnsupported, live.Statement)
-			}
-			if live.Driver == "pgbench" && (c.Workload.Open() || c.Workload.Think.MeanValue() > 0) {
-				return nil, fmt.Errorf("%w: validate.driver pgbench runs closed clients back to back (pgbench -c N -t workload.txns_per_session): the workload must be closed with no think time", ErrUnsupported)
-			}
-			continue
-		}
-		if c.Workload.CPU.MeanValue() > 0 || c.Server.Cores > 0 {
-			return nil, fmt.Errorf("%w: workload.cpu and server.cores model CPU sharing; run it live with validate.statement: sql (your statement, its CPU measured on the cores) or pgbench-select, or with validate.statement: cpu and workload.query and no server.cores", ErrUnsupported)
+		if err := checkPoint(ctx, o, live, p.Config, multi, maxConn); err != nil {
+			return nil, err
 		}
 	}
 	prepared := preparedScenario(points[0].Config)
-	l := &lab{o: o, logf: o.Logf, live: live, pgbenchNeeded: live.Driver == "pgbench"}
-	if l.logf == nil {
-		l.logf = func(string, ...any) {}
-	}
-	l.total = len(points) * l.repeats()
-	if !o.Quick || o.Probes {
-		modes := map[poolmode.Mode]bool{}
-		for _, p := range points {
-			for _, m := range p.Config.PoolModes() {
-				if !(o.Target == TargetDirect && m.Pooled()) {
-					modes[m] = true
-				}
-			}
-		}
-		l.total += len(modes)
-	}
+	l := newLab(o, live, points)
 	var sched string
 	if slices.ContainsFunc(points, func(p scenarios.Point) bool { return testbedKind(live, p.Config) }) {
 		var restore func()
@@ -207,41 +153,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	l.phase("starting PostgreSQL")
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Source: sc.Source, Seed: sc.Base.Seed, Target: o.Target, Command: o.Command}
-
-	if o.DSN == "" {
-		reserved := points[0].Config.Server.SuperuserReserved // the scenario's, as the model counts it
-		if reserved == 0 {
-			reserved = pgcluster.ReserveNone
-		}
-		c, err := pgcluster.Start(ctx, pgcluster.Options{
-			MaxConnections:               maxConn,
-			SuperuserReservedConnections: reserved,
-			Logf:                         l.logf,
-		})
-		if err != nil {
-			return nil, err
-		}
-		defer c.Stop()
-		l.cluster = c
-		l.watchDSN = c.SuperuserDSN("postgres")
-		l.backendGone = func(ctx context.Context, pid uint32) error { return c.WaitBackendsExit(ctx, pid) }
-		dsn := c.UserDSN()
-		if prepared {
-			dsn = genericPlans(dsn)
-		}
-		if l.srv, err = parseServer(dsn); err != nil {
-			return nil, err
-		}
-	} else {
-		dsn := o.DSN
-		if prepared {
-			dsn = genericPlans(dsn)
-		}
-		if l.srv, err = parseServer(dsn); err != nil {
-			return nil, err
-		}
-		l.watchDSN = o.DSN
-		l.backendGone = func(ctx context.Context, _ uint32) error { return probe.Sleep(ctx, 50*time.Millisecond) }
+	stop, err := l.startServer(ctx, maxConn, points[0].Config.Server.SuperuserReserved, prepared)
+	defer stop()
+	if err != nil {
+		return nil, err
 	}
 	if err := l.versions(ctx, rep, maxConn); err != nil {
 		return nil, err
@@ -258,34 +173,169 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		samples = 60
 	}
 	l.phase("calibrating the statement")
-	stmt, err := statement(ctx, l.srv.dsn, live, sc.Base, l.backendGone)
+	stmt, err := statement(ctx, l.srv.dsn, l.live, sc.Base, l.backendGone)
 	if err != nil {
 		return nil, err
 	}
 	rep.RowNs, rep.Joins = stmt.RowNs, stmt.Joins
 	if stmt.Kind == load.KindPgbenchSelect {
-		if stmt.Accounts, err = l.pgbenchInit(ctx, max(1, live.Scale)); err != nil {
+		if stmt.Accounts, err = l.pgbenchInit(ctx, max(1, l.live.Scale)); err != nil {
 			return nil, err
 		}
 	}
+	if err := l.runRows(ctx, points, multi, stmt, samples, rep); err != nil {
+		return nil, err
+	}
+	if err := l.runProbes(ctx, points, rep); err != nil {
+		return nil, err
+	}
+	rep.Notes = append(rep.Notes, notes(o.Target, l.live, points)...)
+	rep.Notes = append(rep.Notes, workersNotes(points)...)
+	if multi {
+		rep.Notes = append(rep.Notes, classNotes(l.live, points[0].Config)...)
+	}
+	rep.Versions.LoadEnd = loadAvg()
+	rep.Elapsed = time.Since(began)
+	return rep, nil
+}
 
+// checkPoint refuses what validate cannot run live at a point of the
+// sweep (c): a sweep of classes (multi) or one without them, on one
+// PostgreSQL of maxConn connections unless o.DSN is given.
+func checkPoint(ctx context.Context, o Options, live Live, c system.Config, multi bool, maxConn int) error {
+	if c.Multi() != multi {
+		return fmt.Errorf("%w: classes in some points of the sweep and not in others", ErrUnsupported)
+	}
+	if multi {
+		if c.Server.MaxConnections != maxConn {
+			return fmt.Errorf("%w: server.max_connections varies across the sweep; validate starts one PostgreSQL per run", ErrUnsupported)
+		}
+		return checkMulti(o, live, c)
+	}
+	if c.Server.MaxConnections != maxConn && o.DSN == "" {
+		return fmt.Errorf("%w: server.max_connections varies across the sweep; validate starts one PostgreSQL per run", ErrUnsupported)
+	}
+	if c.AppPool.Mode != system.NoAppPool {
+		return fmt.Errorf("%w: app_pool.mode %v: the load driver has no application-side pool yet", ErrUnsupported, c.AppPool.Mode)
+	}
+	if preparedScenario(c) {
+		if k := live.Statement; k != load.KindCPU && k != load.KindSleep {
+			return fmt.Errorf("%w: validate.statement %s: prepared statements (workload.statements, workload.parse, workload.prepare_threshold) run live as sleep or cpu statements", ErrUnsupported, k)
+		}
+		if o.Target == TargetPgBouncer && preparedTracked(c.Pooler.PoolMode, c.Pooler.MaxPreparedStatements) {
+			if v := bouncerVersion(ctx); !pgbouncer.VersionAtLeast(v, 1, 21) {
+				return fmt.Errorf("%w: pooler.max_prepared_statements %d in %s mode needs PgBouncer 1.21 or later; the installed pgbouncer is %s, which does not track protocol-level prepared statements (run --target proxy, or only the variants with max_prepared_statements 0)", ErrUnsupported, c.Pooler.MaxPreparedStatements, c.Pooler.PoolMode, v)
+			}
+		}
+		return nil
+	}
+	if testbedKind(live, c) {
+		if c.Workload.StmtsPerTxn != 1 || c.Workload.RequestLevel() {
+			return fmt.Errorf("%w: validate.statement %s on server.cores is calibrated as CPU per statement, a one-statement transaction each (as pgbench -S's): workload.stmts_per_txn must be 1 and there are no requests", ErrUnsupported, live.Statement)
+		}
+		if live.Driver == "pgbench" && (c.Workload.Open() || c.Workload.Think.MeanValue() > 0) {
+			return fmt.Errorf("%w: validate.driver pgbench runs closed clients back to back (pgbench -c N -t workload.txns_per_session): the workload must be closed with no think time", ErrUnsupported)
+		}
+		return nil
+	}
+	if c.Workload.CPU.MeanValue() > 0 || c.Server.Cores > 0 {
+		return fmt.Errorf("%w: workload.cpu and server.cores model CPU sharing; run it live with validate.statement: sql (your statement, its CPU measured on the cores) or pgbench-select, or with validate.statement: cpu and workload.query and no server.cores", ErrUnsupported)
+	}
+	return nil
+}
+
+// newLab is the lab of a validation of points: its progress counts
+// every live run and, unless quick without probes, a probe per pool mode.
+func newLab(o Options, live Live, points []scenarios.Point) *lab {
+	l := &lab{o: o, logf: o.Logf, live: live, pgbenchNeeded: live.Driver == "pgbench"}
+	if l.logf == nil {
+		l.logf = func(string, ...any) {}
+	}
+	l.total = len(points) * l.repeats()
+	if !o.Quick || o.Probes {
+		modes := map[poolmode.Mode]bool{}
+		for _, p := range points {
+			for _, m := range p.Config.PoolModes() {
+				if !(o.Target == TargetDirect && m.Pooled()) {
+					modes[m] = true
+				}
+			}
+		}
+		l.total += len(modes)
+	}
+	return l
+}
+
+// startServer starts the throwaway PostgreSQL (or takes o.DSN's) and
+// sets where the load, the counts of other backends and the waits for a
+// backend's exit go; stop, never nil, stops the cluster started, on
+// error too.
+func (l *lab) startServer(ctx context.Context, maxConn, reserved int, prepared bool) (stop func(), err error) {
+	o := l.o
+	stop = func() {}
+	if reserved == 0 { // the scenario's, as the model counts it
+		reserved = pgcluster.ReserveNone
+	}
+	if o.DSN == "" {
+		c, err := pgcluster.Start(ctx, pgcluster.Options{
+			MaxConnections:               maxConn,
+			SuperuserReservedConnections: reserved,
+			Logf:                         l.logf,
+		})
+		if err != nil {
+			return stop, err
+		}
+		stop = func() { _ = c.Stop() }
+		l.cluster = c
+		l.watchDSN = c.SuperuserDSN("postgres")
+		l.backendGone = func(ctx context.Context, pid uint32) error { return c.WaitBackendsExit(ctx, pid) }
+		dsn := c.UserDSN()
+		if prepared {
+			dsn = genericPlans(dsn)
+		}
+		if l.srv, err = parseServer(dsn); err != nil {
+			return stop, err
+		}
+	} else {
+		dsn := o.DSN
+		if prepared {
+			dsn = genericPlans(dsn)
+		}
+		if l.srv, err = parseServer(dsn); err != nil {
+			return stop, err
+		}
+		l.watchDSN = o.DSN
+		l.backendGone = func(ctx context.Context, _ uint32) error { return probe.Sleep(ctx, 50*time.Millisecond) }
+	}
+	return stop, nil
+}
+
+// runRows runs every point's live rows (a row per class in a sweep of
+// classes) beside the model's runs of the points.
+func (l *lab) runRows(ctx context.Context, points []scenarios.Point, multi bool, stmt load.Statement, samples int, rep *Report) error {
 	models := scenarios.Run(points, 0)
 	for i, p := range points {
 		if multi {
 			rows, err := l.multiRow(ctx, p, models[i], stmt, samples)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			rep.Rows = append(rep.Rows, rows...)
 			continue
 		}
 		row, err := l.row(ctx, p, models[i].Metrics, stmt, samples)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
+	return nil
+}
 
+// runProbes probes each pool mode of the points once (not in direct
+// validations' pooled modes), unless quick without probes.
+func (l *lab) runProbes(ctx context.Context, points []scenarios.Point, rep *Report) error {
+	o := l.o
 	if !o.Quick || o.Probes {
 		seen := map[poolmode.Mode]bool{}
 		for _, pm := range probeModes(points) {
@@ -297,20 +347,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			l.phase(fmt.Sprintf("probing session features in %s mode", m))
 			pr, err := l.probe(ctx, m, pm.maxPrepared)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			rep.Probes = append(rep.Probes, pr)
 			l.step()
 		}
 	}
-	rep.Notes = append(rep.Notes, notes(o.Target, live, points)...)
-	rep.Notes = append(rep.Notes, workersNotes(points)...)
-	if multi {
-		rep.Notes = append(rep.Notes, classNotes(live, points[0].Config)...)
-	}
-	rep.Versions.LoadEnd = loadAvg()
-	rep.Elapsed = time.Since(began)
-	return rep, nil
+	return nil
 }
 
 // probeMode is a pool mode to probe, with the max_prepared_statements of
@@ -513,107 +556,177 @@ func (l *lab) repeats() int {
 	return 5
 }
 
+// runKind is what kind of run a row's is, which decides how it is
+// calibrated and what is measured.
+type runKind struct {
+	prepared bool // prepared statements (prepared.go)
+	testbed  bool // a CPU-bound statement, calibrated as a testbed (testbed.go)
+	held     bool // a pooled row of a plain statement: what the pooler sees of it (calibrateHold)
+	tracked  bool // prepared statements the in-process proxy tracks: its counters are read
+}
+
+// runBase is what the target's counters said before the run.
+type runBase struct {
+	waitBefore    int64 // PgBouncer's SHOW STATS total_wait_time, µs
+	sp, binds, cp int64 // the proxy's server parses, binds and client parses
+	times         serverTimes
+}
+
 // once starts the row's target, measures the hop through it, runs the load,
 // collects the metrics and stops the target.
 func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, samples int) (attempt, error) {
 	var a attempt
-	mode := c.Pooler.PoolMode
 	if err := l.quiesce(ctx); err != nil {
 		return a, err
 	}
+	k := runKind{prepared: preparedScenario(c), testbed: testbedKind(l.live, c)}
+	k.held = c.Pooler.PoolMode.Pooled() && !k.testbed && !k.prepared
 	var err error
-	prepared := preparedScenario(c)
-	testbed := testbedKind(l.live, c)
-	switch {
-	case testbed:
-		a.cal, err = l.calibrateCPUBound(ctx, c, stmt)
-	case prepared:
-		a.cal, err = calibratePrepared(ctx, l.srv.dsn, c, stmt, samples, l.backendGone)
-	default:
-		a.cal, err = calibrate(ctx, l.srv.dsn, appAsThink(c), stmt, samples, l.backendGone)
-		a.cal.App = appCalibrated(c)
-	}
-	if err != nil {
+	if a.cal, err = l.calibrateBefore(ctx, c, stmt, samples, k); err != nil {
 		return a, err
-	}
-	if prepared {
-		l.logf("validate: calibrated: connect %v, prepared execution %v (trivial %v), unnamed %v, parse %v, think %v", a.cal.Connect, a.cal.QueryMean, a.cal.RTT, a.cal.Unnamed, a.cal.Parse, a.cal.ThinkMean)
-	}
-	// A pooled row of a plain statement: what the pooler sees of it.
-	held := mode.Pooled() && !testbed && !prepared
-	if held {
-		if err := l.calibrateHold(ctx, c, stmt, &a.cal); err != nil {
-			return a, err
-		}
 	}
 	t, err := startTarget(ctx, l.o.Target, l.srv, poolSettings{pooling: c.Pooler.Pooling, bouncerVersion: l.bouncerVersion}, l.logf)
 	if err != nil {
 		return a, err
 	}
 	defer t.close()
+	if err := l.calibrateAtTarget(ctx, t, c, stmt, samples, k, &a.cal); err != nil {
+		return a, err
+	}
+	k.tracked = k.prepared && t.px != nil && preparedTracked(c.Pooler.PoolMode, c.Pooler.MaxPreparedStatements)
+	base, err := l.beforeRun(ctx, t, c, samples, k, &a.cal)
+	if err != nil {
+		return a, err
+	}
+	res, x, err := l.runLoad(ctx, t, c, stmt, k, a.cal)
+	if err != nil {
+		return a, err
+	}
+	if err := l.measureAtTarget(ctx, t, c, res, base, k, a.cal, &x); err != nil {
+		return a, err
+	}
+	if err := t.close(); err != nil {
+		return a, err
+	}
+	if err := l.calibrateAfter(ctx, c, stmt, samples, k, &a.cal); err != nil {
+		return a, err
+	}
+	a.x = x
+	return a, nil
+}
 
-	if mode.Pooled() {
-		if a.cal.Hop, a.cal.HopRTT, err = measureHop(ctx, t.dsn, l.srv.dsn, samples, l.backendGone); err != nil {
-			return a, err
+// calibrateBefore measures, before the target starts, what the row's
+// model takes: a CPU-bound row's testbed, prepared executions, or the
+// statement and think times; and a pooled row of a plain statement's hold
+// of a server at the target.
+func (l *lab) calibrateBefore(ctx context.Context, c system.Config, stmt load.Statement, samples int, k runKind) (Calibration, error) {
+	var cal Calibration
+	var err error
+	switch {
+	case k.testbed:
+		cal, err = l.calibrateCPUBound(ctx, c, stmt)
+	case k.prepared:
+		cal, err = calibratePrepared(ctx, l.srv.dsn, c, stmt, samples, l.backendGone)
+	default:
+		cal, err = calibrate(ctx, l.srv.dsn, appAsThink(c), stmt, samples, l.backendGone)
+		cal.App = appCalibrated(c)
+	}
+	if err != nil {
+		return cal, err
+	}
+	if k.prepared {
+		l.logf("validate: calibrated: connect %v, prepared execution %v (trivial %v), unnamed %v, parse %v, think %v", cal.Connect, cal.QueryMean, cal.RTT, cal.Unnamed, cal.Parse, cal.ThinkMean)
+	}
+	if k.held {
+		if err := l.calibrateHold(ctx, c, stmt, &cal); err != nil {
+			return cal, err
 		}
-		if testbed {
-			tb := a.cal.Testbed
+	}
+	return cal, nil
+}
+
+// calibrateAtTarget measures the hop through the started target t and,
+// for a CPU-bound row, each process's CPU per statement through it and
+// the pinned arrangements; then it fits the testbed.
+func (l *lab) calibrateAtTarget(ctx context.Context, t *running, c system.Config, stmt load.Statement, samples int, k runKind, cal *Calibration) error {
+	if c.Pooler.PoolMode.Pooled() {
+		var err error
+		if cal.Hop, cal.HopRTT, err = measureHop(ctx, t.dsn, l.srv.dsn, samples, l.backendGone); err != nil {
+			return err
+		}
+		if k.testbed {
+			tb := cal.Testbed
 			if err := l.calibrateThrough(ctx, t, c, stmt, tb); err != nil {
-				return a, err
+				return err
 			}
-			l.logf("validate: calibrated through the target: %d clients, %.0f/s; CPU per statement: driver %v, pooler %v, server %v; hop %v", tb.ThroughClients, tb.ThroughTPS, tb.Driver, tb.Pooler, tb.Server, a.cal.Hop)
+			l.logf("validate: calibrated through the target: %d clients, %.0f/s; CPU per statement: driver %v, pooler %v, server %v; hop %v", tb.ThroughClients, tb.ThroughTPS, tb.Driver, tb.Pooler, tb.Server, cal.Hop)
 			if err := l.calibrateArrangements(ctx, t, c, stmt, tb); err != nil {
-				return a, err
+				return err
 			}
 		}
 	}
-	if testbed {
-		fitTestbed(a.cal.Testbed, c)
-		fitBalance(c, a.cal)
-		modelArrangements(c, a.cal)
-		tb := a.cal.Testbed
+	if k.testbed {
+		fitTestbed(cal.Testbed, c)
+		fitBalance(c, *cal)
+		modelArrangements(c, *cal)
+		tb := cal.Testbed
 		l.logf("validate: testbed fit: latency %v, σ %.4f, κ %.5f; direct model %s%s", tb.Latency, tb.Contention, tb.Coherency, tb.pointsText(), tb.balanceLog())
 	}
-	var waitBefore int64
+	return nil
+}
+
+// beforeRun reads the target's counters the run is measured against,
+// and the servers its pool holds as the load starts (cal.ServersOpen).
+func (l *lab) beforeRun(ctx context.Context, t *running, c system.Config, samples int, k runKind, cal *Calibration) (runBase, error) {
+	var b runBase
+	var err error
 	if t.bouncer != nil {
-		if waitBefore, _, err = bouncerStats(ctx, t.bouncer, l.srv.database); err != nil {
-			return a, err
+		if b.waitBefore, _, err = bouncerStats(ctx, t.bouncer, l.srv.database); err != nil {
+			return b, err
 		}
 	}
-	tracked := prepared && t.px != nil && preparedTracked(mode, c.Pooler.MaxPreparedStatements)
-	var sp0, b0, cp0 int64
-	if tracked {
-		if sp0, b0, cp0, err = proxyStats(ctx, t.px, l.srv.database); err != nil {
-			return a, err
+	if k.tracked {
+		if b.sp, b.binds, b.cp, err = proxyStats(ctx, t.px, l.srv.database); err != nil {
+			return b, err
 		}
 	}
-	if mode.Pooled() {
-		if a.cal.ServersOpen, err = l.serversOpen(ctx, l.srv.user, l.srv.database); err != nil {
-			return a, err
+	if c.Pooler.PoolMode.Pooled() {
+		if cal.ServersOpen, err = l.serversOpen(ctx, l.srv.user, l.srv.database); err != nil {
+			return b, err
 		}
 	}
-	var times0 serverTimes
 	switch {
-	case !held:
+	case !k.held:
 	case t.bouncer != nil:
 		// PgBouncer's SHOW STATS totals move once a second, and this
 		// start of it has run only the hop's empty queries: those, each
 		// held for about the empty round trip less its two hops, are the
 		// run's baseline.
-		times0 = serverTimes{queries: int64(samples), query: time.Duration(samples) * max(0, a.cal.HopRTT-2*a.cal.Hop)}
+		b.times = serverTimes{queries: int64(samples), query: time.Duration(samples) * max(0, cal.HopRTT-2*cal.Hop)}
 	default:
-		if times0, err = t.times(ctx, l.srv.database); err != nil {
-			return a, err
+		if b.times, err = t.times(ctx, l.srv.database); err != nil {
+			return b, err
 		}
 	}
+	return b, nil
+}
+
+// runLoad runs the row's load through the target (pgbench, or the load
+// driver) with the instruments the row needs - where PgBouncer and the
+// servers ran, a pooled CPU-bound row's CPU per statement and waits for
+// a core over the run - and returns the driver's result and what was
+// measured of the run and the machine.
+func (l *lab) runLoad(ctx context.Context, t *running, c system.Config, stmt load.Statement, k runKind, cal Calibration) (*load.Result, Measured, error) {
+	mode := c.Pooler.PoolMode
 	placed := func() *Placement { return nil }
-	if testbed {
+	if k.testbed {
 		placed = l.watchPooler(ctx, t)
 	}
 	var rw *runWatch
-	if testbed && mode.Pooled() {
+	var err error
+	if k.testbed && mode.Pooled() {
 		if rw, err = l.watchRun(ctx, t); err != nil {
-			return a, err
+			return nil, Measured{}, err
 		}
 	}
 	cpu0 := sampleCPU()
@@ -626,7 +739,7 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 		res, pgUse, err = runPgbenchLoad(ctx, pg.bin, t.dsn, c.Workload.Clients, c.Workload.TxnsPerSession, c.Seed, func() { ended = sampleCPU() })
 	} else {
 		res, err = load.Run(ctx, load.Spec{
-			Prepared:  prepared,
+			Prepared:  k.prepared,
 			DSN:       t.dsn,
 			Workload:  c.Workload,
 			Seed:      c.Seed,
@@ -646,11 +759,11 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	}
 	place := placed()
 	if err != nil {
-		return a, err
+		return nil, Measured{}, err
 	}
 	var rd RunDelay
 	if rw != nil {
-		tb := a.cal.Testbed
+		tb := cal.Testbed
 		tb.Run = rw.finish(ctx, res.Stmts, ended.self-cpu0.self-(ended.instr-cpu0.instr), pgUse.CPU, pg != nil, tb, busyCores(cpu0, ended), ended.at.Sub(cpu0.at))
 		rd = rw.delays(res.Stmts, pgUse, pg != nil)
 		if tb.Run.OK {
@@ -663,14 +776,25 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	x.DriverSpread = pgUse.Spread
 	x.CPUBusy, x.CPUSelf = cpuUse(cpu0, cpu1, runtime.NumCPU())
 	x.CPUSteal = stealUse(cpu0, cpu1)
-	if prepared {
+	return res, x, nil
+}
+
+// measureAtTarget adds to x what the target counted over the run: the
+// prepared statements' parses and binds, the waits for a server (each
+// assignment through the proxy, PgBouncer's mean), and for a pooled row
+// of a plain statement how long a statement held its server and how the
+// pool opened its servers.
+func (l *lab) measureAtTarget(ctx context.Context, t *running, c system.Config, res *load.Result, base runBase, k runKind, cal Calibration, x *Measured) error {
+	mode := c.Pooler.PoolMode
+	var err error
+	if k.prepared {
 		var sp, b, cp int64
-		if tracked {
+		if k.tracked {
 			if sp, b, cp, err = settledStats(ctx, t.px, l.srv.database); err != nil {
-				return a, err
+				return err
 			}
 		}
-		x.Prepared = preparedMeasure(res, tracked, sp-sp0, b-b0, cp-cp0)
+		x.Prepared = preparedMeasure(res, k.tracked, sp-base.sp, b-base.binds, cp-base.cp)
 	}
 	if t.px != nil {
 		var ws sim.Samples
@@ -686,58 +810,61 @@ func (l *lab) once(ctx context.Context, c system.Config, stmt load.Statement, sa
 	if t.bouncer != nil {
 		// SHOW STATS totals move every stats_period (1 s here).
 		if err := probe.Sleep(ctx, 1100*time.Millisecond); err != nil {
-			return a, err
+			return err
 		}
 		waitAfter, _, err := bouncerStats(ctx, t.bouncer, l.srv.database)
 		if err != nil {
-			return a, err
+			return err
 		}
 		x.Assignments = assignments(mode, res)
 		if x.Assignments > 0 {
 			x.WaitMeanOnly = true
-			x.WaitMeanMs = float64(waitAfter-waitBefore) / 1e3 / float64(x.Assignments)
+			x.WaitMeanMs = float64(waitAfter-base.waitBefore) / 1e3 / float64(x.Assignments)
 		}
 	}
-	if held {
+	if k.held {
 		times1, err := t.times(ctx, l.srv.database)
 		if err != nil {
-			return a, err
+			return err
 		}
-		x.HoldMs, x.HoldQueries = holdMs(times0, times1), times1.queries-times0.queries
+		x.HoldMs, x.HoldQueries = holdMs(base.times, times1), times1.queries-base.times.queries
 		var gap time.Duration
 		if x.StartsInRun, gap, err = serverStarts(ctx, t.dsn, l.srv.user, l.srv.database, res.Start); err != nil {
-			return a, err
+			return err
 		}
 		x.StartGapMs = float64(gap) / 1e6
-		l.logf("validate: in the run: a statement held its server %.3f ms (%d requests; calibrated %v), %d servers opened, one every %.3f ms (calibrated %v)", x.HoldMs, x.HoldQueries, a.cal.Hold, x.StartsInRun, x.StartGapMs, a.cal.ConnectLoaded)
+		l.logf("validate: in the run: a statement held its server %.3f ms (%d requests; calibrated %v), %d servers opened, one every %.3f ms (calibrated %v)", x.HoldMs, x.HoldQueries, cal.Hold, x.StartsInRun, x.StartGapMs, cal.ConnectLoaded)
 	}
-	if err := t.close(); err != nil {
-		return a, err
-	}
-	if prepared {
+	return nil
+}
+
+// calibrateAfter measures the statement's times again after the run and
+// gives the model the mean of before and after: they move with the
+// machine's other work. A CPU-bound row's are read over the run itself.
+func (l *lab) calibrateAfter(ctx context.Context, c system.Config, stmt load.Statement, samples int, k runKind, cal *Calibration) error {
+	if k.prepared {
 		// The statement's cost moves with the machine's other work (load
 		// average, CPU steal on a shared host): measure it again right
 		// after the run and give the model the mean of both.
 		after, err := calibratePrepared(ctx, l.srv.dsn, c, stmt, samples, l.backendGone)
 		if err != nil {
-			return a, err
+			return err
 		}
-		a.cal = bracket(a.cal, after)
-		l.logf("validate: calibrated after the run: prepared execution %v (trivial %v), unnamed %v, parse %v; used: %v, %v, %v, %v", after.QueryMean, after.RTT, after.Unnamed, after.Parse, a.cal.QueryMean, a.cal.RTT, a.cal.Unnamed, a.cal.Parse)
-	} else if !testbed {
+		*cal = bracket(*cal, after)
+		l.logf("validate: calibrated after the run: prepared execution %v (trivial %v), unnamed %v, parse %v; used: %v, %v, %v, %v", after.QueryMean, after.RTT, after.Unnamed, after.Parse, cal.QueryMean, cal.RTT, cal.Unnamed, cal.Parse)
+	} else if !k.testbed {
 		// The same for the statement and think times: pg_sleep and the
 		// timers overshoot more when the machine is busier, and its other
 		// work changes while a row runs.
 		after, err := calibrate(ctx, l.srv.dsn, appAsThink(c), stmt, samples, l.backendGone)
 		if err != nil {
-			return a, err
+			return err
 		}
-		before := a.cal
-		a.cal = bracketTimes(a.cal, after)
-		l.logf("validate: calibrated after the run: query %v, think %v (before %v, %v); used: %v, %v", after.QueryMean, after.ThinkMean, before.QueryMean, before.ThinkMean, a.cal.QueryMean, a.cal.ThinkMean)
+		before := *cal
+		*cal = bracketTimes(*cal, after)
+		l.logf("validate: calibrated after the run: query %v, think %v (before %v, %v); used: %v, %v", after.QueryMean, after.ThinkMean, before.QueryMean, before.ThinkMean, cal.QueryMean, cal.ThinkMean)
 	}
-	a.x = x
-	return a, nil
+	return nil
 }
 
 // assignments is how many server assignments the driver's run made in

@@ -5,15 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/poolsim/poolsim/lab/testbed"
 	"github.com/poolsim/poolsim/scenarios"
@@ -29,8 +24,7 @@ import (
 // wakes it. The same on one core is a context switch; the difference per
 // hand-off is the wake-up. The helpers are this executable run again
 // (RunWakeSide): a ping-pong between threads of the validator's own
-// process measured the Go scheduler's hand-offs too (162 µs of idle for a
-// 5-µs spin, where C measures about 33).
+// process would measure the Go scheduler's hand-offs too.
 
 // wakeSideEnv carries a helper's side of the ping-pong: "core,spin,rounds,timed".
 const wakeSideEnv = "POOLSIM_WAKE_SIDE"
@@ -64,88 +58,6 @@ func RunWakeSide() {
 	os.Exit(0)
 }
 
-// wakeSide is one helper: pinned to its core, on the socket at fd 3,
-// rounds times it spins and writes then reads a byte (the timed side,
-// which returns the mean round trip after wakeWarm rounds), or reads,
-// spins and writes it back. Reads and writes are raw system calls: the
-// one thread keeps the process's one P while it blocks, so nothing but
-// the core's own wake-up lies between the byte and the spin.
-func wakeSide(spec string) (time.Duration, error) {
-	f := strings.Split(spec, ",")
-	if len(f) != 4 {
-		return 0, errors.New("want core,spin,rounds,timed")
-	}
-	core, err1 := strconv.Atoi(f[0])
-	spinFor, err2 := time.ParseDuration(f[1])
-	rounds, err3 := strconv.Atoi(f[2])
-	if err := errors.Join(err1, err2, err3); err != nil || rounds <= wakeWarm {
-		return 0, fmt.Errorf("want core,spin,rounds,timed with rounds above %d: %v", wakeWarm, err)
-	}
-	timed := f[3] == "timed"
-	runtime.GOMAXPROCS(1)
-	runtime.LockOSThread()
-	if err := pinTask(0, core); err != nil {
-		return 0, fmt.Errorf("pin to core %d: %w", core, err)
-	}
-	const fd = 3
-	tv := unix.NsecToTimeval(int64(2 * time.Second))
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return 0, err
-	}
-	buf := []byte{0}
-	var t0 time.Time
-	for i := range rounds {
-		if !timed {
-			if err := rawByte(unix.SYS_READ, fd, buf); err != nil {
-				return 0, err
-			}
-			spin(spinFor)
-			if err := rawByte(unix.SYS_WRITE, fd, buf); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		if i == wakeWarm {
-			t0 = time.Now()
-		}
-		spin(spinFor)
-		if err := rawByte(unix.SYS_WRITE, fd, buf); err != nil {
-			return 0, err
-		}
-		if err := rawByte(unix.SYS_READ, fd, buf); err != nil {
-			return 0, err
-		}
-	}
-	if !timed {
-		return 0, nil
-	}
-	return time.Since(t0) / time.Duration(rounds-wakeWarm), nil
-}
-
-// rawByte reads or writes one byte (nr SYS_READ or SYS_WRITE) as a raw
-// system call, again when a signal interrupts it.
-func rawByte(nr uintptr, fd int, buf []byte) error {
-	for {
-		n, _, e := unix.RawSyscall(nr, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), 1)
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return e
-		}
-		if n != 1 {
-			return errors.New("the other side closed")
-		}
-		return nil
-	}
-}
-
-// spin keeps the thread busy for d.
-func spin(d time.Duration) {
-	for t0 := time.Now(); time.Since(t0) < d; {
-	}
-}
-
 // measureWakeCurve is the idle core's wake-up by its idle time on cores
 // 0 and 1: for each spin, (round trip on two cores − round trip on one) / 2
 // after (round trip on two cores − spin) of idle, each round trip the
@@ -154,10 +66,8 @@ func spin(d time.Duration) {
 // are dropped.
 //
 // The tries are passes over all the spins, one after another, not
-// repeats of one spin: the host now and then stalls the vCPUs for
-// seconds (a 5-µs spin's round trip took 939 µs, its median of three
-// repeats in a row, at the start of a validation on 2026-12-02, while the
-// through loops a minute later ran as usual) and a stall must not fill a
+// repeats of one spin: a virtual machine's host now and then stalls its
+// vCPUs for seconds (docs/validate.md), and a stall must not fill a
 // spin's every try - above all the first spin's, whose idle no later
 // point then rises past.
 func measureWakeCurve(ctx context.Context, quick bool) ([]testbed.WakePoint, error) {
@@ -200,44 +110,6 @@ func measureWakeCurve(ctx context.Context, quick bool) ([]testbed.WakePoint, err
 		}
 	}
 	return out, nil
-}
-
-// pingPong runs the two helpers, the timed one on core 0 and the echo on
-// core b, spinning work, and returns the timed one's mean round trip.
-func pingPong(ctx context.Context, exe string, b int, work time.Duration) (time.Duration, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("measure the wake-up: %w", err)
-	}
-	fa, fb := os.NewFile(uintptr(fds[0]), "wake-a"), os.NewFile(uintptr(fds[1]), "wake-b")
-	defer fa.Close()
-	defer fb.Close()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	side := func(core int, timed string, f *os.File) *exec.Cmd {
-		c := exec.CommandContext(ctx, exe)
-		c.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%s,%d,%s", wakeSideEnv, core, work, wakeRounds+wakeWarm, timed))
-		c.ExtraFiles = []*os.File{f}
-		return c
-	}
-	echo := side(b, "echo", fb)
-	var echoErr, timedErr strings.Builder
-	echo.Stderr = &echoErr
-	if err := echo.Start(); err != nil {
-		return 0, fmt.Errorf("measure the wake-up: %w", err)
-	}
-	timed := side(0, "timed", fa)
-	timed.Stderr = &timedErr
-	outb, terr := timed.Output()
-	eerr := echo.Wait()
-	if err := errors.Join(terr, eerr); err != nil {
-		return 0, fmt.Errorf("measure the wake-up on cores 0 and %d: %w: %s", b, err, strings.TrimSpace(timedErr.String()+" "+echoErr.String()))
-	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(string(outb)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("measure the wake-up: the helper printed %q, not a round trip", outb)
-	}
-	return time.Duration(ns), nil
 }
 
 // wakeCurveText is the curve for a report: "9.0 µs after 33.0 µs idle, ...".

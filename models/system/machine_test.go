@@ -16,7 +16,7 @@ type machineFunc func(h *Host) Parts
 
 func (f machineFunc) Check(Config, func(string, ...any)) {}
 func (f machineFunc) Describe(Config) string             { return "a test's machine" }
-func (f machineFunc) Random(Config) bool                  { return false }
+func (f machineFunc) Random(Config) bool                 { return false }
 func (f machineFunc) Start(h *Host) Parts                { return f(h) }
 
 // opens is a machine that only has every pool start with n servers open.

@@ -133,10 +133,9 @@ type Config struct {
 	// finish their transactions (session clients their sessions) before
 	// everything is closed.
 	ShutdownTimeout time.Duration
-	// WaitLog bounds the number of Wait records kept for Waits; older records
-	// are dropped first. 0 means DefaultWaitLog; a negative value keeps
-	// none (for a proxy whose Waits nobody reads).
-	WaitLog int
+	// Observer, if set, watches the proxy's server assignments and its
+	// event loop (a caller that measures the proxy); set once, at New.
+	Observer Observer
 	// PlainIO makes the event loop read and write each socket with a
 	// system call of its own. By default, where the kernel allows io_uring,
 	// the reads of one turn of the loop go to the kernel in one system call
@@ -147,9 +146,6 @@ type Config struct {
 	Logf    func(format string, args ...any)
 	Verbose bool
 }
-
-// DefaultWaitLog is the default bound on kept Wait records.
-const DefaultWaitLog = 1 << 20
 
 // DefaultConfig returns PgBouncer 1.18's defaults (poolconf.Defaults):
 // session pooling, 20 servers per pool, 100 clients, on 127.0.0.1:6432,
@@ -174,7 +170,6 @@ func DefaultConfig() Config {
 		MaxPacketSize:        math.MaxInt32,
 		StatsPeriod:          d.StatsPeriod,
 		ShutdownTimeout:      10 * time.Second,
-		WaitLog:              DefaultWaitLog,
 	}
 }
 
@@ -343,7 +338,7 @@ func (c *Config) poolFor(db, user string) (poolconf.Database, poolconf.Pool, boo
 }
 
 // FromSettings builds a Config from pgbouncer.ini settings (ShutdownTimeout,
-// WaitLog and Logf keep DefaultConfig's). It also returns each setting
+// Observer and Logf keep DefaultConfig's). It also returns each setting
 // given a value other than PgBouncer's default that the proxy does not
 // apply, as "key = value (why)", so a caller can say so instead of dropping
 // it silently.

@@ -91,21 +91,6 @@ func TestLoadAuthFile(t *testing.T) {
 	}
 }
 
-func TestWaitLogBounded(t *testing.T) {
-	l := waitLog{max: 3}
-	k := l.key(poolKey{"db", "u"})
-	for i := range 5 {
-		l.add(time.Unix(0, int64(i)), time.Duration(i), k)
-	}
-	got := l.drain()
-	if len(got) != 3 || got[0].Wait != 2 || got[2].Wait != 4 || l.dropped != 2 || got[1].Database != "db" || got[1].User != "u" {
-		t.Errorf("waitLog of 3 after 5 adds = %v (dropped %d), want waits 2,3,4 and 2 dropped", got, l.dropped)
-	}
-	if got := l.drain(); len(got) != 0 {
-		t.Errorf("second drain = %v, want empty", got)
-	}
-}
-
 // TestFromSettingsAdmission: the pgbouncer.ini settings of issue 15 reach
 // the Config: admin_users, stats_users, client_login_timeout,
 // autodb_idle_timeout, pkt_buf and max_packet_size; a pkt_buf that is not

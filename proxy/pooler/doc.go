@@ -147,9 +147,10 @@
 // Proxy.Stats, not in the console's tables. The proxy has no DNS cache
 // (SHOW DNS_* are empty), no slab allocator (SHOW MEM counts its objects)
 // and no online restart (SHOW FDS lists descriptors, sends none).
-// Proxy.Waits reports every server assignment's wait (request reached the
-// proxy -> server linked) for the validator, in bounded memory. Proxy.Stats
-// also carries, per pool, histograms of those waits and of transaction and
+// An Observer (Config.Observer, nil by default) is told every server
+// assignment's wait (request reached the proxy -> server linked) and may
+// have the event loop keep an OS thread of its own and time its turns: the
+// validator's view of the proxy. Proxy.Stats also carries, per pool, histograms of those waits and of transaction and
 // request times (HistogramBounds), whose bucket counts the loop keeps with
 // a few comparisons per event; Proxy.Show returns any SHOW view's rows.
 // Package proxy/metrics serves both to Prometheus.

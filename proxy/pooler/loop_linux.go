@@ -3,7 +3,6 @@
 package pooler
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -64,7 +63,8 @@ type loop struct {
 	// calls counts the loop's system calls on its sockets, for tests and
 	// benchmarks (sysCalls).
 	calls sysCalls
-	// locked: the loop holds its thread while its CPU is measured.
+	// locked: the loop holds its thread while its observer wants it to
+	// (LoopOwnThread, LoopTimed).
 	locked bool
 }
 
@@ -148,28 +148,6 @@ func (l *loop) call(fn func()) bool {
 	return true
 }
 
-// PinLoop keeps the event loop on an OS thread of its own until unpin is
-// called (once; later calls do nothing) and returns that thread's id, so
-// that the thread's counters in /proc/self/task/TID are the loop's alone:
-// the relaying and assigning a pooler's thread does, with its epoll_wait's
-// system calls and wake-ups, and not the rest of the process - logins,
-// the console, Go's runtime (its collector's workers, its monitor), which
-// run on other threads, beside the loop. Nothing else changes: the loop
-// runs as it did, on one thread. It fails if the proxy is not serving.
-// Pins nest with MeasureCPU's.
-func (p *Proxy) PinLoop() (tid int, unpin func(), err error) {
-	select {
-	case <-p.ready:
-	default:
-		return 0, nil, errors.New("pin the event loop: the proxy is not serving")
-	}
-	if p.loop == nil || !p.loop.call(func() { runtime.LockOSThread(); tid = syscall.Gettid() }) {
-		return 0, nil, errors.New("pin the event loop: the loop has stopped")
-	}
-	var once sync.Once
-	return tid, func() { once.Do(func() { p.loop.call(runtime.UnlockOSThread) }) }, nil
-}
-
 // stop makes run return after the current batch; work posted later is
 // refused.
 func (l *loop) stop() {
@@ -191,17 +169,24 @@ func (l *loop) run() {
 			}
 		}
 		l.now = time.Now()
-		measuring := l.px.loopCPUOn.Load()
-		if measuring != l.locked {
-			// While its CPU is measured the loop keeps a thread of its
-			// own, so that the thread's clock counts the loop alone (no
-			// other goroutine runs there in between).
-			if measuring {
+		mode := LoopShared
+		if o := l.px.observer; o != nil {
+			mode = o.LoopMode()
+		}
+		measuring := mode == LoopTimed
+		if own := mode != LoopShared; own != l.locked {
+			// While an observer wants it the loop keeps a thread of its
+			// own, so that the thread's counters and clock count the loop
+			// alone (no other goroutine runs there in between).
+			tid := 0
+			if own {
 				runtime.LockOSThread()
+				tid = syscall.Gettid()
 			} else {
 				runtime.UnlockOSThread()
 			}
-			l.locked = measuring
+			l.locked = own
+			l.px.observer.LoopThread(tid)
 		}
 		var cpu0 int64
 		var tid0 int
@@ -236,7 +221,7 @@ func (l *loop) run() {
 			// loop only yields in paceRuntime) would read another
 			// thread's clock: such an iteration is not counted.
 			if d := threadCPU() - cpu0; syscall.Gettid() == tid0 && d >= 0 && d <= int64(time.Since(l.now))+int64(time.Millisecond) {
-				l.px.loopCPU.Add(d)
+				l.px.observer.LoopCPU(time.Duration(d))
 			}
 		}
 	}

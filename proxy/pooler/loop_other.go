@@ -37,6 +37,3 @@ func (l *loop) full(*sock) bool                { return false }
 func (l *loop) pass(*sock, *int, *sock) int    { return 0 }
 func (px *Proxy) detach(net.Conn) (int, error) { return -1, errNoLoop }
 func sysClose(int) error                       { return nil }
-
-// PinLoop fails: there is no event loop to pin.
-func (p *Proxy) PinLoop() (int, func(), error) { return 0, nil, errNoLoop }

@@ -48,8 +48,6 @@ type pool struct {
 	psMax int
 	// entry is the [databases] entry the pool was made from.
 	entry poolconf.Database
-	// waitKey names the pool in the proxy's wait log.
-	waitKey int32
 
 	// queue holds the waiting clients (arrival times in Unix
 	// nanoseconds), the idle servers, the count of servers connected or
@@ -267,7 +265,9 @@ func (p *pool) assigned(c *client, since time.Time) {
 	c.st.assignments++
 	c.st.waitTime += wait.Microseconds()
 	p.hist.wait.observe(wait.Microseconds())
-	p.px.waits.add(now, wait, p.waitKey)
+	if o := p.px.observer; o != nil {
+		o.Assigned(Wait{At: now, Wait: wait, Database: p.key.db, User: p.key.user})
+	}
 }
 
 // launch starts a server login when someone needs a server, none is idle,

@@ -29,9 +29,7 @@ type Proxy struct {
 	ignore   []string                          // ignore_startup_parameters, lower case (login goroutines read it under mu)
 	tls      atomic.Pointer[tls.Config]        // client TLS (clienttls.go); nil when client_tls_sslmode is disable
 
-	// loopCPU is the event loop's own CPU time while loopCPUOn (MeasureCPU).
-	loopCPUOn atomic.Bool
-	loopCPU   atomic.Int64
+	observer Observer // Config.Observer, fixed at New; nil: none
 
 	ready    chan struct{} // closed when the listener is known
 	addr     net.Addr
@@ -46,7 +44,6 @@ type Proxy struct {
 	kill     context.CancelFunc
 	wg       sync.WaitGroup // every goroutine the proxy starts
 	started  time.Time
-	waits    waitLog
 
 	// loop is the data plane; loopPools and nextTick belong to it.
 	loop      *loop
@@ -86,9 +83,6 @@ type proxyStats struct {
 
 // New checks cfg and builds a proxy. Nothing is opened until Serve.
 func New(cfg Config) (*Proxy, error) {
-	if cfg.WaitLog == 0 {
-		cfg.WaitLog = DefaultWaitLog
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("proxy config: %w", err)
 	}
@@ -101,7 +95,7 @@ func New(cfg Config) (*Proxy, error) {
 		dbs:      map[string]*dbCount{},
 		users:    map[string]*dbCount{},
 		keys:     map[uint64]*client{},
-		waits:    waitLog{max: cfg.WaitLog},
+		observer: cfg.Observer,
 		listenFD: -1,
 	}
 	if err := p.setConfig(&cfg); err != nil {
@@ -487,7 +481,7 @@ func (p *Proxy) getPool(db, user string) (*pool, error) {
 		}
 	}
 	pl := &pool{px: p, key: k, conf: conf, db: count(p.dbs, db), user: count(p.users, user),
-		servers: map[*server]struct{}{}, waitKey: p.waits.key(k), entry: ent, refs: 1, auto: auto}
+		servers: map[*server]struct{}{}, entry: ent, refs: 1, auto: auto}
 	pl.apply(ps)
 	pl.psOn = cfg.MaxPreparedStatements > 0 && pl.mode != poolmode.Session
 	pl.psMax = cfg.MaxPreparedStatements

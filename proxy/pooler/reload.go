@@ -20,9 +20,6 @@ import (
 // value and is named in kept. changed names every setting that took a new
 // value. A cfg that does not validate changes nothing.
 func (p *Proxy) Reload(cfg Config) (changed, kept []string, err error) {
-	if cfg.WaitLog == 0 {
-		cfg.WaitLog = DefaultWaitLog
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("proxy reload: %w", err)
 	}
@@ -34,7 +31,7 @@ func (p *Proxy) Reload(cfg Config) (changed, kept []string, err error) {
 	if cfg.MaxPreparedStatements != old.MaxPreparedStatements {
 		kept = append(kept, fmt.Sprintf("max_prepared_statements: %d for existing pools (new pools get %d)", old.MaxPreparedStatements, cfg.MaxPreparedStatements))
 	}
-	cfg.WaitLog = old.WaitLog // the wait log is sized once
+	cfg.Observer = old.Observer // set once, at New
 	cfg.Logf = old.Logf
 	if cfg.Source == nil {
 		cfg.Source = old.Source

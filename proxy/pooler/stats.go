@@ -258,17 +258,3 @@ func (p *Proxy) average(cur, old counters, now time.Time) counters {
 	avg.waitTime = perSec(cur.waitTime - old.waitTime)
 	return avg
 }
-
-// MeasureCPU starts (on) or stops counting the event loop's own CPU time:
-// each iteration's, from epoll_wait's return to the next call, read with
-// getrusage(RUSAGE_THREAD) on the loop's thread. It costs two system calls
-// per iteration while on, and the loop keeps an OS thread of its own
-// meanwhile (runtime.LockOSThread, so that the thread's clock counts the
-// loop alone), which is not how it runs otherwise: it is off unless a
-// calibration needs the loop's CPU apart from the rest of the process.
-func (p *Proxy) MeasureCPU(on bool) { p.loopCPUOn.Store(on) }
-
-// LoopCPU is the event loop's CPU time counted while MeasureCPU was on:
-// the proxy's data plane (relaying, assigning), without logins, the
-// console and Go's runtime.
-func (p *Proxy) LoopCPU() time.Duration { return time.Duration(p.loopCPU.Load()) }

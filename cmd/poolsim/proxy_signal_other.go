@@ -1,0 +1,9 @@
+//go:build !unix
+
+package main
+
+import "os"
+
+// sigPause and sigResume are nil where there is no SIGUSR1 or SIGUSR2:
+// the admin console's PAUSE and RESUME remain.
+var sigPause, sigResume os.Signal
