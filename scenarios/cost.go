@@ -48,7 +48,7 @@ func EstimateStudy(points []Point, st Study, workers int) StudyCost {
 		if n > 1 {
 			kept += float64(n)
 		}
-		if w := p.Config.Workload; w.Open() && w.WarmupAuto {
+		if p.Config.WarmupAuto() {
 			n += system.Pilots
 		}
 		c.Runs += n

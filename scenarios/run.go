@@ -147,7 +147,7 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 			st.check = true
 			st.want = min(st.want, DefaultFirstBatch)
 		}
-		if w := p.Config.Workload; w.Open() && w.WarmupAuto {
+		if p.Config.WarmupAuto() {
 			st.pilots = make([]system.Pilot, system.Pilots)
 		}
 		rows[i].Reps = make(system.Replicated, st.want)
@@ -206,7 +206,7 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 			p.pilotsDone++
 			if p.pilotsDone == len(p.pilots) {
 				cut, lim := system.WarmupFrom(p.cfg, p.pilots)
-				p.cfg.Workload.WarmupAuto, p.cfg.Workload.Warmup = false, cut
+				p.cfg.SetWarmup(cut)
 				p.atLimit = lim
 			}
 		} else {
@@ -231,7 +231,7 @@ func RunStudy(ctx context.Context, points []Point, st Study, workers int, progre
 				cut, capped, again, tau := startupCheck(p.cfg, row.Reps[:p.got], st, p.planned, p.pilots != nil)
 				p.tau = tau
 				if again {
-					p.cfg.Workload.Warmup = cut
+					p.cfg.SetWarmup(cut)
 					p.capped = capped
 					p.sent, p.got = 0, 0
 					total += p.want

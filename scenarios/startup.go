@@ -60,7 +60,7 @@ func startupCheck(c system.Config, batch system.Replicated, st Study, planned in
 	if !ok || target <= 0 {
 		return 0, false, false, 0
 	}
-	cur := c.Workload.Warmup
+	cur := c.WarmupCut()
 	if system.StartupBias(up, cur.Seconds(), c.Duration().Seconds()) <= target {
 		return 0, false, false, up
 	}
@@ -80,7 +80,7 @@ func notes(c system.Config, reps system.Replicated, st Study, limit int, capped 
 	var out []string
 	target, prec, what := affordable(reps, st, len(reps))
 	if _, up, ok := reps.CorrelationTime(); ok && c.Open() && target > 0 && len(reps) >= minCheck {
-		cut, end := c.Workload.Warmup.Seconds(), c.Duration().Seconds()
+		cut, end := c.WarmupCut().Seconds(), c.Duration().Seconds()
 		switch b := system.StartupBias(up, cut, end); {
 		case capped:
 			out = append(out, fmt.Sprintf("runs too short for %s: the latencies stay correlated for up to %s, and the warm-up that would leave the start-up under a quarter of that does not fit in half the arrival period, so %s of %s were cut; a workload.duration of about %s would do",

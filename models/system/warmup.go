@@ -80,7 +80,7 @@ type Pilot struct {
 // stops early with ctx's error when ctx is done.
 func RunPilot(ctx context.Context, c Config, i int) (Pilot, error) {
 	c.Seed = PilotSeed(c.Seed, i)
-	c.Workload.WarmupAuto, c.Workload.Warmup = false, 0
+	c.SetWarmup(0)
 	m, _ := simulateWith(c, options{pilot: true, done: ctx.Done()})
 	if m.canceled {
 		return Pilot{}, ctx.Err()
@@ -259,10 +259,30 @@ func AutoWarmup(ctx context.Context, c Config) (sim.Time, bool, error) {
 // give (a closed workload, or an explicit warm-up, is returned as it is),
 // and whether MSER-5 hit its limit.
 func Resolved(ctx context.Context, c Config) (Config, bool, error) {
-	if !c.Workload.Open() || !c.Workload.WarmupAuto {
+	if !c.WarmupAuto() {
 		return c, false, nil
 	}
 	cut, atLimit, err := AutoWarmup(ctx, c)
-	c.Workload.WarmupAuto, c.Workload.Warmup = false, cut
+	c.SetWarmup(cut)
 	return c, atLimit, err
+}
+
+// WarmupAuto reports whether c's warm-up is to be found from pilots: an
+// open run (every class open) that asks for it. With classes the run's
+// warm-up is its first class's (SetWarmup gives every class the same).
+func (c Config) WarmupAuto() bool { return c.Open() && c.ClassList()[0].Workload.WarmupAuto }
+
+// WarmupCut is c's warm-up as it stands (its first class's).
+func (c Config) WarmupCut() sim.Time { return c.ClassList()[0].Workload.Warmup }
+
+// SetWarmup fixes c's warm-up at cut, for the run and every class; c's
+// classes are copied first, so a copy of c that shares them keeps its own.
+func (c *Config) SetWarmup(cut sim.Time) {
+	c.Workload.WarmupAuto, c.Workload.Warmup = false, cut
+	if c.Classes != nil {
+		c.Classes = append([]Class(nil), c.Classes...)
+		for i := range c.Classes {
+			c.Classes[i].Workload.WarmupAuto, c.Classes[i].Workload.Warmup = false, cut
+		}
+	}
 }

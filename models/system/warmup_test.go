@@ -83,3 +83,32 @@ func TestWarmupCoversThePoolsFill(t *testing.T) {
 		}
 	}
 }
+
+// With classes, the automatic warm-up is the run's: found from the
+// pilots of the whole run (every class open), and given to every class;
+// it used to be looked for in the top-level workload only, which a
+// scenario of classes leaves closed, so it was never decided (0).
+func TestAutoWarmupWithClasses(t *testing.T) {
+	one := webAtTwice(4, 10*sim.Second)
+	c := one.Clone()
+	w := c.Workload
+	c.Classes = []Class{{Name: "web", Workload: w, Set: []string{"workload.arrival_rate"}}}
+	c.Pools = []PoolSpec{{Name: "web", Database: "app", User: "web", Mode: c.Pooler.PoolMode, ModeSet: true, Size: c.Pooler.DefaultPoolSize}}
+	c.Workload.ArrivalRate = 0 // the top level keeps only the defaults
+	c.Workload.Clients = 1
+	if !c.WarmupAuto() {
+		t.Fatal("a scenario of open classes does not ask for the automatic warm-up")
+	}
+	rc, _, err := Resolved(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, _, _ := Resolved(context.Background(), one)
+	if rc.WarmupAuto() || rc.WarmupCut() == 0 || rc.Classes[0].Workload.Warmup != rc.WarmupCut() {
+		t.Fatalf("with classes: warm-up %v (auto %v, the class's %v), want one decided for every class", rc.WarmupCut(), rc.WarmupAuto(), rc.Classes[0].Workload.Warmup)
+	}
+	if c.Classes[0].Workload.Warmup != 0 || !c.Classes[0].Workload.WarmupAuto {
+		t.Error("deciding the warm-up changed the configuration it was decided from (shared classes)")
+	}
+	t.Logf("warm-up with classes %v, without %v", rc.WarmupCut(), r1.WarmupCut())
+}
