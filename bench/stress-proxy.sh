@@ -7,10 +7,11 @@
 # Usage: bench/stress-proxy.sh [--burn COMMAND]... [PACKAGES...]
 #        (from anywhere in the repository)
 #
-# PACKAGES defaults to ./proxy/... (the whole live half: pooler, launchers,
-# load driver, probes, validate). Environment: RUNS (default 5), BURNERS
-# (CPU-burning processes, default 2), RACE=1 adds -race, TESTFLAGS (extra
-# flags for go test, e.g. "-run TestSlowReader"). Each run is a fresh
+# PACKAGES defaults to ./proxy/... ./lab/... (the whole live half: the
+# pooler, and the lab's launchers, load driver, probes and validate).
+# Environment: RUNS (default 5), BURNERS (CPU-burning processes, default
+# 2), RACE=1 adds -race, TESTFLAGS (extra flags for go test, e.g. "-run
+# TestSlowReader"). Each run is a fresh
 # `go test -count=1`; the script stops at the first failing run, prints
 # its output and exits 1. It prints one line per run with its wall time.
 # --burn gives a burner useful work: it runs COMMAND (a shell command
@@ -35,7 +36,7 @@ while [ $# -gt 0 ] && [ "$1" = --burn ]; do
 done
 [ "$BURNERS" -ge ${#burn_cmds[@]} ] || BURNERS=${#burn_cmds[@]}
 pkgs=("$@")
-[ ${#pkgs[@]} -gt 0 ] || pkgs=(./proxy/...)
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(./proxy/... ./lab/...)
 flags=(-count=1)
 [ -n "$RACE" ] && flags+=(-race)
 # shellcheck disable=SC2206 # TESTFLAGS is split on purpose

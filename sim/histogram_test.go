@@ -11,7 +11,7 @@ import (
 // within HistogramError of its bucket's midpoint.
 func TestBuckets(t *testing.T) {
 	if HistogramError > 0.001 {
-		t.Fatalf("HistogramError %v is above the 0.1 %% the README declares", HistogramError)
+		t.Fatalf("HistogramError %v is above the 0.1 %% docs/run.md declares", HistogramError)
 	}
 	prev := 0
 	for v := uint64(1); v < 1<<20; v++ {

@@ -43,8 +43,9 @@ matrix.
 
 Without --dsn it starts a throwaway PostgreSQL from the installed binaries
 (initdb into a temporary folder, a free loopback port, the scenario's
-server.max_connections, no superuser-reserved slots) and removes it
-afterwards, also on Ctrl-C. The load connects as a non-superuser role.
+server.max_connections and server.superuser_reserved_connections) and
+removes it afterwards, also on Ctrl-C. The load connects as a
+non-superuser role.
 
 Targets: proxy (default) is poolsim's own pooling proxy, in this process;
 pgbouncer starts the installed pgbouncer with a generated configuration;

@@ -9,7 +9,7 @@
 // so each is a session of its own, while poolsim validate, the pgbench and
 // PgBouncer it starts and its in-process proxy are one session: on a busy
 // core their threads together get what one backend gets. Measured through
-// the proxy at 200 clients and pool 16 (bench/pgbench-passes.sh with
+// the proxy at 200 clients and pool 16 (lab/bench/pgbench-passes.sh with
 // SCHED=asis and SCHED=thread, 2026-12-03 11:00 UTC), pgbench's threads
 // found 22-28 results a poll with autogroup on and 11-12 with it off, and
 // logged 83-91 % of its clients' cycle as latency against 93-95 % - the

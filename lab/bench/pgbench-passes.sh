@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # How pgbench's threads take their clients, through PgBouncer and through
 # poolsim's proxy, seen in pgbench's own transaction log: what
-# testbed.driver_scan models.
+# validate.driver_scan models.
 #
 # Usage: lab/bench/pgbench-passes.sh
 #

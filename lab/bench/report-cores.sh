@@ -7,7 +7,7 @@
 # correlation of the TPS error with the model's busy points less the
 # machine's over the rows at pools of 2 or more. At a pool of one the
 # model counts a core busy while a thread waits for it to wake from idle
-# (testbed.wake_curve), which the kernel counts idle, so those rows are
+# (validate.wake_curve), which the kernel counts idle, so those rows are
 # listed but left out of it.
 #
 # Usage: lab/bench/report-cores.sh REPORT.md...

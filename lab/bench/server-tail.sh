@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A backend's tail: how long PostgreSQL's backend keeps its core after it
 # has sent a statement's result, through PgBouncer and through poolsim's
-# proxy at pool 1 - the testbed.server_tail poolsim validate sets.
+# proxy at pool 1 - the validate.server_tail poolsim validate sets.
 #
 # Usage: lab/bench/server-tail.sh
 #

@@ -5,7 +5,7 @@
 # the round trip and the time per hand-off beyond the work: on one core a
 # context switch, on two a wake-up of the other, idle, core - the
 # idle-core wake-up poolsim's per-core model charges (pooler.wakeup,
-# testbed.wakeup).
+# validate.wakeup).
 #
 # Usage: lab/bench/wake-pingpong.sh   (needs gcc and 2 or more cores)
 # Environment: ROUNDS (hand-offs per run, 20000), WORKS (list of µs).

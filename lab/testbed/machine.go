@@ -77,7 +77,7 @@ type Machine struct {
 	// that ended, and pgbench's clock for it starts there: the time
 	// between is in neither transaction's latency. The driver's CPU per
 	// statement is split between the two, half reading and half sending.
-	// Measured (bench/pgbench-passes.sh: pgbench -S -c 50 -j 2 -t 600 -l
+	// Measured (lab/bench/pgbench-passes.sh: pgbench -S -c 50 -j 2 -t 600 -l
 	// at pool 16): the latencies pgbench logged added up to 96-97 % of
 	// its clients' time through PgBouncer, whose threads read 4 results
 	// a pass, and 75-88 % through poolsim's proxy, 7-10 a pass. Without
@@ -91,7 +91,7 @@ type Machine struct {
 	// pooler to core 0 and the backends to the others. The driver's
 	// threads stay free. With one server the kernel settles in one of
 	// the two arrangements and keeps it for a run, and each has costs of
-	// its own (bench/pool1-arrangements.sh): the model of each is run
+	// its own (lab/bench/pool1-arrangements.sh): the model of each is run
 	// with its own.
 	Affinity Affinity
 	// Wakeup is how long an idle core takes to wake for a backend that a
@@ -101,7 +101,7 @@ type Machine struct {
 	// its waker's core, or on a busy core, starts without it. The
 	// pooler's own wake-up is pooler.wakeup. Measured on this project's
 	// 2-vCPU machine at pool 1 through PgBouncer pinned apart
-	// (bench/pool1-arrangements.sh): every statement's backend wakes on
+	// (lab/bench/pool1-arrangements.sh): every statement's backend wakes on
 	// an idle core, and without it the model was 26 % fast.
 	Wakeup sim.Time
 	// WakeCurve, instead of the two constant wake-ups (Wakeup and
@@ -111,7 +111,7 @@ type Machine struct {
 	// core's idle time, linear between the points and flat beyond them.
 	// A virtual machine's guest polls for a while before it halts its
 	// vCPU, and a halted vCPU waits for the host: measured on this
-	// project's 2-vCPU machine (bench/wake-pingpong.sh) 14-16 µs after
+	// project's 2-vCPU machine (lab/bench/wake-pingpong.sh) 14-16 µs after
 	// 33-43 µs of idle, 53-56 µs after 200-300 µs.
 	WakeCurve []WakePoint
 	// NoIdleBalance keeps every queued thread on its core (PerCore only):
@@ -122,7 +122,7 @@ type Machine struct {
 	// PgBouncer on this project's 2-vCPU machine (pgbench -S, pool 8,
 	// /proc/PID/sched's se.nr_migrations), PgBouncer and its servers
 	// changed cores about once per 10,000 transactions
-	// (bench/pool-sched.sh).
+	// (lab/bench/pool-sched.sh).
 	NoIdleBalance bool
 	// IdleBalanceEvery, if positive, lets a core out of work take a
 	// queued thread from another at most once per IdleBalanceEvery
@@ -149,7 +149,7 @@ type Machine struct {
 	// reading its socket again, finding it empty, going to sleep - while
 	// the pooler relays on another core: measured through PgBouncer and
 	// poolsim's proxy at pool 1 on this project's 2-vCPU machine
-	// (bench/server-tail.sh). Direct connections' statements have none.
+	// (lab/bench/server-tail.sh). Direct connections' statements have none.
 	ServerTail float64
 	// PoolerPreempt is how often, per pooled statement, a load driver's
 	// thread woken by a result takes the pooler's core from it while it
@@ -161,7 +161,7 @@ type Machine struct {
 	// them all, and with one server the next query's hand-over waits too;
 	// poolsim validate sets it to PgBouncer's involuntary context
 	// switches per statement measured in the loop the model stands for
-	// (bench/handover.sh: 0.07-0.32 a statement at pool 1 with PgBouncer
+	// (lab/bench/handover.sh: 0.07-0.32 a statement at pool 1 with PgBouncer
 	// and its server on two cores, nearly all by pgbench's threads). The
 	// model spends a credit of PoolerPreempt a statement at the first
 	// driver wake-up that finds the pooler on a core.

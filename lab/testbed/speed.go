@@ -31,7 +31,7 @@ func (v *speed) init(t Machine, seed uint64) {
 
 // step moves to the next window's factor: the list's next, after its
 // last its first again. A machine's slow stretches outlast a window
-// (bench/stalls.sh: pgbench's transactions per 20 ms window through
+// (lab/bench/stalls.sh: pgbench's transactions per 20 ms window through
 // PgBouncer correlate 0.56-0.82 with the next window's), so the factors
 // keep their order.
 func (v *speed) step() {

@@ -7,7 +7,7 @@
 // to PostgreSQL — runs the workload with the load driver (package
 // lab/load), collects the metrics and stops the target. PostgreSQL is a
 // throwaway cluster (package lab/pgcluster) with the scenario's
-// max_connections and no superuser-reserved slots unless a DSN is given;
+// max_connections and superuser_reserved_connections unless a DSN is given;
 // the load connects as a non-superuser role.
 //
 // The scenario's validate: section is this package's (section.go,

@@ -74,7 +74,7 @@ const speedStep = time.Millisecond
 // 99th-percentile gap above which a loop's stalls are not looked for: its
 // statements end in bursts (through PgBouncer at pool 32 with 50 clients,
 // batches up to milliseconds apart: gaps of over 0.5 ms filled 36-51 % of
-// a run, bench/stalls.sh, its p99 gap 0.65-0.91 ms, and 1.6-2.4 ms in
+// a run, lab/bench/stalls.sh, its p99 gap 0.65-0.91 ms, and 1.6-2.4 ms in
 // loops of a busier hour), and a stop of the machine cannot be told from
 // the gaps between them.
 const (
@@ -89,7 +89,7 @@ const (
 // a gap between consecutive statement ends longer than stallMin and
 // stallTimes the 99th-percentile gap, in a loop whose 99th-percentile gap
 // is at most stallBursty: nothing finished, every connection stopped at
-// once (bench/stalls.sh through PgBouncer at pools 1-2 with 50 clients:
+// once (lab/bench/stalls.sh through PgBouncer at pools 1-2 with 50 clients:
 // 7 to 20 stalls, 0.6-1.2 % of a run of 1.4-3.3 s, and the transactions
 // at or above the p99 ended in 11-13 of its 141-332 10 ms windows), which
 // a 20 ms window's count spreads over the window as a slowdown of a tenth

@@ -163,17 +163,17 @@ var sectionKeys = []sectionKey{
 		}
 		return err
 	}},
-	{"wake_curve", "live validation on one machine: an idle core's wake-up by how long it idled, instead of validate.wakeup and pooler.wakeup (validate.scheduler per_core): a list of [idle, wake-up] duration pairs, idle rising; a backend or the pooler's thread woken onto an idle core from another waits the curve's wake-up at that core's idle time, linear between the points and flat beyond them (bench/wake-pingpong.sh measures one) (default none)", func(s *Settings, n *yaml.Node) error {
+	{"wake_curve", "live validation on one machine: an idle core's wake-up by how long it idled, instead of validate.wakeup and pooler.wakeup (validate.scheduler per_core): a list of [idle, wake-up] duration pairs, idle rising; a backend or the pooler's thread woken onto an idle core from another waits the curve's wake-up at that core's idle time, linear between the points and flat beyond them (lab/bench/wake-pingpong.sh measures one) (default none)", func(s *Settings, n *yaml.Node) error {
 		c, err := wakeCurve(n)
 		s.Machine.WakeCurve = c
 		return err
 	}},
-	{"server_tail", "live validation on one machine: the share of a pooled statement's CPU its backend runs after it has sent the response, keeping its core, while the pooler relays it (validate.scheduler per_core); a statement that reaches that server meanwhile runs next on the same core - bench/server-tail.sh measures it, poolsim validate sets it (0..0.5; default 0)", func(s *Settings, n *yaml.Node) error {
+	{"server_tail", "live validation on one machine: the share of a pooled statement's CPU its backend runs after it has sent the response, keeping its core, while the pooler relays it (validate.scheduler per_core); a statement that reaches that server meanwhile runs next on the same core - lab/bench/server-tail.sh measures it, poolsim validate sets it (0..0.5; default 0)", func(s *Settings, n *yaml.Node) error {
 		v, err := scenarios.ReadFloat(n, 0, testbed.MaxServerTail, "a share of the statement's CPU from 0 to 0.5")
 		s.Machine.ServerTail = v
 		return err
 	}},
-	{"pooler_preempt", "live validation on one machine: how often per pooled statement a load driver's thread woken by a result takes the pooler's core from it while it runs, the pooler's thread waiting behind it (validate.scheduler per_core, validate.pooler_on_cores): Linux's wake-up preemption, PgBouncer's involuntary context switches - bench/handover.sh measures it, poolsim validate sets it for pool 1 through PgBouncer (0..4; default 0)", func(s *Settings, n *yaml.Node) error {
+	{"pooler_preempt", "live validation on one machine: how often per pooled statement a load driver's thread woken by a result takes the pooler's core from it while it runs, the pooler's thread waiting behind it (validate.scheduler per_core, validate.pooler_on_cores): Linux's wake-up preemption, PgBouncer's involuntary context switches - lab/bench/handover.sh measures it, poolsim validate sets it for pool 1 through PgBouncer (0..4; default 0)", func(s *Settings, n *yaml.Node) error {
 		v, err := scenarios.ReadFloat(n, 0, testbed.MaxPreempt, "preemptions per pooled statement from 0 to 4")
 		s.Machine.PoolerPreempt = v
 		return err

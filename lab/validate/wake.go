@@ -19,7 +19,7 @@ import (
 // machine's guest polls a while before it halts its vCPU, and a halted
 // vCPU waits for the host to run it again. The pinned arrangements'
 // models take it from a ping-pong of two helper processes pinned to cores
-// 0 and 1 (as bench/wake-pingpong.c does): each spins a while before it
+// 0 and 1 (as lab/bench/wake-pingpong.c does): each spins a while before it
 // answers, so the other core idles for a known time before the byte
 // wakes it. The same on one core is a context switch; the difference per
 // hand-off is the wake-up. The helpers are this executable run again

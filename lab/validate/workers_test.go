@@ -34,7 +34,8 @@ pooler:
   max_prepared_statements: 0
 server:
   max_connections: 8
-live:
+  superuser_reserved_connections: 0 # every slot serves the workers and the calibration, as in the live built-ins
+validate:
   statement: sleep
 sweep:
   pooler.mode: [transaction, session]

@@ -55,10 +55,11 @@ type draw struct {
 // workload is walked field by field, so a duration (sim.Dist) or count
 // (sim.IntDist) added to Workload is found here without being named - a
 // field the run draws only under a condition names it in unusedDraw - and
-// so are the server's, the pooler's and the testbed's; then what draws
-// without a distribution: Poisson arrivals, a choice among several
-// statements, so_reuseport's hashing of connections to several pooler
-// processes, the testbed's speed sequence's random start.
+// so are the server's and the pooler's; then what draws without a
+// distribution: Poisson arrivals, a choice among several statements,
+// so_reuseport's hashing of connections to several pooler processes, and
+// a plugged-in Machine's own draws (Machine.Random: lab/testbed's load
+// driver's CPU distribution, its speed sequence's random start).
 func (c Config) draws() []draw {
 	var out []draw
 	walk := func(prefix string, v any, unused func(field string) bool) {
