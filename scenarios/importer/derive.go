@@ -517,11 +517,13 @@ func (im *Import) pooler(src Sources) {
 func (im *Import) server(src Sources) {
 	pg, lg := src.PG, src.Log
 	if pg != nil {
-		from := fmt.Sprintf("pg_settings: max_connections %d − superuser_reserved_connections %d", pg.MaxConnections, pg.SuperuserReserved)
+		im.set("server.max_connections", strconv.Itoa(max(1, pg.MaxConnections)), "pg_settings max_connections")
+		reserved, from := pg.SuperuserReserved, fmt.Sprintf("pg_settings superuser_reserved_connections %d", pg.SuperuserReserved)
 		if pg.Reserved > 0 {
-			from += fmt.Sprintf(" − reserved_connections %d", pg.Reserved)
+			reserved += pg.Reserved
+			from += fmt.Sprintf(" + reserved_connections %d (pg_use_reserved_connections)", pg.Reserved)
 		}
-		im.set("server.max_connections", strconv.Itoa(max(1, pg.UsableSlots())), "%s: the slots an application role can use", from)
+		im.set("server.superuser_reserved_connections", strconv.Itoa(min(reserved, max(0, pg.MaxConnections-1))), "%s: slots an application role cannot take (%d of max_connections left to it)", from, max(1, pg.UsableSlots()))
 	}
 	if lg != nil && len(lg.ConnectTimes) > 0 {
 		m := meanDur(lg.ConnectTimes)

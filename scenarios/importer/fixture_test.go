@@ -205,7 +205,7 @@ func TestDeriveFixture(t *testing.T) {
 	}
 	for key, want := range map[string]string{
 		"workload.clients": "6", "workload.stmts_per_txn": "3", "pooler.mode": "transaction",
-		"pooler.default_pool_size": "2", "pooler.max_prepared_statements": "0", "server.max_connections": "97",
+		"pooler.default_pool_size": "2", "pooler.max_prepared_statements": "0", "server.max_connections": "100", "server.superuser_reserved_connections": "3",
 		"pooler.query_wait_timeout": "2m0s", "pooler.hop": "0s",
 	} {
 		if got := im.Value(key); got != want {
@@ -273,7 +273,7 @@ func TestDeriveEachSource(t *testing.T) {
 		want map[string]string
 	}{
 		{"console", Sources{Console: all.Console}, map[string]string{"workload.clients": "6", "workload.stmts_per_txn": "3", "pooler.default_pool_size": "2"}},
-		{"pg", Sources{PG: all.PG, Pgbench: all.Pgbench}, map[string]string{"workload.clients": "6", "pooler.mode": "direct", "server.max_connections": "97"}},
+		{"pg", Sources{PG: all.PG, Pgbench: all.Pgbench}, map[string]string{"workload.clients": "6", "pooler.mode": "direct", "server.max_connections": "100", "server.superuser_reserved_connections": "3"}},
 		{"csvlog", Sources{Log: all.Log}, map[string]string{"workload.stmts_per_txn": "3", "pooler.mode": "direct"}},
 		{"csvlog+pgbench", Sources{Log: all.Log, Pgbench: all.Pgbench}, map[string]string{"workload.clients": "6", "workload.stmts_per_txn": "3"}},
 	} {
