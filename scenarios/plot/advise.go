@@ -111,60 +111,8 @@ func advicePanelPlot(pool *advise.Pool, ci int, pan advicePanel) (*gplot.Plot, e
 		if len(v.Evals) == 0 {
 			continue
 		}
-		var pts, lo, hi, marks plotter.XYs
-		for _, e := range v.Evals {
-			y, half := e.Classes[ci].Stat(pan.metric)
-			if math.IsNaN(y) || (logY && y <= 0) {
-				continue
-			}
-			xs := []float64{float64(e.Size)}
-			if e.Mode == poolmode.Direct {
-				xs = []float64{1, xmax}
-			}
-			for _, x := range xs {
-				pts = append(pts, plotter.XY{X: x, Y: y})
-				lo = append(lo, plotter.XY{X: x, Y: y - half})
-				hi = append(hi, plotter.XY{X: x, Y: y + half})
-			}
-			if e == pool.Choice {
-				marks = append(marks, plotter.XY{X: xs[0], Y: y})
-			}
-		}
-		if len(pts) == 0 {
-			continue
-		}
-		col := lineColor(li)
-		if band := ciBand(lo, hi, col, logY); band != nil {
-			p.Add(band)
-		}
-		ln, err := plotter.NewLine(pts)
-		if err != nil {
+		if err := modeLine(p, pool, ci, li, v, pan.metric, logY, xmax); err != nil {
 			return nil, err
-		}
-		ln.Color, ln.Width = col, vg.Points(1.6)
-		if v.Hypothetical {
-			ln.Dashes = plotutil.Dashes(2)
-		}
-		p.Add(ln)
-		sc, err := plotter.NewScatter(pts)
-		if err != nil {
-			return nil, err
-		}
-		sc.Color, sc.Shape, sc.Radius = col, plotutil.Shape(li), vg.Points(2.2)
-		p.Add(sc)
-		label := v.Name()
-		if v.Hypothetical {
-			label += " (after the change)"
-		}
-		p.Legend.Add(label, ln, sc)
-		if len(marks) > 0 {
-			mk, err := plotter.NewScatter(marks)
-			if err != nil {
-				return nil, err
-			}
-			mk.Shape, mk.Radius, mk.Color = draw.RingGlyph{}, vg.Points(7), color.RGBA{200, 0, 0, 255}
-			p.Add(mk)
-			p.Legend.Add("answer", mk)
 		}
 	}
 	if pan.bar > 0 {
@@ -186,6 +134,68 @@ func advicePanelPlot(pool *advise.Pool, ci int, pan advicePanel) (*gplot.Plot, e
 		p.Y.Max = 1
 	}
 	return p, nil
+}
+
+// modeLine draws verdict v (the li-th mode of pool) as a line of class
+// ci's metric against the pool size (direct flat from 1 to xmax), with its
+// band, its points and the answer ringed.
+func modeLine(p *gplot.Plot, pool *advise.Pool, ci, li int, v *advise.Verdict, metric system.Field, logY bool, xmax float64) error {
+	var pts, lo, hi, marks plotter.XYs
+	for _, e := range v.Evals {
+		y, half := e.Classes[ci].Stat(metric)
+		if math.IsNaN(y) || (logY && y <= 0) {
+			continue
+		}
+		xs := []float64{float64(e.Size)}
+		if e.Mode == poolmode.Direct {
+			xs = []float64{1, xmax}
+		}
+		for _, x := range xs {
+			pts = append(pts, plotter.XY{X: x, Y: y})
+			lo = append(lo, plotter.XY{X: x, Y: y - half})
+			hi = append(hi, plotter.XY{X: x, Y: y + half})
+		}
+		if e == pool.Choice {
+			marks = append(marks, plotter.XY{X: xs[0], Y: y})
+		}
+	}
+	if len(pts) == 0 {
+		return nil
+	}
+	col := lineColor(li)
+	if band := ciBand(lo, hi, col, logY); band != nil {
+		p.Add(band)
+	}
+	ln, err := plotter.NewLine(pts)
+	if err != nil {
+		return err
+	}
+	ln.Color, ln.Width = col, vg.Points(1.6)
+	if v.Hypothetical {
+		ln.Dashes = plotutil.Dashes(2)
+	}
+	p.Add(ln)
+	sc, err := plotter.NewScatter(pts)
+	if err != nil {
+		return err
+	}
+	sc.Color, sc.Shape, sc.Radius = col, plotutil.Shape(li), vg.Points(2.2)
+	p.Add(sc)
+	label := v.Name()
+	if v.Hypothetical {
+		label += " (after the change)"
+	}
+	p.Legend.Add(label, ln, sc)
+	if len(marks) > 0 {
+		mk, err := plotter.NewScatter(marks)
+		if err != nil {
+			return err
+		}
+		mk.Shape, mk.Radius, mk.Color = draw.RingGlyph{}, vg.Points(7), color.RGBA{200, 0, 0, 255}
+		p.Add(mk)
+		p.Legend.Add("answer", mk)
+	}
+	return nil
 }
 
 // sizeTicks labels a pool-size axis: 1, 2, 5 times each power of ten, and
