@@ -7,15 +7,24 @@
 #   <!-- advise example NAME: end -->
 #
 # in README.md and docs/*.md with the command and the first lines of its
-# output (as many as the block's begin marker says after "lines", default 12).
+# output (as many as the block's begin marker says after "lines", default
+# 12; with from "TEXT" in the marker, the lines from the first that starts
+# with TEXT).
 #
-# Usage: bench/advise-examples.sh [NAME ...]   (default: every example)
+# Usage: bench/advise-examples.sh [--rewrite] [NAME ...]   (--rewrite: only
+# the blocks, from the outputs already in results/advise/)
+#
 # Takes a few minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+rewrite=
+if [ "${1:-}" = --rewrite ]; then
+	rewrite=1
+	shift
+fi
 export PATH=/usr/local/go/bin:$PATH
 bin=$(mktemp -d)/poolsim
-go build -o "$bin" ./cmd/poolsim
+[ -n "$rewrite" ] || go build -o "$bin" ./cmd/poolsim
 out=results/advise
 mkdir -p "$out"
 
@@ -33,6 +42,7 @@ examples=(
 
 want=" $* "
 for ex in "${examples[@]}"; do
+	[ -z "$rewrite" ] || break
 	name=${ex%%|*}
 	args=${ex#*|}
 	[ $# -eq 0 ] || [[ $want == *" $name "* ]] || continue
@@ -51,21 +61,29 @@ for ex in "${examples[@]}"; do
 	} >"$out/$name.txt"
 done
 
-python3 - "$out" README.md docs/*.md <<'EOF'
+python3 - "$out" README.md docs/*.md <<'PY'
 import re, sys
 out, files = sys.argv[1], sys.argv[2:]
-pat = re.compile(r'(<!-- advise example (\S+): begin[^\n]*?(?:lines (\d+))?[^\n]*-->\n)(.*?)(<!-- advise example \2: end -->)', re.S)
+pat = re.compile(r'(<!-- advise example (\S+): begin([^\n]*)-->\n)(.*?)(<!-- advise example \2: end -->)', re.S)
 for f in files:
     text = open(f).read()
     def block(m):
-        name, n = m.group(2), int(m.group(3) or 12)
+        name, opts = m.group(2), m.group(3)
+        n = int((re.search(r'lines (\d+)', opts) or [0, 12])[1])
+        frm = re.search(r'from "([^"]*)"', opts)
         lines = open(f"{out}/{name}.txt").read().rstrip("\n").split("\n")
-        body = lines[:n + 1]
-        if len(lines) > n + 1:
+        head, rest = lines[:1], lines[1:]
+        if frm:
+            at = next((i for i, l in enumerate(rest) if l.startswith(frm.group(1))), None)
+            if at is None:
+                sys.exit(f"{f}: example {name} has no line starting {frm.group(1)!r}")
+            head, rest = head + ["..."], rest[at:]
+        body = head + rest[:n]
+        if len(rest) > n:
             body.append("...")
         return m.group(1) + "```\n" + "\n".join(body) + "\n```\n" + m.group(5)
     new = pat.sub(block, text)
     if new != text:
         open(f, "w").write(new)
         print(f"rewrote the advise examples in {f}", file=sys.stderr)
-EOF
+PY

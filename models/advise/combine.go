@@ -256,6 +256,12 @@ func (e *engine) finish(choice []*Eval, fits bool) {
 		}
 	}
 	a.Final = e.config(ctx, false)
+	a.Final.Pooler.MinPoolSize = 0 // every pool open from the start: min_pool_size at the largest pool's size
+	for _, s := range ctx {
+		if s.mode.Pooled() {
+			a.Final.Pooler.MinPoolSize = max(a.Final.Pooler.MinPoolSize, s.size)
+		}
+	}
 	peak := 0.0
 	if a.Verified != nil && len(a.Verified.Total) > 0 {
 		peak = slices.Max(a.Verified.Total.Values(fConnsPeak))

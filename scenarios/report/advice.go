@@ -252,13 +252,13 @@ func verdictWords(a *advise.Advice, p *advise.Pool, v *advise.Verdict) string {
 			return s + fmt.Sprintf("qualifies with %d server connections (one per client connection), %d over the budget", e.Spend, over)
 		}
 		if e.Mode == poolmode.Direct {
-			return s + fmt.Sprintf("qualifies with %d server connections (one per client connection)%s", e.Spend, chosen)
+			return s + fmt.Sprintf("qualifies with %s (one per client connection)%s", conns(e.Spend), chosen)
 		}
 		r := ""
 		if v.Low > 0 && v.High > 0 && (v.Low < e.Size || v.High > e.Size) {
 			r = fmt.Sprintf(" (the intervals cannot tell %d to %d apart)", min(v.Low, e.Size), max(v.High, e.Size))
 		}
-		return s + fmt.Sprintf("qualifies from pool %d%s, %d server connections%s", e.Size, r, e.Spend, chosen)
+		return s + fmt.Sprintf("qualifies from pool %d%s, %s%s", e.Size, r, conns(e.Spend), chosen)
 	}
 	if e := v.Closest; e != nil {
 		return s + fmt.Sprintf("no size qualifies; closest at %s: %s", e.Where(), strings.Join(e.Fails(), "; "))
@@ -380,16 +380,26 @@ func freeingWords(a *advise.Advice, f advise.Freeing) string {
 	}
 	s := fmt.Sprintf("%s: %s keeps it off transaction pooling", f.Pool, strings.Join(names, " and "))
 	if f.From > 0 {
-		s += fmt.Sprintf(" (%d server connections)", f.From)
+		s += fmt.Sprintf(" (%s)", conns(f.From))
 	}
-	s += fmt.Sprintf("; %s: transaction pooling at pool %d, %d server connections", strings.Join(what, "; and "), f.Eval.Size, f.To)
-	if f.From > 0 {
+	s += fmt.Sprintf("; %s: transaction pooling at pool %d, %s", strings.Join(what, "; and "), f.Eval.Size, conns(f.To))
+	switch {
+	case f.Listen && f.From > f.To+1:
+		s += fmt.Sprintf(", plus one direct connection per application process that LISTENs: fewer in all when fewer than %d processes LISTEN", f.From-f.To)
+	case f.Listen:
+		s += ", plus one direct connection per application process that LISTENs"
+	case f.From > 0:
 		s += fmt.Sprintf(", %d fewer", f.From-f.To)
 	}
-	if f.Listen {
-		s += ", plus one direct connection per application process that LISTENs"
-	}
 	return s + fmt.Sprintf(". The answer for the changed application: %s", f.Assume)
+}
+
+// conns is "1 server connection" or "12 server connections".
+func conns(n int) string {
+	if n == 1 {
+		return "1 server connection"
+	}
+	return fmt.Sprintf("%d server connections", n)
 }
 
 // writeEvaluated lists evaluated configurations in lines.
