@@ -96,6 +96,7 @@ pooler:
   max_prepared_statements: 0
 server:
   max_connections: 4
+  superuser_reserved_connections: 0
 validate:
   statement: sleep
 `), 0o644); err != nil {

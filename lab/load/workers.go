@@ -33,7 +33,8 @@ import (
 //   - An error fails the request: a refusal or query_wait_timeout (or any
 //     other error) closes the worker's connection, and the worker
 //     connects again when it takes its next request.
-//   - When arrivals are over the workers finish the queue; each
+//   - Arrivals are over at the workload's duration (as in the model, not
+//     at the last arrival); then the workers finish the queue and each
 //     disconnects when it is free and the queue is empty.
 //
 // Result.Sessions counts the workers' connections that sent a statement;
@@ -116,6 +117,14 @@ func (r *run) workers(ctx context.Context) (*Result, error) {
 		}()
 	}
 	r.arrivals(runCtx, t0, func(i int, at time.Time) { q.arrive(request{n: i, at: at}) })
+	// Arrivals are over at the workload's duration, as in the model (not
+	// at the last arrival): until then a free worker keeps its connection.
+	end := time.NewTimer(time.Until(t0.Add(w.Duration.Duration())))
+	select {
+	case <-end.C:
+	case <-runCtx.Done():
+		end.Stop()
+	}
 	q.end()
 	done.Wait()
 	clients := make([]*client, len(ws))

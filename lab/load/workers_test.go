@@ -17,13 +17,22 @@ import (
 
 // arrivalsOf counts the arrivals of w on the model's stream name.
 func arrivalsOf(w system.Workload, seed uint64, name string) int64 {
+	n, _ := arrivalsAndTail(w, seed, name)
+	return n
+}
+
+// arrivalsAndTail is arrivalsOf and the quiet time from the last arrival
+// to the end of arrivals (the workload's duration).
+func arrivalsAndTail(w system.Workload, seed uint64, name string) (int64, time.Duration) {
 	r := sim.NewRand(seed, name)
 	var n int64
+	last := time.Duration(0)
 	for at := time.Duration(0); ; n++ {
 		at += sim.FromSeconds(r.ExpFloat64() / w.ArrivalRate).Duration()
 		if at >= w.Duration.Duration() {
-			return n
+			return n, w.Duration.Duration() - last
 		}
+		last = at
 	}
 }
 
@@ -66,18 +75,24 @@ func TestWorkersFollowTheModel(t *testing.T) {
 // TestWorkersRefusedReconnect: two max_connections slots for three
 // workers. The one refused before time zero is free without a
 // connection; it tries to connect for every request it takes, is refused
-// and fails the request, while the two others keep theirs.
+// and fails the request, while the two others keep theirs until arrivals
+// are over (the workload's duration, which the seed puts well after the
+// last arrival, so the refused worker's last attempt is over before a slot
+// frees).
 func TestWorkersRefusedReconnect(t *testing.T) {
 	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 2, SuperuserReservedConnections: pgcluster.ReserveNone})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	w := system.Workload{Workers: 3, ArrivalRate: 40, Duration: sim.Second, TxnsPerSession: 1, StmtsPerTxn: 1,
 		Query: sim.ConstDist(sim.Millisecond)}
-	res, err := Run(ctx, Spec{DSN: c.UserDSN(), Workload: w, Seed: 2, Statement: Statement{Kind: KindSleep}, ArrivalStream: "arrivals"})
+	res, err := Run(ctx, Spec{DSN: c.UserDSN(), Workload: w, Seed: 1879, Statement: Statement{Kind: KindSleep}, ArrivalStream: "arrivals"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	arrivals := arrivalsOf(w, 2, "arrivals")
+	arrivals, tail := arrivalsAndTail(w, 1879, "arrivals")
+	if tail < 200*time.Millisecond {
+		t.Fatalf("the seed leaves %v after the last arrival; the test wants a quiet end", tail)
+	}
 	if res.OKReqs+res.FailedReqs != arrivals || res.FailedReqs == 0 || res.Refused != res.FailedReqs+1 || res.Failed != 0 {
 		t.Errorf("%d ok + %d failed requests of %d arrivals, %d refusals, %d other failures (%v); want every arrival, the refused worker's requests failed, one refusal more (before time zero)",
 			res.OKReqs, res.FailedReqs, arrivals, res.Refused, res.Failed, res.Errors)

@@ -30,6 +30,7 @@ pooler:
   max_prepared_statements: 0
 server:
   max_connections: 8
+  superuser_reserved_connections: 0
 validate:
   statement: sleep
   with_hold: report

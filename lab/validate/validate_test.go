@@ -57,6 +57,7 @@ pooler:
   max_prepared_statements: 0
 server:
   max_connections: 4
+  superuser_reserved_connections: 0
 validate:
   statement: sleep
 sweep:
@@ -207,6 +208,7 @@ pooler:
   max_prepared_statements: 10
 server:
   max_connections: 10
+  superuser_reserved_connections: 0
   cores: 2
 validate:
   statement: cpu
@@ -325,6 +327,7 @@ pooler:
   default_pool_size: 1
 server:
   max_connections: 12
+  superuser_reserved_connections: 0
   cores: 2
 validate:
   statement: pgbench-select
