@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -455,6 +456,67 @@ func (c *Cluster) WaitBackendsExit(ctx context.Context, pids ...uint32) error {
 		}
 	}
 	return nil
+}
+
+// auxiliaryTitles are the process titles (after "postgres: ") of the
+// postmaster's children that serve no client connection and take no
+// max_connections slot (PostgreSQL 12 to 17).
+var auxiliaryTitles = []string{"checkpointer", "background writer", "walwriter", "autovacuum launcher",
+	"autovacuum worker", "logical replication launcher", "logical replication worker",
+	"logical replication apply worker", "logical replication tablesync worker", "stats collector",
+	"archiver", "startup", "walreceiver", "walsender", "walsummarizer", "parallel worker", "io worker"}
+
+// WaitClientBackendsExit waits until no child of the postmaster serves a
+// client connection but the backends in except: every connection closed
+// before the call has its backend gone and its max_connections slot free.
+// pg_stat_activity is not enough for that: a backend leaves it before it
+// frees its slot, and on a busy machine a row's closed connections can
+// still hold every slot after it shows none. A child is taken as a
+// client's backend unless its title names an auxiliary process (one just
+// forked, still titled as the postmaster, counts). It reads /proc: on
+// other systems it returns an error that is errors.ErrUnsupported.
+// Bounded by ctx and 10 s.
+func (c *Cluster) WaitClientBackendsExit(ctx context.Context, except ...uint32) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		kids, err := childproc.Children(c.Pid())
+		if err != nil {
+			return fmt.Errorf("pgcluster: wait for client backends to exit: %w", err)
+		}
+		busy := 0
+		for pid, title := range kids {
+			if !slices.Contains(except, uint32(pid)) && !auxiliary(title) {
+				busy = pid
+				break
+			}
+		}
+		if busy == 0 {
+			return nil
+		}
+		t := time.NewTimer(5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("pgcluster: wait for client backends to exit (%d is still up): %w", busy, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// auxiliary reports whether a postmaster child's title names an
+// auxiliary process.
+func auxiliary(title string) bool {
+	rest, ok := strings.CutPrefix(title, "postgres: ")
+	if !ok {
+		return false
+	}
+	for _, a := range auxiliaryTitles {
+		if rest == a || strings.HasPrefix(rest, a+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 // Port is the TCP port on 127.0.0.1.

@@ -141,6 +141,48 @@ func TestTooManyClients(t *testing.T) {
 	conns = append(conns, cn)
 }
 
+// TestClientBackendsExit: with every slot taken, WaitClientBackendsExit
+// waits while a connection is open (its ctx ends it), not for the
+// auxiliary processes, and returns once every closed connection's backend
+// is gone: all the slots take connections again at once.
+func TestClientBackendsExit(t *testing.T) {
+	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 4, SuperuserReservedConnections: pgcluster.ReserveNone})
+	ctx := ctxT(t)
+	if err := c.WaitClientBackendsExit(ctx); err != nil {
+		t.Fatalf("an idle cluster: %v", err)
+	}
+	fill := func() []*pgconn.PgConn {
+		var conns []*pgconn.PgConn
+		for i := 1; i <= 4; i++ {
+			cn, err := pgconn.Connect(ctx, c.UserDSN())
+			if err != nil {
+				t.Fatalf("connection %d of 4: %v", i, err)
+			}
+			conns = append(conns, cn)
+		}
+		return conns
+	}
+	conns := fill()
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	err := c.WaitClientBackendsExit(short)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("4 connections open: %v, want the wait to run out", err)
+	}
+	if err := c.WaitClientBackendsExit(ctx, conns[0].PID(), conns[1].PID(), conns[2].PID(), conns[3].PID()); err != nil {
+		t.Fatalf("every open one excepted: %v", err)
+	}
+	for _, cn := range conns {
+		cn.Close(ctx)
+	}
+	if err := c.WaitClientBackendsExit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, cn := range fill() {
+		cn.Close(ctx)
+	}
+}
+
 func TestReservedSlotsDoNotHelpPoolsim(t *testing.T) {
 	c := pgclustertest.Start(t, pgcluster.Options{MaxConnections: 4, SuperuserReservedConnections: 2})
 	ctx := ctxT(t)

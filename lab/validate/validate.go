@@ -75,6 +75,10 @@ type lab struct {
 	watchDSN    string // where to count other backends
 	cluster     *pgcluster.Cluster
 	backendGone func(context.Context, uint32) error
+	// clientsGone waits until no backend serves a client but except's
+	// (pgcluster.Cluster.WaitClientBackendsExit); nil with a server of the
+	// user's (Options.DSN), whose other clients are not ours to wait for.
+	clientsGone func(ctx context.Context, except uint32) error
 	// bouncerVersion is the installed pgbouncer's version ("" if none).
 	bouncerVersion string
 	// pgbenchBin is the pgbench pgbenchInit found; pgbenchNeeded says a
@@ -289,6 +293,13 @@ func (l *lab) startServer(ctx context.Context, maxConn, reserved int, prepared b
 		l.cluster = c
 		l.watchDSN = c.SuperuserDSN("postgres")
 		l.backendGone = func(ctx context.Context, pid uint32) error { return c.WaitBackendsExit(ctx, pid) }
+		l.clientsGone = func(ctx context.Context, except uint32) error {
+			err := c.WaitClientBackendsExit(ctx, except)
+			if errors.Is(err, errors.ErrUnsupported) {
+				return nil // no /proc: pg_stat_activity's count alone
+			}
+			return err
+		}
 		dsn := c.UserDSN()
 		if prepared {
 			dsn = genericPlans(dsn)
@@ -376,7 +387,7 @@ func probeModes(points []scenarios.Point) []probeMode {
 }
 
 // quiesce waits until no other client backend is connected, so that every
-// max_connections slot is free for the next row.
+// max_connections slot is free for the next row or calibration.
 func (l *lab) quiesce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -401,6 +412,13 @@ func (l *lab) quiesce(ctx context.Context) error {
 		if err := probe.Sleep(ctx, 20*time.Millisecond); err != nil {
 			closeConn(conn)
 			return fmt.Errorf("validate: other connections did not end: %w", err)
+		}
+	}
+	// A backend leaves pg_stat_activity before it frees its slot.
+	if l.clientsGone != nil {
+		if err := l.clientsGone(ctx, pid); err != nil {
+			closeConn(conn)
+			return fmt.Errorf("validate: wait for idle server: %w", err)
 		}
 	}
 	_ = conn.Close(ctx)
@@ -842,6 +860,13 @@ func (l *lab) measureAtTarget(ctx context.Context, t *running, c system.Config, 
 // gives the model the mean of before and after: they move with the
 // machine's other work. A CPU-bound row's are read over the run itself.
 func (l *lab) calibrateAfter(ctx context.Context, c system.Config, stmt load.Statement, samples int, k runKind, cal *Calibration) error {
+	if k.prepared || !k.testbed {
+		// The run's connections are closed; their slots free once their
+		// backends are gone.
+		if err := l.quiesce(ctx); err != nil {
+			return err
+		}
+	}
 	if k.prepared {
 		// The statement's cost moves with the machine's other work (load
 		// average, CPU steal on a shared host): measure it again right
