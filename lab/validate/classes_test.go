@@ -71,60 +71,28 @@ func needBouncer(t *testing.T) {
 // requests), and the report class's WITH HOLD cursors held in its session
 // pool (no client failed).
 func TestClassesLive(t *testing.T) {
-	needPostgres(t)
-	sc, err := scenarios.Parse([]byte(twoClasses), "classes.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, target := range []string{TargetProxy, TargetPgBouncer} {
-		t.Run(target, func(t *testing.T) {
-			if target == TargetPgBouncer {
-				needBouncer(t)
+	throughBoth(t, twoClasses, "classes.yaml", 2*time.Minute, func(t *testing.T, rep *Report) {
+		want := []string{allClasses, "web", "report"}
+		if len(rep.Rows) != len(want) {
+			t.Fatalf("%d rows, want %d (all classes, web, report)", len(rep.Rows), len(want))
+		}
+		var sum int64
+		for i, r := range rep.Rows {
+			if r.Class != want[i] {
+				t.Errorf("row %d is class %q, want %q", i, r.Class, want[i])
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			rep, err := Run(ctx, Options{Scenario: sc, Target: target, Quick: true, Command: "test"})
-			if err != nil {
-				t.Fatal(err)
+			countsPass(t, r, "ok_txns", "conn_refused", "ok_reqs")
+			if i > 0 {
+				sum += r.Measured.OKTxns
 			}
-			want := []string{allClasses, "web", "report"}
-			if len(rep.Rows) != len(want) {
-				t.Fatalf("%d rows, want %d (all classes, web, report)", len(rep.Rows), len(want))
-			}
-			var sum int64
-			for i, r := range rep.Rows {
-				if r.Class != want[i] {
-					t.Errorf("row %d is class %q, want %q", i, r.Class, want[i])
-				}
-				if r.Measured.Failed != 0 {
-					t.Errorf("%s: %d clients failed: %v", r.Title(), r.Measured.Failed, r.Measured.Errors)
-				}
-				cells := map[string]Cell{}
-				for _, c := range r.Cells {
-					cells[c.Metric] = c
-				}
-				for _, m := range []string{"ok_txns", "conn_refused", "ok_reqs"} {
-					c, ok := cells[m]
-					if !ok {
-						t.Errorf("%s: no %s cell", r.Title(), m)
-						continue
-					}
-					if !c.Pass {
-						t.Errorf("%s: %s model %v, measured %v: %s", r.Title(), m, c.Model, c.Measured, c.Why)
-					}
-				}
-				if i > 0 {
-					sum += r.Measured.OKTxns
-				}
-			}
-			if all := rep.Rows[0].Measured.OKTxns; all != sum || all == 0 {
-				t.Errorf("all classes: %d transactions, the classes' add up to %d; want equal and above 0", all, sum)
-			}
-			if rep.Rows[1].Pool == "" || rep.Rows[2].Pool == rep.Rows[1].Pool {
-				t.Errorf("pools %q and %q: want each class its own", rep.Rows[1].Pool, rep.Rows[2].Pool)
-			}
-		})
-	}
+		}
+		if all := rep.Rows[0].Measured.OKTxns; all != sum || all == 0 {
+			t.Errorf("all classes: %d transactions, the classes' add up to %d; want equal and above 0", all, sum)
+		}
+		if rep.Rows[1].Pool == "" || rep.Rows[2].Pool == rep.Rows[1].Pool {
+			t.Errorf("pools %q and %q: want each class its own", rep.Rows[1].Pool, rep.Rows[2].Pool)
+		}
+	})
 }
 
 // TestClassPools: each pool of the scenario is a pool of its own at both

@@ -91,6 +91,50 @@ func runLiveThrough(t *testing.T, src string, rows int, target string) *Report {
 	return rep
 }
 
+// throughBoth validates the scenario src (file name) quickly through the
+// proxy and through PgBouncer (where installed; under CI it must be),
+// within limit each, and hands each report to check.
+func throughBoth(t *testing.T, src, name string, limit time.Duration, check func(t *testing.T, rep *Report)) {
+	t.Helper()
+	needPostgres(t)
+	sc, err := scenarios.Parse([]byte(src), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{TargetProxy, TargetPgBouncer} {
+		t.Run(target, func(t *testing.T) {
+			if target == TargetPgBouncer {
+				needBouncer(t)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), limit)
+			defer cancel()
+			rep, err := Run(ctx, Options{Scenario: sc, Target: target, Quick: true, Command: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, rep)
+		})
+	}
+}
+
+// countsPass checks that row r failed no client and that each metric's
+// cell is there and passes.
+func countsPass(t *testing.T, r Row, metrics ...string) {
+	t.Helper()
+	if r.Measured.Failed != 0 {
+		t.Errorf("%s: %d failures: %v", r.Title(), r.Measured.Failed, r.Measured.Errors)
+	}
+	for _, m := range metrics {
+		c := cell(r, m)
+		switch {
+		case c.Metric != m:
+			t.Errorf("%s: no %s cell", r.Title(), m)
+		case !c.Pass:
+			t.Errorf("%s: %s model %v, measured %v: %s", r.Title(), m, c.Model, c.Measured, c.Why)
+		}
+	}
+}
+
 func TestValidateLive(t *testing.T) {
 	rep := runLive(t, small, 2)
 	for _, r := range rep.Rows {

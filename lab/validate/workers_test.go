@@ -1,12 +1,10 @@
 package validate
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/poolsim/poolsim/models/system"
-	"github.com/poolsim/poolsim/scenarios"
 	"github.com/poolsim/poolsim/sim"
 )
 
@@ -45,53 +43,17 @@ sweep:
 // the counts - transactions, requests, refusals and the session pool's
 // two timeouts - equal the model's, and no worker failed otherwise.
 func TestWorkersLive(t *testing.T) {
-	needPostgres(t)
-	sc, err := scenarios.Parse([]byte(workersScenario), "workers.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, target := range []string{TargetProxy, TargetPgBouncer} {
-		t.Run(target, func(t *testing.T) {
-			if target == TargetPgBouncer {
-				needBouncer(t)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			rep, err := Run(ctx, Options{Scenario: sc, Target: target, Quick: true, Command: "test"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rep.Rows) != 2 {
-				t.Fatalf("%d rows, want 2", len(rep.Rows))
-			}
-			for i, r := range rep.Rows {
-				if r.Measured.Failed != 0 {
-					t.Errorf("%s: %d failures: %v", r.Title(), r.Measured.Failed, r.Measured.Errors)
-				}
-				cells := map[string]Cell{}
-				for _, c := range r.Cells {
-					cells[c.Metric] = c
-				}
-				counts := []string{"ok_txns", "conn_refused", "ok_reqs"}
-				if i == 1 {
-					counts = append(counts, "wait_timeouts")
-					if r.Model.WaitTimeouts != 2 {
-						t.Errorf("%s: the model has %d timeouts, want the 2 workers beyond the pool once each", r.Title(), r.Model.WaitTimeouts)
-					}
-				}
-				for _, m := range counts {
-					c, ok := cells[m]
-					if !ok {
-						t.Errorf("%s: no %s cell", r.Title(), m)
-						continue
-					}
-					if !c.Pass {
-						t.Errorf("%s: %s model %v, measured %v: %s", r.Title(), m, c.Model, c.Measured, c.Why)
-					}
-				}
-			}
-		})
-	}
+	throughBoth(t, workersScenario, "workers.yaml", 3*time.Minute, func(t *testing.T, rep *Report) {
+		if len(rep.Rows) != 2 {
+			t.Fatalf("%d rows, want 2", len(rep.Rows))
+		}
+		countsPass(t, rep.Rows[0], "ok_txns", "conn_refused", "ok_reqs")
+		r := rep.Rows[1]
+		if r.Model.WaitTimeouts != 2 {
+			t.Errorf("%s: the model has %d timeouts, want the 2 workers beyond the pool once each", r.Title(), r.Model.WaitTimeouts)
+		}
+		countsPass(t, r, "ok_txns", "conn_refused", "ok_reqs", "wait_timeouts")
+	})
 }
 
 // TestCalibratedPauses: with requests and workload.app the calibration
