@@ -59,7 +59,19 @@ bouncer=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
 id postgres >/dev/null
 
 work=$(mktemp -d /tmp/poolsim-suite-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# reap ends whatever a run left behind: a test that fails or times out
+# mid-way (online restart, takeover) can leave its pooler, and a crashed
+# pytest its PostgreSQL. Every path of theirs is under $work (pytest's
+# --basetemp too), so their command lines name it.
+reap() {
+  pkill -TERM -u postgres -f "$work" 2>/dev/null || true
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    pgrep -u postgres -f "$work" >/dev/null || return 0
+    sleep 0.5
+  done
+  pkill -KILL -u postgres -f "$work" 2>/dev/null || true
+}
+trap 'reap; rm -rf "$work"' EXIT
 chmod 755 "$work"
 go build -o "$work/poolsim" ./cmd/poolsim
 mode=unix
@@ -109,13 +121,14 @@ EOF
   # --tb=line: pytest 7.2 on Python 3.11 can crash parsing a failed test's
   # source for a longer traceback ("AST constructor recursion depth
   # mismatch"); the one-line reasons are what this reports anyway.
-  args=(-m pytest -n 2 -rA --tb=line -p no:cacheprovider)
+  args=(-m pytest -n 2 -rA --tb=line -p no:cacheprovider --basetemp "$work/t-$p")
   [ -z "$kexpr" ] || args+=(-k "$kexpr")
   echo "== $(date -u +%T) $p, $mode: the suite" >&2
   for attempt in 1 2; do
     (cd "$copy/test" && timeout 900 runuser -u postgres -- env PATH="$pgbin:$PATH" HOME="$work" COLUMNS=400 "$py" "${args[@]}" .) >"$log" 2>&1 || true
     # Should pytest still crash (INTERNALERROR), that run counts nothing:
     # it runs once more.
+    reap
     grep -q '^INTERNALERROR>' "$log" || break
     echo "bench/pgbouncer-suite.sh: pytest crashed (INTERNALERROR); running the suite again" >&2
   done
