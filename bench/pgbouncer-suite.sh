@@ -3,7 +3,7 @@
 # `poolsim proxy` and, for reference, the installed PgBouncer: the count of
 # each, and every test by outcome with pytest's one-line reason.
 #
-#   bash bench/pgbouncer-suite.sh [--pooler proxy|pgbouncer|both] [--tcp] [--out DIR] [-k EXPR]
+#   bash bench/pgbouncer-suite.sh [--pooler proxy|pgbouncer|both] [--tcp] [--out DIR] [-k EXPR] [--gate LIST]
 #
 # --pooler   which pooler (default both, PgBouncer first).
 # --tcp      the suite's Windows switch: the console over TCP with trust
@@ -12,9 +12,14 @@
 # --out DIR  writes DIR/POOLER-MODE.txt: the counts and every test with its
 #            outcome and pytest's one-line reason; default: print only.
 # -k EXPR    passed to pytest (a subset of the tests).
+# --gate LIST exits 1 unless every test that failed or errored is listed in
+#            LIST (a line per test: "file.py::test<TAB>why"; # comments),
+#            and says which listed tests passed (the list is then stale).
+#            CI runs the proxy's suite with its list,
+#            results/pgbouncer-suite/proxy-fails.txt.
 #
-# SUITE names the suite's folder (default ../shared/pgbouncer-suite from
-# the repository's root; its README says what it needs). The suite runs in
+# SUITE names the suite's folder (default third_party/pgbouncer-suite, the
+# suite as received; its README says what it needs). The suite runs in
 # a copy owned by the postgres account (initdb refuses root), with
 # PostgreSQL's server binaries on PATH and Debian's python3 (pytest,
 # pytest-asyncio, -timeout, -xdist, psycopg, filelock), on both cores:
@@ -31,14 +36,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-pooler=both tcp=0 out="" kexpr=""
+pooler=both tcp=0 out="" kexpr="" gate=""
 while [ $# -gt 0 ]; do
   case $1 in
   --pooler) pooler=$2; shift 2 ;;
   --tcp) tcp=1; shift ;;
   --out) out=$2; shift 2 ;;
   -k) kexpr=$2; shift 2 ;;
-  *) echo "bench/pgbouncer-suite.sh: unknown argument $1 (want --pooler proxy|pgbouncer|both, --tcp, --out DIR, -k EXPR)" >&2; exit 2 ;;
+  --gate) gate=$2; shift 2 ;;
+  *) echo "bench/pgbouncer-suite.sh: unknown argument $1 (want --pooler proxy|pgbouncer|both, --tcp, --out DIR, -k EXPR, --gate LIST)" >&2; exit 2 ;;
   esac
 done
 case $pooler in
@@ -46,7 +52,7 @@ proxy | pgbouncer) poolers=$pooler ;;
 both) poolers="pgbouncer proxy" ;;
 *) echo "bench/pgbouncer-suite.sh: --pooler $pooler: want proxy, pgbouncer or both" >&2; exit 2 ;;
 esac
-suite=${SUITE:-$root/../shared/pgbouncer-suite}
+suite=${SUITE:-$root/third_party/pgbouncer-suite}
 [ -d "$suite/test" ] || { echo "bench/pgbouncer-suite.sh: no suite at $suite (set SUITE)" >&2; exit 2; }
 py=/usr/bin/python3 # Debian's, with the suite's packages
 "$py" -c 'import pytest, pytest_asyncio, pytest_timeout, xdist, psycopg, filelock' 2>/dev/null || {
@@ -147,6 +153,26 @@ EOF
     } >"$out/$p-$mode.txt"
   fi
   cp "$log" "${TMPDIR:-/tmp}/pgbouncer-suite-$p-$mode.log"
+  if [ -n "$gate" ]; then
+    # The gate: no failure or error outside the list; a run that counted
+    # nothing (pytest did not start, a collection error) fails it too.
+    listed=$(grep -v '^#' "$gate" | cut -f1 | sed '/^$/d' | sort -u)
+    bad=$(grep -E '^(FAILED|ERROR) ' <<<"$lines" | awk '{print $2}' | sort -u | comm -23 - <(echo "$listed") || true)
+    passed=$(grep -E '^PASSED ' <<<"$lines" | awk '{print $2}' | sort -u)
+    stale=$(comm -12 <(echo "$passed") <(echo "$listed") || true)
+    [ -z "$stale" ] || echo "bench/pgbouncer-suite.sh: listed in $gate but passed now (take them off the list): $(echo $stale)" >&2
+    if [ -z "$passed" ]; then
+      echo "bench/pgbouncer-suite.sh: gate: no test passed ($log kept as ${TMPDIR:-/tmp}/pgbouncer-suite-$p-$mode.log)" >&2
+      tail -20 "$log" >&2
+      exit 1
+    fi
+    if [ -n "$bad" ]; then
+      echo "bench/pgbouncer-suite.sh: gate: failed and not in $gate:" >&2
+      grep -E '^(FAILED|ERROR) ' <<<"$lines" | grep -F -f <(echo "$bad") | cut -c1-400 >&2
+      exit 1
+    fi
+    echo "gate: every failure is listed in $gate"
+  fi
 done
 printf '%s\n' "${summary[@]}"
 if [ -n "$out" ] && [ -f "$out/proxy-$mode.txt" ] && [ -f "$out/pgbouncer-$mode.txt" ]; then
