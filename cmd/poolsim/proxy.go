@@ -155,6 +155,7 @@ func newProxyFlags(stderr io.Writer) *proxyOptions {
 	o.configFile = fs.String("config", "", "a pgbouncer.ini to read settings, [databases] and [users] from; the flags given override it; SIGHUP reads it again")
 	o.mode = fs.String("mode", def.PoolMode.String(), "pool_mode: session, transaction or statement")
 	fs.StringVar(&cfg.Listen, "listen", def.Listen, "listen address; must be loopback with --auth-type trust or any")
+	fs.StringVar(&cfg.UnixSocketDir, "unix-socket-dir", "", "unix_socket_dir: also listen on DIR/.s.PGSQL.<port> (pgbouncer.ini's default is /tmp; empty = no Unix socket)")
 	fs.StringVar(&cfg.Upstream, "upstream", "", "PostgreSQL server URL or keyword/value string (required unless --config has [databases]); serves every database name the config does not list")
 	fs.IntVar(&cfg.DefaultPoolSize, "pool-size", def.DefaultPoolSize, "default_pool_size: server connections per (database, user)")
 	fs.IntVar(&cfg.MaxClientConn, "max-client-conn", def.MaxClientConn, "max_client_conn: client connections in all")
@@ -260,20 +261,25 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usage(err)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	lns, err := pooler.Listen(&cfg)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
-	announceProxy(stdout, logger, cfg, *o.configFile, ln.Addr())
+	closeAll := func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}
+	announceProxy(stdout, logger, cfg, *o.configFile, lns)
 	stop, err := o.serveSide(p, stdout, logger)
 	if err != nil {
-		_ = ln.Close()
+		closeAll()
 		return err
 	}
 	defer stop()
 	start := time.Now()
 	served := make(chan error, 1)
-	go func() { served <- p.Serve(context.WithoutCancel(ctx), ln) }()
+	go func() { served <- p.Serve(context.WithoutCancel(ctx), lns[0], lns[1:]...) }()
 	err = handleSignals(ctx, p, served, build, logger)
 	if err != nil {
 		return err
@@ -285,7 +291,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // announceProxy prints where the proxy listens, how it pools and to
 // what upstream, and logs the upstream settings it takes from the
 // environment.
-func announceProxy(stdout io.Writer, logger *log.Logger, cfg pooler.Config, configFile string, addr net.Addr) {
+func announceProxy(stdout io.Writer, logger *log.Logger, cfg pooler.Config, configFile string, lns []net.Listener) {
+	addrs := make([]string, len(lns))
+	for i, ln := range lns {
+		addrs[i] = ln.Addr().String()
+	}
+	addr := strings.Join(addrs, ", ")
 	prepared := ""
 	if cfg.MaxPreparedStatements > 0 && cfg.PoolMode != poolmode.Session {
 		prepared = fmt.Sprintf(", max %d prepared statements per server", cfg.MaxPreparedStatements)
@@ -349,7 +360,8 @@ func overrideFlags(fs *pflag.FlagSet, c, flags *pooler.Config) {
 		}
 	}
 	set("mode", func() { c.PoolMode = flags.PoolMode })
-	set("listen", func() { c.Listen = flags.Listen })
+	set("listen", func() { c.Listen, c.ListenMore, c.ListenPort = flags.Listen, nil, 0 })
+	set("unix-socket-dir", func() { c.UnixSocketDir = flags.UnixSocketDir })
 	set("upstream", func() { c.Upstream = flags.Upstream })
 	set("pool-size", func() { c.DefaultPoolSize = flags.DefaultPoolSize })
 	set("max-client-conn", func() { c.MaxClientConn = flags.MaxClientConn })

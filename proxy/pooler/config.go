@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -33,6 +34,25 @@ type Config struct {
 	// It must be a loopback address unless AuthType asks clients for a
 	// password.
 	Listen string
+	// ListenMore holds further TCP addresses ("host:port") listened on
+	// besides Listen: the other entries of listen_addr's comma-separated
+	// list ("*" is 0.0.0.0 and ::). Listen "" and no ListenMore listen on
+	// the Unix socket only (listen_addr empty, as PgBouncer).
+	ListenMore []string
+	// ListenPort is listen_port: the port in the Unix socket's name and
+	// the one SHOW CLIENTS gives its clients; 0 takes Listen's.
+	ListenPort int
+	// UnixSocketDir is unix_socket_dir: the proxy also listens on
+	// UnixSocketDir/.s.PGSQL.<ListenPort> ("" = no Unix socket; a leading
+	// "@" is Linux's abstract namespace), with permissions UnixSocketMode
+	// (unix_socket_mode, PgBouncer's 0777) and group UnixSocketGroup
+	// (unix_socket_group, "" keeps the proxy's). Listen opens it.
+	UnixSocketDir   string
+	UnixSocketMode  os.FileMode
+	UnixSocketGroup string
+	// SOReuseport is so_reuseport: SO_REUSEPORT on the TCP listeners, so
+	// that several proxies listen on one port side by side.
+	SOReuseport bool
 	// Upstream is the PostgreSQL server as a pgconn connection string (URL or
 	// keyword/value). It supplies host, port, password and TLS settings; the
 	// database and user always come from the client's StartupMessage. It is
@@ -170,6 +190,7 @@ func DefaultConfig() Config {
 		MaxPacketSize:        math.MaxInt32,
 		StatsPeriod:          d.StatsPeriod,
 		ShutdownTimeout:      10 * time.Second,
+		UnixSocketMode:       DefaultUnixSocketMode,
 	}
 }
 
@@ -276,15 +297,24 @@ func (c Config) Validate() error {
 	if err := c.checkClientTLS(); err != nil {
 		return err
 	}
-	if err := checkListen(c.Listen, c.AuthType); err != nil {
+	for _, a := range c.tcpAddrs() {
+		if err := checkListen(a, c.AuthType); err != nil {
+			return err
+		}
+	}
+	if err := c.checkUnixSocket(); err != nil {
 		return err
 	}
 	return nil
 }
 
 // checkListen refuses a non-loopback address for trust authentication: an
-// open pooler would let anyone on the network in as any user.
+// open pooler would let anyone on the network in as any user. A Unix
+// socket is local and always allowed.
 func checkListen(addr, authType string) error {
+	if strings.HasPrefix(addr, "/") || strings.HasPrefix(addr, "@") {
+		return nil // a Unix socket's path
+	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("listen: %q: %w", addr, err)
@@ -348,19 +378,7 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	skip := func(key, value, why string) {
 		notApplied = append(notApplied, fmt.Sprintf("%s = %s (%s)", key, value, why))
 	}
-	addr := s.ListenAddr
-	switch {
-	case addr == "":
-		addr = "127.0.0.1"
-		skip("listen_addr", `""`, "PgBouncer then listens on its Unix socket only; the proxy has no Unix socket and listens on 127.0.0.1")
-	case addr == "*":
-		addr = "0.0.0.0"
-	case strings.Contains(addr, ","):
-		first := strings.TrimSpace(strings.Split(addr, ",")[0])
-		skip("listen_addr", addr, "the proxy listens on one address: "+first)
-		addr = first
-	}
-	c.Listen = net.JoinHostPort(addr, strconv.Itoa(s.ListenPort))
+	c.applyListen(s, skip)
 	c.Pooling = s.Pooling
 	c.ServerConnectTimeout, c.ServerLoginRetry = s.ServerConnectTimeout, s.ServerLoginRetry
 	c.AuthType, c.AuthFile = s.AuthType, s.AuthFile
@@ -424,6 +442,9 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	for _, k := range keys {
 		if k == "pkt_buf" || k == "max_packet_size" {
 			continue // applied above
+		}
+		if opsKeys[k] {
+			continue // applied by applyListen (listen.go)
 		}
 		skip(k, s.Other[k], "no effect in poolsim proxy")
 	}
