@@ -266,13 +266,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server_connect_timeout: %v: want more than 0", c.ServerConnectTimeout)
 	}
 	switch c.AuthType {
-	case AuthTrust, AuthAny:
+	case AuthTrust, AuthAny, AuthPeer:
 	case AuthSCRAM, AuthMD5, AuthPlain:
 		if c.AuthFile == "" {
 			return fmt.Errorf("auth_file: required with auth_type %s", c.AuthType)
 		}
 	default:
-		return fmt.Errorf("auth_type: %q: want trust, any, plain, md5 or scram-sha-256", c.AuthType)
+		return fmt.Errorf("auth_type: %q: want trust, any, plain, md5, scram-sha-256 or peer", c.AuthType)
 	}
 	if c.AuthFile != "" {
 		secrets, err := loadAuthFile(c.AuthFile)

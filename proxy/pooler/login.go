@@ -173,6 +173,10 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		sendFatal(c.lg.w, poolerError(poolmode.ErrMaxClientConn))
 		return
 	}
+	if p.ownConsoleUser(c, db, user) { // peer.go: "pgbouncer" over the Unix socket
+		p.consoleAsOwnUser(c, user)
+		return
+	}
 	if err := p.authenticate(c, user); err != nil {
 		if !timedOut(err) {
 			sendFatal(c.lg.w, poolerError(authFailureText(err))) // 08P01, as PgBouncer sends it

@@ -1,9 +1,12 @@
 package pooler
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/poolsim/poolsim/lab/pgbouncer"
 	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
@@ -221,4 +225,105 @@ func fileUID(st os.FileInfo) int {
 		return int(s.Uid)
 	}
 	return -1
+}
+
+// psqlAs runs one statement with psql as OS user account (runuser), over
+// the target's Unix socket as user pgbouncer on the console.
+func psqlAs(ctx context.Context, t *testing.T, account string, u unixTarget, q string) (string, error) {
+	t.Helper()
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Skipf("psql: %v", err)
+	}
+	dsn := fmt.Sprintf("host=%s port=%d user=pgbouncer dbname=pgbouncer sslmode=disable connect_timeout=5", u.dir, u.port)
+	out, err := exec.CommandContext(ctx, "runuser", "-u", account, "--", "psql", "-XAtc", q, dsn).CombinedOutput()
+	return string(out), err
+}
+
+// TestPeerConsoleLogin: user "pgbouncer" gets the console, admin commands
+// included, over the Unix socket without a password when its process runs
+// as the pooler's own OS user - even with admin_users empty - and is
+// refused from another OS user and over TCP; on both targets (PgBouncer
+// runs as postgres, the proxy as the test).
+func TestPeerConsoleLogin(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the test runs psql as another OS user")
+	}
+	pgAcct, err := user.Lookup("postgres")
+	if err != nil {
+		t.Skipf("no postgres account: %v", err)
+	}
+	targets := map[string]func(t *testing.T) unixTarget{
+		"proxy": func(t *testing.T) unixTarget {
+			_, u := startUnixProxy(t, func(c *Config) { c.AdminUsers, c.StatsUsers = nil, nil })
+			return u
+		},
+		"pgbouncer": func(t *testing.T) unixTarget {
+			_, u := startUnixBouncer(t, map[string]string{"admin_users": "", "stats_users": ""})
+			return u
+		},
+	}
+	for _, name := range []string{"proxy", "pgbouncer"} {
+		t.Run(name, func(t *testing.T) {
+			u := targets[name](t)
+			ctx := testCtx(t, 30*time.Second)
+			same, other := "root", pgAcct.Username
+			if strconv.Itoa(u.uid) == pgAcct.Uid {
+				same, other = other, same
+			}
+			out, err := psqlAs(ctx, t, same, u, "SHOW FDS")
+			if err != nil || !strings.Contains(out, "pooler") {
+				t.Fatalf("console as pgbouncer from OS user %s (the pooler's): %v\n%s", same, err, out)
+			}
+			if out, err := psqlAs(ctx, t, other, u, "SHOW VERSION"); err == nil {
+				t.Fatalf("console as pgbouncer from OS user %s (not the pooler's) let in:\n%s", other, out)
+			}
+			tcp := strings.Replace(u.adminDSN, "//"+adminUserOf(u.adminDSN)+":", "//pgbouncer:", 1)
+			if conn, err := connectErr(ctx, tcp); err == nil {
+				conn.Close(ctx)
+				t.Fatalf("console as pgbouncer over TCP (%s) let in", tcp)
+			}
+		})
+	}
+}
+
+// TestPeerAuth: with auth_type peer a client logs in over the Unix socket
+// as its own OS user only; another user name, or TCP, is refused with
+// PgBouncer's "unix socket login rejected".
+func TestPeerAuth(t *testing.T) {
+	me, err := user.Current()
+	if err != nil {
+		t.Skip(err)
+	}
+	tp, u := startUnixProxy(t, func(c *Config) { c.AuthType = AuthPeer })
+	ctx := testCtx(t, 20*time.Second)
+	// The login user is the OS user; the server login is the upstream's.
+	if conn, err := connectErr(ctx, u.unixDSN(me.Username, "poolsim")); err != nil {
+		if !strings.Contains(err.Error(), "server login") && !strings.Contains(err.Error(), "role") && !strings.Contains(err.Error(), "password") {
+			t.Fatalf("peer login as %s: %v", me.Username, err)
+		}
+	} else {
+		conn.Close(ctx)
+	}
+	for _, dsn := range []string{u.unixDSN("poolsim", "poolsim"), tp.dsn} {
+		_, err := connectErr(ctx, dsn)
+		if err == nil || !strings.Contains(err.Error(), "unix socket login rejected") {
+			t.Errorf("peer login %s: %v, want \"unix socket login rejected\"", dsn, err)
+		}
+	}
+}
+
+// connectErr connects without failing the test.
+func connectErr(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// adminUserOf is the user of a postgres:// URL.
+func adminUserOf(dsn string) string {
+	rest := dsn[strings.Index(dsn, "//")+2:]
+	return rest[:strings.IndexAny(rest, ":@")]
 }
