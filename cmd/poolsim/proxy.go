@@ -155,6 +155,8 @@ func newProxyFlags(stderr io.Writer) *proxyOptions {
 	o.configFile = fs.String("config", "", "a pgbouncer.ini to read settings, [databases] and [users] from; the flags given override it; SIGHUP reads it again")
 	o.mode = fs.String("mode", def.PoolMode.String(), "pool_mode: session, transaction or statement")
 	fs.StringVar(&cfg.Listen, "listen", def.Listen, "listen address; must be loopback with --auth-type trust or any")
+	fs.StringVar(&cfg.LogFile, "logfile", "", "logfile: append the log (PgBouncer's lines) to this file too; SIGHUP opens it again (logrotate)")
+	fs.StringVar(&cfg.PidFile, "pidfile", "", "pidfile: write the pid here; refused if it names a running process; removed at exit")
 	fs.StringVar(&cfg.UnixSocketDir, "unix-socket-dir", "", "unix_socket_dir: also listen on DIR/.s.PGSQL.<port> (pgbouncer.ini's default is /tmp; empty = no Unix socket)")
 	fs.StringVar(&cfg.Upstream, "upstream", "", "PostgreSQL server URL or keyword/value string (required unless --config has [databases]); serves every database name the config does not list")
 	fs.IntVar(&cfg.DefaultPoolSize, "pool-size", def.DefaultPoolSize, "default_pool_size: server connections per (database, user)")
@@ -232,7 +234,7 @@ func (o *proxyOptions) builder(logger *log.Logger) func() (pooler.Config, error)
 			c, notApplied = pooler.FromSettings(s)
 			overrideFlags(o.fs, &c, &o.flags)
 			for _, n := range notApplied {
-				logger.Printf("config: not applied: %s", n)
+				logger.Printf("WARNING: config: not applied: %s", n)
 			}
 		}
 		c.Logf = logger.Printf
@@ -247,13 +249,22 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := o.parse(args); err != nil {
 		return err
 	}
-	logger := log.New(stderr, "poolsim proxy: ", log.LstdFlags)
+	plog := newProxyLog(stderr) // PgBouncer's log lines, to stderr and logfile (proxylog.go)
+	logger := log.New(plog, "", 0)
 	build := o.builder(logger)
 	cfg, err := build()
 	if err != nil {
 		return usage(err)
 	}
+	if err := plog.Open(cfg.LogFile); err != nil {
+		return err
+	}
+	defer plog.Close()
+	build = reopening(build, plog, logger)
 	cfg.Source = build // the console's RELOAD, as SIGHUP
+	if err := checkPidFile(cfg.PidFile, logger.Printf); err != nil {
+		return err
+	}
 	if *o.threads > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*o.threads))
 	}
@@ -270,6 +281,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			_ = ln.Close()
 		}
 	}
+	removePid, err := writePidFile(cfg.PidFile)
+	if err != nil {
+		closeAll()
+		return err
+	}
+	defer removePid()
 	announceProxy(stdout, logger, cfg, *o.configFile, lns)
 	stop, err := o.serveSide(p, stdout, logger)
 	if err != nil {
@@ -288,6 +305,21 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
+// reopening wraps build so that each reload (SIGHUP, the console's RELOAD)
+// also opens the log file again, under the path the settings now name:
+// after logrotate moved it away, the log goes to a new file.
+func reopening(build func() (pooler.Config, error), plog *proxyLog, logger *log.Logger) func() (pooler.Config, error) {
+	return func() (pooler.Config, error) {
+		c, err := build()
+		if err == nil {
+			if rerr := plog.Reopen(c.LogFile); rerr != nil {
+				logger.Printf("WARNING: %v (the log goes on to the old file)", rerr)
+			}
+		}
+		return c, err
+	}
+}
+
 // announceProxy prints where the proxy listens, how it pools and to
 // what upstream, and logs the upstream settings it takes from the
 // environment.
@@ -297,6 +329,15 @@ func announceProxy(stdout io.Writer, logger *log.Logger, cfg pooler.Config, conf
 		addrs[i] = ln.Addr().String()
 	}
 	addr := strings.Join(addrs, ", ")
+	for _, ln := range lns {
+		a := ln.Addr()
+		if a.Network() == "unix" {
+			logger.Printf("listening on unix:%s", a) // PgBouncer's words
+		} else {
+			logger.Printf("listening on %s", a)
+		}
+	}
+	logger.Printf("process up: %s", pooler.Version)
 	prepared := ""
 	if cfg.MaxPreparedStatements > 0 && cfg.PoolMode != poolmode.Session {
 		prepared = fmt.Sprintf(", max %d prepared statements per server", cfg.MaxPreparedStatements)
@@ -362,6 +403,8 @@ func overrideFlags(fs *pflag.FlagSet, c, flags *pooler.Config) {
 	set("mode", func() { c.PoolMode = flags.PoolMode })
 	set("listen", func() { c.Listen, c.ListenMore, c.ListenPort = flags.Listen, nil, 0 })
 	set("unix-socket-dir", func() { c.UnixSocketDir = flags.UnixSocketDir })
+	set("logfile", func() { c.LogFile = flags.LogFile })
+	set("pidfile", func() { c.PidFile = flags.PidFile })
 	set("upstream", func() { c.Upstream = flags.Upstream })
 	set("pool-size", func() { c.DefaultPoolSize = flags.DefaultPoolSize })
 	set("max-client-conn", func() { c.MaxClientConn = flags.MaxClientConn })
@@ -427,7 +470,7 @@ func handleSignals(ctx context.Context, p *pooler.Proxy, served <-chan error, bu
 					_, _, err = p.Reload(cfg)
 				}
 				if err != nil {
-					logger.Printf("reload failed, the old settings stay: %v", err)
+					logger.Printf("WARNING: reload failed, the old settings stay: %v", err)
 				}
 			case sigPause:
 				done, err := p.Pause("")

@@ -165,6 +165,15 @@ type Config struct {
 	// with Verbose also every server close and its reason).
 	Logf    func(format string, args ...any)
 	Verbose bool
+
+	// LogFile, PidFile and User are logfile, pidfile and user (PgBouncer's
+	// names): the command, poolsim proxy, appends its log to LogFile,
+	// writes its pid to PidFile and switches to the OS user User after it
+	// has bound its sockets; the pooler itself only carries them. The
+	// command writes each Logf message as PgBouncer's log line, at level
+	// WARNING or ERROR when the message starts with "WARNING: " or
+	// "ERROR: ", else LOG.
+	LogFile, PidFile, User string
 }
 
 // DefaultConfig returns PgBouncer 1.18's defaults (poolconf.Defaults):

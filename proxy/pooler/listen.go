@@ -229,11 +229,13 @@ func isUnixListener(ln net.Listener) bool { return ln.Addr().Network() == "unix"
 // list of settings with no effect leaves them out.
 var opsKeys = map[string]bool{
 	"unix_socket_dir": true, "unix_socket_mode": true, "unix_socket_group": true, "so_reuseport": true,
+	"logfile": true, "pidfile": true, "user": true,
 }
 
 // applyListen reads the listening keys of s into c: listen_addr and
-// listen_port, unix_socket_dir/_mode/_group and so_reuseport. skip
-// records a value that cannot be applied.
+// listen_port, unix_socket_dir/_mode/_group and so_reuseport; and the
+// command's own logfile, pidfile and user. skip records a value that
+// cannot be applied.
 func (c *Config) applyListen(s poolconf.Settings, skip func(key, value, why string)) {
 	addrs, err := ListenAddrs(s.ListenAddr, s.ListenPort)
 	if err != nil {
@@ -250,6 +252,7 @@ func (c *Config) applyListen(s poolconf.Settings, skip func(key, value, why stri
 		c.UnixSocketDir = "/"
 	}
 	c.UnixSocketGroup, _ = s.Text("unix_socket_group")
+	c.LogFile, c.PidFile, c.User = s.Other["logfile"], s.Other["pidfile"], s.Other["user"]
 	if v, ok := s.Other["unix_socket_mode"]; ok {
 		// PgBouncer reads it with strtol(..., 0): 0777 is octal.
 		n, err := strconv.ParseUint(strings.TrimSpace(v), 0, 32)
