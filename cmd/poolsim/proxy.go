@@ -32,6 +32,19 @@ func init() {
 const proxyUsage = `Usage:
   poolsim proxy --upstream URL [--listen ADDR] [--mode session|transaction|statement] [settings]
   poolsim proxy --config pgbouncer.ini [settings]
+  poolsim proxy [-d] [-R] [-q] [-v] [-u USER] [-V] [-h] pgbouncer.ini
+
+The last form is PgBouncer's own command line, so a wrapper script named
+pgbouncer (exec poolsim proxy "$@") stands where pgbouncer stood: -d runs in
+the background (needs logfile and pidfile), -q writes nothing to stderr, -u
+switches to an OS user once the sockets are bound (started as root), -V
+prints the version as SHOW VERSION has it; -R (online restart) is not
+implemented yet. The proxy listens where pgbouncer.ini says: each address of
+listen_addr ("*" for all, empty for none) and the Unix socket
+unix_socket_dir/.s.PGSQL.<listen_port> (default /tmp), where user pgbouncer
+reaches the console without a password from the proxy's own OS user.
+logfile receives PgBouncer's log lines (reopened on SIGHUP, for
+logrotate); pidfile holds the pid while the proxy runs.
 
 Runs a PostgreSQL pooling proxy that behaves like PgBouncer: clients log in to
 the proxy, which links them to a pooled server connection only when a
@@ -142,6 +155,7 @@ type proxyOptions struct {
 	metricsListen, pprofListen               *string
 	threads                                  *int
 	verbose, plainIO                         *bool
+	pgb                                      pgbOptions // PgBouncer's -d -R -q -V -u (proxy_cli.go)
 }
 
 // newProxyFlags defines the proxy command's flags.
@@ -187,6 +201,7 @@ func newProxyFlags(stderr io.Writer) *proxyOptions {
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long transactions may finish after SIGINT")
 	o.threads = fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
 	o.verbose = fs.BoolP("verbose", "v", false, "log every server close and its reason")
+	o.pgb = addPgBouncerFlags(fs)
 	o.plainIO = fs.Bool("plain-io", false, "one read or sendto system call per socket; by default, where the kernel allows io_uring, the event loop batches a turn's reads into one system call and its writes into another")
 	o.metricsListen = fs.String("metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (what the console shows, counters and histograms per pool; no authentication), e.g. 127.0.0.1:9127; empty = off")
 	o.pprofListen = fs.String("pprof-listen", "", "serve Go's runtime profiles (net/http/pprof: goroutines, heap) on this loopback address, e.g. 127.0.0.1:6060; empty = off")
@@ -198,8 +213,8 @@ func (o *proxyOptions) parse(args []string) error {
 	if err := parseFlags(o.fs, args); err != nil {
 		return err
 	}
-	if o.fs.NArg() > 0 {
-		return usagef("unexpected argument %q", o.fs.Arg(0))
+	if err := o.configArg(); err != nil { // pgbouncer.ini as PgBouncer takes it
+		return err
 	}
 	m, err := poolmode.Parse(*o.mode)
 	if err != nil || !m.Pooled() {
@@ -244,18 +259,39 @@ func (o *proxyOptions) builder(logger *log.Logger) func() (pooler.Config, error)
 	}
 }
 
-func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	o := newProxyFlags(stderr)
-	if err := o.parse(args); err != nil {
+	if err = o.parse(args); err != nil {
 		return err
 	}
+	if *o.pgb.version {
+		printVersion(stdout)
+		return nil
+	}
+	if *o.pgb.reboot {
+		return errRebootNotImplemented
+	}
+	daemon := daemonChild()     // this process is the daemon of -d
 	plog := newProxyLog(stderr) // PgBouncer's log lines, to stderr and logfile (proxylog.go)
+	if *o.pgb.quiet || daemon != nil {
+		plog.Quiet()
+	}
 	logger := log.New(plog, "", 0)
 	build := o.builder(logger)
 	cfg, err := build()
 	if err != nil {
+		tellParent(daemon, err)
 		return usage(err)
 	}
+	if *o.pgb.daemon && daemon == nil {
+		return daemonize(args, cfg, stdout)
+	}
+	served := false
+	defer func() {
+		if !served {
+			tellParent(daemon, err)
+		}
+	}()
 	if err := plog.Open(cfg.LogFile); err != nil {
 		return err
 	}
@@ -281,6 +317,20 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			_ = ln.Close()
 		}
 	}
+	user := cfg.User
+	if *o.pgb.user != "" {
+		user = *o.pgb.user
+	}
+	var owned []string
+	for _, ln := range lns {
+		if ln.Addr().Network() == "unix" {
+			owned = append(owned, ln.Addr().String())
+		}
+	}
+	if err = switchUser(user, append(owned, cfg.LogFile)); err != nil {
+		closeAll()
+		return err
+	}
 	removePid, err := writePidFile(cfg.PidFile)
 	if err != nil {
 		closeAll()
@@ -295,9 +345,11 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stop()
 	start := time.Now()
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(context.WithoutCancel(ctx), lns[0], lns[1:]...) }()
-	err = handleSignals(ctx, p, served, build, logger)
+	servedc := make(chan error, 1)
+	go func() { servedc <- p.Serve(context.WithoutCancel(ctx), lns[0], lns[1:]...) }()
+	served = true
+	tellParent(daemon, nil)
+	err = handleSignals(ctx, p, servedc, build, logger)
 	if err != nil {
 		return err
 	}
