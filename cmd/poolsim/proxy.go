@@ -90,8 +90,8 @@ console (--stats-users).
 Signals, as PgBouncer 1.18: SIGHUP reloads the settings (the config file and
 auth file are read again; what can change live changes, the rest is logged);
 SIGINT is a safe shutdown (stop accepting, close idle clients, let
-transactions finish for up to --shutdown-timeout); SIGTERM an immediate one;
-SIGUSR1 pauses (no client gets a server, servers close as they are released);
+transactions finish, for up to --shutdown-timeout when it is not 0);
+SIGTERM an immediate one; SIGUSR1 pauses (no client gets a server, servers close as they are released);
 SIGUSR2 resumes.
 
 The upstream URL supplies host, port, password and TLS settings; database and
@@ -198,7 +198,7 @@ func newProxyFlags(stderr io.Writer) *proxyOptions {
 	o.statsUsers = fs.String("stats-users", "", "stats_users: users who may run SHOW on the console, comma-separated")
 	fs.IntVar(&cfg.PktBuf, "pkt-buf", def.PktBuf, "pkt_buf: bytes; a longer console message ends the connection (\"incomplete pkt\")")
 	fs.IntVar(&cfg.MaxPacketSize, "max-packet-size", def.MaxPacketSize, "max_packet_size: bytes; a longer message ends its connection")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long transactions may finish after SIGINT")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "bound on how long transactions may finish after SIGINT; 0 = wait for them all, as PgBouncer")
 	o.threads = fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
 	o.verbose = fs.BoolP("verbose", "v", false, "log every server close and its reason")
 	o.pgb = addPgBouncerFlags(fs)

@@ -151,7 +151,8 @@ type Config struct {
 	Source func() (Config, error)
 	// ShutdownTimeout bounds graceful shutdown: how long linked clients may
 	// finish their transactions (session clients their sessions) before
-	// everything is closed.
+	// everything is closed; 0 (the default) waits for them all, as
+	// PgBouncer's safe shutdown does.
 	ShutdownTimeout time.Duration
 	// Observer, if set, watches the proxy's server assignments and its
 	// event loop (a caller that measures the proxy); set once, at New.
@@ -198,7 +199,7 @@ func DefaultConfig() Config {
 		PktBuf:               4096,
 		MaxPacketSize:        math.MaxInt32,
 		StatsPeriod:          d.StatsPeriod,
-		ShutdownTimeout:      10 * time.Second,
+		ShutdownTimeout:      0, // wait for every transaction, as PgBouncer's SIGINT
 		UnixSocketMode:       DefaultUnixSocketMode,
 	}
 }

@@ -287,8 +287,8 @@ type ShutdownMode int
 const (
 	// SafeShutdown stops accepting clients, closes the clients that are
 	// between transactions and lets the others finish their transaction
-	// (session clients their session) for up to ShutdownTimeout - PgBouncer
-	// 1.18's SIGINT.
+	// (session clients their session), for up to ShutdownTimeout when it
+	// is not 0 - PgBouncer 1.18's SIGINT.
 	SafeShutdown ShutdownMode = iota
 	// ImmediateShutdown closes every connection at once - PgBouncer 1.18's
 	// SIGTERM and the console's SHUTDOWN.
@@ -325,7 +325,11 @@ func (p *Proxy) shutdown() {
 			pl.failWaiters(func() *pgproto3.ErrorResponse { return poolerError("pgbouncer is shutting down") })
 		}
 	})
-	deadline := time.Now().Add(p.conf().ShutdownTimeout)
+	// ShutdownTimeout 0 waits for every transaction, as PgBouncer does.
+	var deadline time.Time
+	if d := p.conf().ShutdownTimeout; d > 0 {
+		deadline = time.Now().Add(d)
+	}
 	for {
 		busy := 0
 		l.call(func() {
@@ -340,14 +344,14 @@ func (p *Proxy) shutdown() {
 				}
 			}
 		})
-		if busy == 0 || time.Now().After(deadline) {
+		if busy == 0 || (!deadline.IsZero() && time.Now().After(deadline)) {
 			break
 		}
 		t := time.NewTimer(20 * time.Millisecond)
 		select {
 		case <-p.hurry:
 			t.Stop()
-			deadline = time.Time{}
+			deadline = time.Unix(0, 0) // past: cut now
 		case <-t.C:
 		}
 	}
