@@ -327,3 +327,38 @@ func adminUserOf(dsn string) string {
 	rest := dsn[strings.Index(dsn, "//")+2:]
 	return rest[:strings.IndexAny(rest, ":@")]
 }
+
+// TestSOReuseport: with so_reuseport two poolers listen on one TCP port
+// side by side and each serves; without it the second is refused. Two
+// PgBouncers likewise.
+func TestSOReuseport(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	first := startProxy(t, func(c *Config) { c.SOReuseport = true })
+	addr := first.Addr().String()
+	plain := DefaultConfig()
+	plain.Listen = addr
+	if lns, err := Listen(&plain); err == nil {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+		t.Fatalf("a second listener on %s without so_reuseport was let in", addr)
+	}
+	second := startProxy(t, func(c *Config) { c.SOReuseport = true; c.Listen = addr })
+	for _, tp := range []*testProxy{first, second} {
+		var one int
+		if err := connect(ctx, t, tp.dsn).QueryRow(ctx, "select 1").Scan(&one); err != nil {
+			t.Fatalf("through %s: %v", tp.Addr(), err)
+		}
+	}
+
+	b1, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: cluster.Port(), SoReuseport: true})
+	if err != nil {
+		t.Skipf("pgbouncer: %v", err)
+	}
+	t.Cleanup(func() { _ = b1.Stop() })
+	b2, err := pgbouncer.Start(ctx, pgbouncer.Config{UpstreamPort: cluster.Port(), SoReuseport: true, ListenPort: b1.Port()})
+	if err != nil {
+		t.Fatalf("second pgbouncer on port %d with so_reuseport: %v", b1.Port(), err)
+	}
+	t.Cleanup(func() { _ = b2.Stop() })
+}
