@@ -136,22 +136,39 @@ func Listen(cfg *Config) ([]net.Listener, error) {
 	lc := net.ListenConfig{Control: listenControl(cfg)}
 	for _, a := range cfg.tcpAddrs() {
 		// An IPv6 address listens on IPv6 only (PgBouncer's IPV6_V6ONLY),
-		// so "*" (0.0.0.0 and ::) takes both families side by side.
-		host, _, _ := net.SplitHostPort(a)
-		network := "tcp"
-		if ip := net.ParseIP(host); ip != nil && ip.To4() != nil {
-			network = "tcp4"
-		} else if ip != nil {
-			network = "tcp6"
-		}
-		ln, err := lc.Listen(context.Background(), network, a)
-		if err != nil {
-			if host == "::" && (errors.Is(err, syscall.EAFNOSUPPORT) || errors.Is(err, syscall.EADDRNOTAVAIL)) {
-				continue // "*" on a machine without IPv6: PgBouncer warns and goes on
+		// so "*" (0.0.0.0 and ::) takes both families side by side. A host
+		// name listens on each of its addresses, as PgBouncer's
+		// getaddrinfo loop; one its machine cannot bind (IPv6 missing) is
+		// skipped, as PgBouncer warns and goes on.
+		host, port, _ := net.SplitHostPort(a)
+		ips := []string{host}
+		optional := host == "::"
+		if net.ParseIP(host) == nil {
+			var err error
+			if ips, err = net.DefaultResolver.LookupHost(context.Background(), host); err != nil {
+				return fail(fmt.Errorf("listen: listen_addr %s: %w", host, err))
 			}
-			return fail(fmt.Errorf("listen: %w", err))
+			optional = len(ips) > 1
 		}
-		lns = append(lns, ln)
+		bound := 0
+		for _, h := range ips {
+			network := "tcp6"
+			if ip := net.ParseIP(h); ip != nil && ip.To4() != nil {
+				network = "tcp4"
+			}
+			ln, err := lc.Listen(context.Background(), network, net.JoinHostPort(h, port))
+			if err != nil {
+				if optional && (errors.Is(err, syscall.EAFNOSUPPORT) || errors.Is(err, syscall.EADDRNOTAVAIL)) {
+					continue
+				}
+				return fail(fmt.Errorf("listen: %w", err))
+			}
+			lns = append(lns, ln)
+			bound++
+		}
+		if bound == 0 && host != "::" {
+			return fail(fmt.Errorf("listen: listen_addr %s: no address of it can be bound", host))
+		}
 	}
 	if cfg.UnixSocketDir != "" {
 		ln, err := listenUnix(cfg)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -361,4 +362,32 @@ func TestSOReuseport(t *testing.T) {
 		t.Fatalf("second pgbouncer on port %d with so_reuseport: %v", b1.Port(), err)
 	}
 	t.Cleanup(func() { _ = b2.Stop() })
+}
+
+// TestListenHostName: a host name in listen_addr listens on each of its
+// addresses (localhost: 127.0.0.1, and ::1 where it resolves).
+func TestListenHostName(t *testing.T) {
+	ips, err := net.LookupHost("localhost")
+	if err != nil {
+		t.Skip(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Listen = "localhost:0"
+	lns, err := Listen(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}()
+	var got []string
+	for _, ln := range lns {
+		h, _, _ := net.SplitHostPort(ln.Addr().String())
+		got = append(got, h)
+	}
+	if len(got) == 0 || len(got) > len(ips) || !slices.Contains(got, "127.0.0.1") {
+		t.Fatalf("localhost listens on %v; it resolves to %v", got, ips)
+	}
 }
