@@ -391,3 +391,33 @@ func TestListenHostName(t *testing.T) {
 		t.Fatalf("localhost listens on %v; it resolves to %v", got, ips)
 	}
 }
+
+// TestUnixSocketNoTLS: with client_tls_sslmode require, a client over the
+// Unix socket logs in without TLS (PgBouncer has no TLS on the Unix
+// socket and requires none there); on both targets. (Drivers send no
+// SSLRequest over a Unix socket, so the decline of one is not reached.)
+func TestUnixSocketNoTLS(t *testing.T) {
+	f := writeTLSFiles(t)
+	targets := map[string]func(t *testing.T) unixTarget{
+		"proxy": func(t *testing.T) unixTarget {
+			_, u := startUnixProxy(t, func(c *Config) {
+				c.ClientTLSSSLMode, c.ClientTLSCertFile, c.ClientTLSKeyFile = "require", f.cert, f.key
+			})
+			return u
+		},
+		"pgbouncer": func(t *testing.T) unixTarget {
+			_, u := startUnixBouncer(t, map[string]string{"client_tls_sslmode": "require", "client_tls_cert_file": f.cert, "client_tls_key_file": f.key})
+			return u
+		},
+	}
+	for _, name := range []string{"proxy", "pgbouncer"} {
+		t.Run(name, func(t *testing.T) {
+			u := targets[name](t)
+			ctx := testCtx(t, 20*time.Second)
+			var one int
+			if err := connect(ctx, t, u.unixDSN("poolsim", "poolsim")).QueryRow(ctx, "select 1").Scan(&one); err != nil {
+				t.Fatalf("plain login over the Unix socket with sslmode require: %v", err)
+			}
+		})
+	}
+}
