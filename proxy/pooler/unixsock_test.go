@@ -187,13 +187,20 @@ func TestListenAddrs(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "nowhere to listen") {
 		t.Fatalf("no listen_addr, no unix_socket_dir: %v", err)
 	}
-	s.Other = map[string]string{"unix_socket_mode": "0700", "unix_socket_group": ""}
+	s.Other = map[string]string{"unix_socket_mode": "0700", "unix_socket_group": "", "syslog": "1", "logfile": "/var/log/x.log", "pidfile": "/run/x.pid", "user": "postgres"}
 	c, notApplied := FromSettings(s)
+	if c.LogFile != "/var/log/x.log" || c.PidFile != "/run/x.pid" || c.User != "postgres" {
+		t.Errorf("FromSettings: logfile %q pidfile %q user %q", c.LogFile, c.PidFile, c.User)
+	}
+	// syslog is read and said to have no effect, never dropped silently.
+	if !slices.ContainsFunc(notApplied, func(n string) bool { return strings.HasPrefix(n, "syslog = 1") }) {
+		t.Errorf("not applied: %q, want syslog = 1 listed", notApplied)
+	}
 	if c.UnixSocketDir != "/tmp" || c.UnixSocketMode != 0o700 || c.Listen != "" || c.ListenPort != 6543 {
 		t.Fatalf("FromSettings: dir %q mode %o listen %q port %d", c.UnixSocketDir, c.UnixSocketMode, c.Listen, c.ListenPort)
 	}
 	for _, n := range notApplied {
-		if strings.Contains(n, "unix_socket") || strings.Contains(n, "listen_addr") {
+		if strings.Contains(n, "unix_socket") || strings.Contains(n, "listen_addr") || strings.HasPrefix(n, "logfile") || strings.HasPrefix(n, "pidfile") || strings.HasPrefix(n, "user") {
 			t.Errorf("not applied: %s", n)
 		}
 	}
