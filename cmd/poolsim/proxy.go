@@ -32,6 +32,19 @@ func init() {
 const proxyUsage = `Usage:
   poolsim proxy --upstream URL [--listen ADDR] [--mode session|transaction|statement] [settings]
   poolsim proxy --config pgbouncer.ini [settings]
+  poolsim proxy [-d] [-R] [-q] [-v] [-u USER] [-V] [-h] pgbouncer.ini
+
+The last form is PgBouncer's own command line, so a wrapper script named
+pgbouncer (exec poolsim proxy "$@") stands where pgbouncer stood: -d runs in
+the background (needs logfile and pidfile), -q writes nothing to stderr, -u
+switches to an OS user once the sockets are bound (started as root), -V
+prints the version as SHOW VERSION has it; -R (online restart) is not
+implemented yet. The proxy listens where pgbouncer.ini says: each address of
+listen_addr ("*" for all, empty for none) and the Unix socket
+unix_socket_dir/.s.PGSQL.<listen_port> (default /tmp), where user pgbouncer
+reaches the console without a password from the proxy's own OS user.
+logfile receives PgBouncer's log lines (reopened on SIGHUP, for
+logrotate); pidfile holds the pid while the proxy runs.
 
 Runs a PostgreSQL pooling proxy that behaves like PgBouncer: clients log in to
 the proxy, which links them to a pooled server connection only when a
@@ -77,8 +90,8 @@ console (--stats-users).
 Signals, as PgBouncer 1.18: SIGHUP reloads the settings (the config file and
 auth file are read again; what can change live changes, the rest is logged);
 SIGINT is a safe shutdown (stop accepting, close idle clients, let
-transactions finish for up to --shutdown-timeout); SIGTERM an immediate one;
-SIGUSR1 pauses (no client gets a server, servers close as they are released);
+transactions finish, for up to --shutdown-timeout when it is not 0);
+SIGTERM an immediate one; SIGUSR1 pauses (no client gets a server, servers close as they are released);
 SIGUSR2 resumes.
 
 The upstream URL supplies host, port, password and TLS settings; database and
@@ -142,6 +155,7 @@ type proxyOptions struct {
 	metricsListen, pprofListen               *string
 	threads                                  *int
 	verbose, plainIO                         *bool
+	pgb                                      pgbOptions // PgBouncer's -d -R -q -V -u (proxy_cli.go)
 }
 
 // newProxyFlags defines the proxy command's flags.
@@ -155,6 +169,9 @@ func newProxyFlags(stderr io.Writer) *proxyOptions {
 	o.configFile = fs.String("config", "", "a pgbouncer.ini to read settings, [databases] and [users] from; the flags given override it; SIGHUP reads it again")
 	o.mode = fs.String("mode", def.PoolMode.String(), "pool_mode: session, transaction or statement")
 	fs.StringVar(&cfg.Listen, "listen", def.Listen, "listen address; must be loopback with --auth-type trust or any")
+	fs.StringVar(&cfg.LogFile, "logfile", "", "logfile: append the log (PgBouncer's lines) to this file too; SIGHUP opens it again (logrotate)")
+	fs.StringVar(&cfg.PidFile, "pidfile", "", "pidfile: write the pid here; refused if it names a running process; removed at exit")
+	fs.StringVar(&cfg.UnixSocketDir, "unix-socket-dir", "", "unix_socket_dir: also listen on DIR/.s.PGSQL.<port> (pgbouncer.ini's default is /tmp; empty = no Unix socket)")
 	fs.StringVar(&cfg.Upstream, "upstream", "", "PostgreSQL server URL or keyword/value string (required unless --config has [databases]); serves every database name the config does not list")
 	fs.IntVar(&cfg.DefaultPoolSize, "pool-size", def.DefaultPoolSize, "default_pool_size: server connections per (database, user)")
 	fs.IntVar(&cfg.MaxClientConn, "max-client-conn", def.MaxClientConn, "max_client_conn: client connections in all")
@@ -181,9 +198,10 @@ func newProxyFlags(stderr io.Writer) *proxyOptions {
 	o.statsUsers = fs.String("stats-users", "", "stats_users: users who may run SHOW on the console, comma-separated")
 	fs.IntVar(&cfg.PktBuf, "pkt-buf", def.PktBuf, "pkt_buf: bytes; a longer console message ends the connection (\"incomplete pkt\")")
 	fs.IntVar(&cfg.MaxPacketSize, "max-packet-size", def.MaxPacketSize, "max_packet_size: bytes; a longer message ends its connection")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long transactions may finish after SIGINT")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "bound on how long transactions may finish after SIGINT; 0 = wait for them all, as PgBouncer")
 	o.threads = fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
 	o.verbose = fs.BoolP("verbose", "v", false, "log every server close and its reason")
+	o.pgb = addPgBouncerFlags(fs)
 	o.plainIO = fs.Bool("plain-io", false, "one read or sendto system call per socket; by default, where the kernel allows io_uring, the event loop batches a turn's reads into one system call and its writes into another")
 	o.metricsListen = fs.String("metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (what the console shows, counters and histograms per pool; no authentication), e.g. 127.0.0.1:9127; empty = off")
 	o.pprofListen = fs.String("pprof-listen", "", "serve Go's runtime profiles (net/http/pprof: goroutines, heap) on this loopback address, e.g. 127.0.0.1:6060; empty = off")
@@ -195,8 +213,8 @@ func (o *proxyOptions) parse(args []string) error {
 	if err := parseFlags(o.fs, args); err != nil {
 		return err
 	}
-	if o.fs.NArg() > 0 {
-		return usagef("unexpected argument %q", o.fs.Arg(0))
+	if err := o.configArg(); err != nil { // pgbouncer.ini as PgBouncer takes it
+		return err
 	}
 	m, err := poolmode.Parse(*o.mode)
 	if err != nil || !m.Pooled() {
@@ -231,7 +249,7 @@ func (o *proxyOptions) builder(logger *log.Logger) func() (pooler.Config, error)
 			c, notApplied = pooler.FromSettings(s)
 			overrideFlags(o.fs, &c, &o.flags)
 			for _, n := range notApplied {
-				logger.Printf("config: not applied: %s", n)
+				logger.Printf("WARNING: config: not applied: %s", n)
 			}
 		}
 		c.Logf = logger.Printf
@@ -241,18 +259,48 @@ func (o *proxyOptions) builder(logger *log.Logger) func() (pooler.Config, error)
 	}
 }
 
-func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	o := newProxyFlags(stderr)
-	if err := o.parse(args); err != nil {
+	if err = o.parse(args); err != nil {
 		return err
 	}
-	logger := log.New(stderr, "poolsim proxy: ", log.LstdFlags)
+	if *o.pgb.version {
+		printVersion(stdout)
+		return nil
+	}
+	if *o.pgb.reboot {
+		return errRebootNotImplemented
+	}
+	daemon := daemonChild()     // this process is the daemon of -d
+	plog := newProxyLog(stderr) // PgBouncer's log lines, to stderr and logfile (proxylog.go)
+	if *o.pgb.quiet || daemon != nil {
+		plog.Quiet()
+	}
+	logger := log.New(plog, "", 0)
 	build := o.builder(logger)
 	cfg, err := build()
 	if err != nil {
+		tellParent(daemon, err)
 		return usage(err)
 	}
+	if *o.pgb.daemon && daemon == nil {
+		return daemonize(args, cfg, stdout)
+	}
+	served := false
+	defer func() {
+		if !served {
+			tellParent(daemon, err)
+		}
+	}()
+	if err := plog.Open(cfg.LogFile); err != nil {
+		return err
+	}
+	defer plog.Close()
+	build = reopening(build, plog, logger)
 	cfg.Source = build // the console's RELOAD, as SIGHUP
+	if err := checkPidFile(cfg.PidFile, logger.Printf); err != nil {
+		return err
+	}
 	if *o.threads > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*o.threads))
 	}
@@ -260,21 +308,48 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usage(err)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	lns, err := pooler.Listen(&cfg)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
-	announceProxy(stdout, logger, cfg, *o.configFile, ln.Addr())
+	closeAll := func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}
+	user := cfg.User
+	if *o.pgb.user != "" {
+		user = *o.pgb.user
+	}
+	var owned []string
+	for _, ln := range lns {
+		if ln.Addr().Network() == "unix" {
+			owned = append(owned, ln.Addr().String())
+		}
+	}
+	if err = switchUser(user, append(owned, cfg.LogFile)); err != nil {
+		closeAll()
+		return err
+	}
+	removePid, err := writePidFile(cfg.PidFile)
+	if err != nil {
+		closeAll()
+		return err
+	}
+	defer removePid()
+	announceProxy(stdout, logger, cfg, *o.configFile, lns)
 	stop, err := o.serveSide(p, stdout, logger)
 	if err != nil {
-		_ = ln.Close()
+		closeAll()
 		return err
 	}
 	defer stop()
 	start := time.Now()
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(context.WithoutCancel(ctx), ln) }()
-	err = handleSignals(ctx, p, served, build, logger)
+	servedc := make(chan error, 1)
+	go func() { servedc <- p.Serve(context.WithoutCancel(ctx), lns[0], lns[1:]...) }()
+	served = true
+	tellParent(daemon, nil)
+	err = handleSignals(ctx, p, servedc, build, logger)
 	if err != nil {
 		return err
 	}
@@ -282,10 +357,39 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
+// reopening wraps build so that each reload (SIGHUP, the console's RELOAD)
+// also opens the log file again, under the path the settings now name:
+// after logrotate moved it away, the log goes to a new file.
+func reopening(build func() (pooler.Config, error), plog *proxyLog, logger *log.Logger) func() (pooler.Config, error) {
+	return func() (pooler.Config, error) {
+		c, err := build()
+		if err == nil {
+			if rerr := plog.Reopen(c.LogFile); rerr != nil {
+				logger.Printf("WARNING: %v (the log goes on to the old file)", rerr)
+			}
+		}
+		return c, err
+	}
+}
+
 // announceProxy prints where the proxy listens, how it pools and to
 // what upstream, and logs the upstream settings it takes from the
 // environment.
-func announceProxy(stdout io.Writer, logger *log.Logger, cfg pooler.Config, configFile string, addr net.Addr) {
+func announceProxy(stdout io.Writer, logger *log.Logger, cfg pooler.Config, configFile string, lns []net.Listener) {
+	addrs := make([]string, len(lns))
+	for i, ln := range lns {
+		addrs[i] = ln.Addr().String()
+	}
+	addr := strings.Join(addrs, ", ")
+	for _, ln := range lns {
+		a := ln.Addr()
+		if a.Network() == "unix" {
+			logger.Printf("listening on unix:%s", a) // PgBouncer's words
+		} else {
+			logger.Printf("listening on %s", a)
+		}
+	}
+	logger.Printf("process up: %s", pooler.Version)
 	prepared := ""
 	if cfg.MaxPreparedStatements > 0 && cfg.PoolMode != poolmode.Session {
 		prepared = fmt.Sprintf(", max %d prepared statements per server", cfg.MaxPreparedStatements)
@@ -349,7 +453,10 @@ func overrideFlags(fs *pflag.FlagSet, c, flags *pooler.Config) {
 		}
 	}
 	set("mode", func() { c.PoolMode = flags.PoolMode })
-	set("listen", func() { c.Listen = flags.Listen })
+	set("listen", func() { c.Listen, c.ListenMore, c.ListenPort = flags.Listen, nil, 0 })
+	set("unix-socket-dir", func() { c.UnixSocketDir = flags.UnixSocketDir })
+	set("logfile", func() { c.LogFile = flags.LogFile })
+	set("pidfile", func() { c.PidFile = flags.PidFile })
 	set("upstream", func() { c.Upstream = flags.Upstream })
 	set("pool-size", func() { c.DefaultPoolSize = flags.DefaultPoolSize })
 	set("max-client-conn", func() { c.MaxClientConn = flags.MaxClientConn })
@@ -415,7 +522,7 @@ func handleSignals(ctx context.Context, p *pooler.Proxy, served <-chan error, bu
 					_, _, err = p.Reload(cfg)
 				}
 				if err != nil {
-					logger.Printf("reload failed, the old settings stay: %v", err)
+					logger.Printf("WARNING: reload failed, the old settings stay: %v", err)
 				}
 			case sigPause:
 				done, err := p.Pause("")

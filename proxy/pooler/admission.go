@@ -186,9 +186,9 @@ func (p *Proxy) accept(ln net.Listener) error {
 			}
 			if now := time.Now(); now.Sub(lastLog) >= time.Second {
 				if unlogged > 0 {
-					p.logf("accept: %v (and %d more accept errors since the last report)", err, unlogged)
+					p.logf("ERROR: accept() failed: %v (and %d more accept errors since the last report)", err, unlogged)
 				} else {
-					p.logf("accept: %v", err)
+					p.logf("ERROR: accept() failed: %v", err)
 				}
 				lastLog, unlogged = now, 0
 			} else {

@@ -266,7 +266,7 @@ func TestAcceptErrorsBackOff(t *testing.T) {
 	cfg.PoolMode = poolmode.Transaction
 	cfg.ShutdownTimeout = time.Second
 	cfg.Logf = func(format string, args ...any) {
-		if strings.HasPrefix(format, "accept") {
+		if strings.HasPrefix(format, "ERROR: accept() failed") { // PgBouncer's log_error
 			logs.Add(1)
 		}
 		t.Logf(format, args...)

@@ -160,6 +160,8 @@ func (p *Proxy) authenticate(c *client, user string) error {
 	switch cfg.AuthType {
 	case AuthAny:
 		return nil
+	case AuthPeer:
+		return p.peerLogin(c, user, ok)
 	case AuthTrust:
 		if cfg.AuthFile != "" && !ok {
 			return errors.New(`"trust" authentication failed`)

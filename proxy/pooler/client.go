@@ -29,6 +29,12 @@ type client struct {
 	pid         uint32 // BackendKeyData the proxy gave the client
 	secret      uint32
 
+	// unix: the client came over the Unix socket; peerUID and peerPID are
+	// its process's (SO_PEERCRED; -1 and 0 when unknown), for peer
+	// authentication, SHOW CLIENTS' remote_pid and the log.
+	unix             bool
+	peerUID, peerPID int
+
 	// Owned by the loop once the client is adopted.
 	sk          sock
 	requestTime stamp // of the last request

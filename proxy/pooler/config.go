@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -33,6 +34,25 @@ type Config struct {
 	// It must be a loopback address unless AuthType asks clients for a
 	// password.
 	Listen string
+	// ListenMore holds further TCP addresses ("host:port") listened on
+	// besides Listen: the other entries of listen_addr's comma-separated
+	// list ("*" is 0.0.0.0 and ::). Listen "" and no ListenMore listen on
+	// the Unix socket only (listen_addr empty, as PgBouncer).
+	ListenMore []string
+	// ListenPort is listen_port: the port in the Unix socket's name and
+	// the one SHOW CLIENTS gives its clients; 0 takes Listen's.
+	ListenPort int
+	// UnixSocketDir is unix_socket_dir: the proxy also listens on
+	// UnixSocketDir/.s.PGSQL.<ListenPort> ("" = no Unix socket; a leading
+	// "@" is Linux's abstract namespace), with permissions UnixSocketMode
+	// (unix_socket_mode, PgBouncer's 0777) and group UnixSocketGroup
+	// (unix_socket_group, "" keeps the proxy's). Listen opens it.
+	UnixSocketDir   string
+	UnixSocketMode  os.FileMode
+	UnixSocketGroup string
+	// SOReuseport is so_reuseport: SO_REUSEPORT on the TCP listeners, so
+	// that several proxies listen on one port side by side.
+	SOReuseport bool
 	// Upstream is the PostgreSQL server as a pgconn connection string (URL or
 	// keyword/value). It supplies host, port, password and TLS settings; the
 	// database and user always come from the client's StartupMessage. It is
@@ -131,7 +151,8 @@ type Config struct {
 	Source func() (Config, error)
 	// ShutdownTimeout bounds graceful shutdown: how long linked clients may
 	// finish their transactions (session clients their sessions) before
-	// everything is closed.
+	// everything is closed; 0 (the default) waits for them all, as
+	// PgBouncer's safe shutdown does.
 	ShutdownTimeout time.Duration
 	// Observer, if set, watches the proxy's server assignments and its
 	// event loop (a caller that measures the proxy); set once, at New.
@@ -145,6 +166,15 @@ type Config struct {
 	// with Verbose also every server close and its reason).
 	Logf    func(format string, args ...any)
 	Verbose bool
+
+	// LogFile, PidFile and User are logfile, pidfile and user (PgBouncer's
+	// names): the command, poolsim proxy, appends its log to LogFile,
+	// writes its pid to PidFile and switches to the OS user User after it
+	// has bound its sockets; the pooler itself only carries them. The
+	// command writes each Logf message as PgBouncer's log line, at level
+	// WARNING or ERROR when the message starts with "WARNING: " or
+	// "ERROR: ", else LOG.
+	LogFile, PidFile, User string
 }
 
 // DefaultConfig returns PgBouncer 1.18's defaults (poolconf.Defaults):
@@ -169,7 +199,8 @@ func DefaultConfig() Config {
 		PktBuf:               4096,
 		MaxPacketSize:        math.MaxInt32,
 		StatsPeriod:          d.StatsPeriod,
-		ShutdownTimeout:      10 * time.Second,
+		ShutdownTimeout:      0, // wait for every transaction, as PgBouncer's SIGINT
+		UnixSocketMode:       DefaultUnixSocketMode,
 	}
 }
 
@@ -245,13 +276,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server_connect_timeout: %v: want more than 0", c.ServerConnectTimeout)
 	}
 	switch c.AuthType {
-	case AuthTrust, AuthAny:
+	case AuthTrust, AuthAny, AuthPeer:
 	case AuthSCRAM, AuthMD5, AuthPlain:
 		if c.AuthFile == "" {
 			return fmt.Errorf("auth_file: required with auth_type %s", c.AuthType)
 		}
 	default:
-		return fmt.Errorf("auth_type: %q: want trust, any, plain, md5 or scram-sha-256", c.AuthType)
+		return fmt.Errorf("auth_type: %q: want trust, any, plain, md5, scram-sha-256 or peer", c.AuthType)
 	}
 	if c.AuthFile != "" {
 		secrets, err := loadAuthFile(c.AuthFile)
@@ -276,15 +307,24 @@ func (c Config) Validate() error {
 	if err := c.checkClientTLS(); err != nil {
 		return err
 	}
-	if err := checkListen(c.Listen, c.AuthType); err != nil {
+	for _, a := range c.tcpAddrs() {
+		if err := checkListen(a, c.AuthType); err != nil {
+			return err
+		}
+	}
+	if err := c.checkUnixSocket(); err != nil {
 		return err
 	}
 	return nil
 }
 
 // checkListen refuses a non-loopback address for trust authentication: an
-// open pooler would let anyone on the network in as any user.
+// open pooler would let anyone on the network in as any user. A Unix
+// socket is local and always allowed.
 func checkListen(addr, authType string) error {
+	if strings.HasPrefix(addr, "/") || strings.HasPrefix(addr, "@") {
+		return nil // a Unix socket's path
+	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("listen: %q: %w", addr, err)
@@ -348,19 +388,7 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	skip := func(key, value, why string) {
 		notApplied = append(notApplied, fmt.Sprintf("%s = %s (%s)", key, value, why))
 	}
-	addr := s.ListenAddr
-	switch {
-	case addr == "":
-		addr = "127.0.0.1"
-		skip("listen_addr", `""`, "PgBouncer then listens on its Unix socket only; the proxy has no Unix socket and listens on 127.0.0.1")
-	case addr == "*":
-		addr = "0.0.0.0"
-	case strings.Contains(addr, ","):
-		first := strings.TrimSpace(strings.Split(addr, ",")[0])
-		skip("listen_addr", addr, "the proxy listens on one address: "+first)
-		addr = first
-	}
-	c.Listen = net.JoinHostPort(addr, strconv.Itoa(s.ListenPort))
+	c.applyListen(s, skip)
 	c.Pooling = s.Pooling
 	c.ServerConnectTimeout, c.ServerLoginRetry = s.ServerConnectTimeout, s.ServerLoginRetry
 	c.AuthType, c.AuthFile = s.AuthType, s.AuthFile
@@ -424,6 +452,9 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	for _, k := range keys {
 		if k == "pkt_buf" || k == "max_packet_size" {
 			continue // applied above
+		}
+		if opsKeys[k] {
+			continue // applied by applyListen (listen.go)
 		}
 		skip(k, s.Other[k], "no effect in poolsim proxy")
 	}

@@ -90,6 +90,16 @@ func netAddr(a net.Addr) (string, int) {
 	return h, n
 }
 
+// clientAddr is a client's address (ap, its remote or local one) in the
+// socket views: a Unix socket client's is "unix" and listen_port, as
+// PgBouncer shows it.
+func clientAddr(c *client, ap netip.AddrPort) (string, int) {
+	if c.unix {
+		return "unix", c.px.conf().listenPort()
+	}
+	return ipAddr(ap)
+}
+
 // ipAddr is netAddr for a client's address ("" and 0 for none).
 func ipAddr(ap netip.AddrPort) (string, int) {
 	if !ap.IsValid() {
@@ -283,8 +293,8 @@ func clientRow(c *client, state string, now time.Time) ([]any, [7]int) {
 	if c.requestTime != 0 {
 		req = c.requestTime
 	}
-	addr, port := ipAddr(c.remote)
-	laddr, lport := ipAddr(c.local)
+	addr, port := clientAddr(c, c.remote)
+	laddr, lport := clientAddr(c, c.local)
 	link := ""
 	if c.server != nil {
 		link = ptr(c.server.id)
@@ -294,7 +304,7 @@ func clientRow(c *client, state string, now time.Time) ([]any, [7]int) {
 		user, db = c.pool.key.user, c.pool.key.db
 	}
 	return []any{"C", user, db, state, addr, port, laddr, lport, c.connectTime.time().Format(adminTime),
-		req.time().Format(adminTime), us / 1e6, us % 1e6, 0, ptr(c.id), link, 0, c.tlsInfo(),
+		req.time().Format(adminTime), us / 1e6, us % 1e6, 0, ptr(c.id), link, c.peerPID, c.tlsInfo(),
 		c.want.get("application_name")}, sockPos(&c.sk, c.fwdLeft)
 }
 
@@ -320,10 +330,10 @@ func serverRow(s *server, state string) ([]any, [7]int) {
 // user the one that logged in.
 func consoleRow(cc *consoleConn, state string) ([]any, [7]int) {
 	c := cc.c
-	addr, port := ipAddr(c.remote)
-	laddr, lport := ipAddr(c.local)
+	addr, port := clientAddr(c, c.remote)
+	laddr, lport := clientAddr(c, c.local)
 	return []any{"C", cc.u.name, adminDB, state, addr, port, laddr, lport, c.connectTime.time().Format(adminTime),
-		cc.since.Format(adminTime), 0, 0, 0, ptr(c.id), "", 0, c.tlsInfo(), c.lg.appName}, [7]int{}
+		cc.since.Format(adminTime), 0, 0, 0, ptr(c.id), "", c.peerPID, c.tlsInfo(), c.lg.appName}, [7]int{}
 }
 
 // sockPos is SHOW SOCKETS' buffer columns for a loop socket: recv_pos
@@ -377,6 +387,9 @@ func (p *Proxy) showDatabases() *table {
 	}
 	sortBy(sorted, func(s string) string { return s })
 	_, lport := netAddr(p.addr)
+	if lport == 0 {
+		lport = cfg.listenPort() // the first listener is the Unix socket
+	}
 	for _, name := range sorted {
 		if name == adminDB {
 			t.row(adminDB, nil, lport, adminDB, adminDB, 2, 0, 0, "statement", 0, 0, 0, 0)
@@ -556,9 +569,16 @@ func (p *Proxy) showMem() *table {
 func (p *Proxy) showFDs() *table {
 	t := newTable("issssiqisssssbb", "fd", "task", "user", "database", "addr", "port", "cancel", "link",
 		"client_encoding", "std_strings", "datestyle", "timezone", "password", "scram_client_key", "scram_server_key")
-	if p.listenFD >= 0 {
-		addr, port := netAddr(p.addr)
-		t.row(p.listenFD, "pooler", nil, nil, addr, port, uint64(0), 0, nil, nil, nil, nil, nil, nil, nil)
+	for _, ln := range p.lns {
+		fd := listenerFD(ln)
+		if fd < 0 {
+			continue
+		}
+		addr, port := netAddr(ln.Addr())
+		if isUnixListener(ln) {
+			port = p.conf().listenPort() // PgBouncer: "unix" and listen_port
+		}
+		t.row(fd, "pooler", nil, nil, addr, port, uint64(0), 0, nil, nil, nil, nil, nil, nil, nil)
 	}
 	varsRow := func(v *vars) []any {
 		return []any{orNull(v.get("client_encoding")), orNull(v.get("standard_conforming_strings")),
@@ -569,7 +589,7 @@ func (p *Proxy) showFDs() *table {
 			if !c.adopted || c.gone || c.sk.closed {
 				continue
 			}
-			addr, port := ipAddr(c.remote)
+			addr, port := clientAddr(c, c.remote)
 			link := 0
 			if c.server != nil {
 				link = c.server.sk.fd

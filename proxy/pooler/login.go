@@ -31,12 +31,15 @@ type loginBufs struct {
 }
 
 func newClient(p *Proxy, conn net.Conn) *client {
+	_, unix := conn.(*net.UnixConn)
 	return &client{
 		id:          clientIDs.Add(1),
 		px:          p,
 		lg:          &loginIO{conn: conn},
 		connectTime: stampOf(time.Now()),
 		txStatus:    poolmode.Idle,
+		unix:        unix,
+		peerUID:     -1,
 	}
 }
 
@@ -86,6 +89,11 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	}()
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
+	}
+	if c.unix {
+		if uid, pid, ok := peerCred(conn); ok {
+			c.peerUID, c.peerPID = uid, pid
+		}
 	}
 	var deadline time.Time
 	if d := p.conf().ClientLoginTimeout; d > 0 {
@@ -163,6 +171,10 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	} else if p.overMaxClientConn() {
 		p.stats.refusedMaxClient.Add(1)
 		sendFatal(c.lg.w, poolerError(poolmode.ErrMaxClientConn))
+		return
+	}
+	if p.ownConsoleUser(c, db, user) { // peer.go: "pgbouncer" over the Unix socket
+		p.consoleAsOwnUser(c, user)
 		return
 	}
 	if err := p.authenticate(c, user); err != nil {
@@ -286,7 +298,7 @@ func (p *Proxy) startup(c *client, timedOut func(error) bool) (map[string]string
 			if code == codeSSLRequest && c.tlsVersion != 0 {
 				return nil, false // PgBouncer: "SSL req inside SSL", closed without a message
 			}
-			if tc := p.tls.Load(); code == codeSSLRequest && tc != nil {
+			if tc := p.tls.Load(); code == codeSSLRequest && tc != nil && !c.unix { // PgBouncer: no TLS over the Unix socket
 				if err := p.acceptTLS(c, tc); err != nil {
 					p.logf("client %d: failed to accept SSL: %v", c.id, err)
 					return nil, false
@@ -303,7 +315,7 @@ func (p *Proxy) startup(c *client, timedOut func(error) bool) (map[string]string
 			}
 			return nil, false
 		case code>>16 == 3:
-			if c.tlsVersion == 0 && p.conf().requiresTLS() {
+			if c.tlsVersion == 0 && p.conf().requiresTLS() && !c.unix {
 				sendFatal(c.lg.w, poolerError("SSL required"))
 				return nil, false
 			}

@@ -23,8 +23,14 @@ func (p *Proxy) clientLogf(c *client, format string, args ...any) {
 		db, user = c.pool.key.db, c.pool.key.user
 	}
 	addr := "unix"
-	if c.remote.IsValid() {
+	switch {
+	case c.remote.IsValid():
 		addr = c.remote.String()
+	case c.unix && c.peerPID > 0:
+		// PgBouncer's prefix for a Unix socket client: unix(PID):PORT.
+		addr = fmt.Sprintf("unix(%d):%d", c.peerPID, p.conf().listenPort())
+	case c.unix:
+		addr = fmt.Sprintf("unix:%d", p.conf().listenPort())
 	}
 	p.logf("C-%#x: %s/%s@%s %s", c.id, db, user, addr, fmt.Sprintf(format, args...))
 }

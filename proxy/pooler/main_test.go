@@ -69,13 +69,13 @@ func serveProxy(t testing.TB, cfg Config) *testProxy {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	lns, err := Listen(&cfg) // cfg.Listen, then ListenMore and the Unix socket
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx, ln) }()
+	go func() { done <- p.Serve(ctx, lns[0], lns[1:]...) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -31,6 +31,8 @@ type Proxy struct {
 
 	observer Observer // Config.Observer, fixed at New; nil: none
 
+	lns []net.Listener // every listener Serve accepts on (TCP and the Unix socket)
+
 	ready    chan struct{} // closed when the listener is known
 	addr     net.Addr
 	listenFD int           // the listener's descriptor (SHOW FDS); -1 if unknown
@@ -140,21 +142,29 @@ func (p *Proxy) setConfig(cfg *Config) error {
 	return nil
 }
 
-// ListenAndServe listens on cfg.Listen and serves until ctx is done.
+// ListenAndServe listens where the settings say (Listen: cfg.Listen,
+// ListenMore and the Unix socket) and serves until ctx is done.
 func (p *Proxy) ListenAndServe(ctx context.Context) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", p.conf().Listen)
+	lns, err := Listen(p.conf())
 	if err != nil {
-		return fmt.Errorf("proxy listen: %w", err)
+		return fmt.Errorf("proxy %w", err)
 	}
-	return p.Serve(ctx, ln)
+	return p.Serve(ctx, lns[0], lns[1:]...)
 }
 
-// Serve accepts clients on ln until ctx is done, then shuts down gracefully:
-// it stops accepting, lets linked clients finish their transactions for up
-// to ShutdownTimeout, closes every connection and returns once every
-// goroutine it started has ended. It closes ln. A Proxy serves once.
-func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+// Serve accepts clients on ln (and on each of more: further TCP addresses,
+// the Unix socket) until ctx is done, then shuts down gracefully: it stops
+// accepting, lets linked clients finish their transactions for up to
+// ShutdownTimeout, closes every connection and returns once every
+// goroutine it started has ended. It closes the listeners. A Proxy serves
+// once.
+func (p *Proxy) Serve(ctx context.Context, ln net.Listener, more ...net.Listener) error {
+	lns := append([]net.Listener{ln}, more...)
+	closeAll := func() {
+		for _, l := range lns {
+			_ = l.Close()
+		}
+	}
 	p.mu.Lock()
 	if p.served {
 		p.mu.Unlock()
@@ -162,6 +172,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	p.served = true
 	p.mu.Unlock()
+	p.lns = lns
 	p.addr = ln.Addr()
 	p.listenFD = listenerFD(ln)
 	cfg := p.conf()
@@ -171,7 +182,12 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		p.logf("file descriptor limit: at most %d client connections (RLIMIT_NOFILE less %d open, %d for the console and default_pool_size %d for servers), below max_client_conn %d",
 			max(limit-cfg.DefaultPoolSize, 1), inUse, fdConsoleReserve, cfg.DefaultPoolSize, cfg.MaxClientConn)
 	}
-	err := checkListen(ln.Addr().String(), cfg.AuthType)
+	var err error
+	for _, l := range lns {
+		if err == nil && !isUnixListener(l) {
+			err = checkListen(l.Addr().String(), cfg.AuthType)
+		}
+	}
 	if err == nil {
 		p.loop, err = newLoop(p)
 	}
@@ -181,13 +197,13 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	close(p.ready) // what readers of the proxy's state use is set
 	if err != nil {
 		p.kill()
-		_ = ln.Close()
+		closeAll()
 		return fmt.Errorf("proxy serve: %w", err)
 	}
 	l := p.loop
 
-	acceptErr := make(chan error, 1)
-	p.wg.Add(3)
+	acceptErr := make(chan error, len(lns))
+	p.wg.Add(2 + len(lns))
 	go func() {
 		defer p.wg.Done()
 		returnMemory(p.base)
@@ -196,10 +212,12 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		defer p.wg.Done()
 		l.run()
 	}()
-	go func() {
-		defer p.wg.Done()
-		acceptErr <- p.accept(ln)
-	}()
+	for _, l := range lns {
+		go func() {
+			defer p.wg.Done()
+			acceptErr <- p.accept(l)
+		}()
+	}
 
 	select {
 	case <-ctx.Done():
@@ -214,9 +232,9 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		// gone too, as when PgBouncer exits on SHUTDOWN or SIGTERM.
 		// Connections accepted meanwhile are closed by their logins.
 		p.shutdown()
-		_ = ln.Close()
+		closeAll()
 	default:
-		_ = ln.Close()
+		closeAll()
 		p.shutdown()
 	}
 	p.wg.Wait()
@@ -269,8 +287,8 @@ type ShutdownMode int
 const (
 	// SafeShutdown stops accepting clients, closes the clients that are
 	// between transactions and lets the others finish their transaction
-	// (session clients their session) for up to ShutdownTimeout - PgBouncer
-	// 1.18's SIGINT.
+	// (session clients their session), for up to ShutdownTimeout when it
+	// is not 0 - PgBouncer 1.18's SIGINT.
 	SafeShutdown ShutdownMode = iota
 	// ImmediateShutdown closes every connection at once - PgBouncer 1.18's
 	// SIGTERM and the console's SHUTDOWN.
@@ -307,7 +325,11 @@ func (p *Proxy) shutdown() {
 			pl.failWaiters(func() *pgproto3.ErrorResponse { return poolerError("pgbouncer is shutting down") })
 		}
 	})
-	deadline := time.Now().Add(p.conf().ShutdownTimeout)
+	// ShutdownTimeout 0 waits for every transaction, as PgBouncer does.
+	var deadline time.Time
+	if d := p.conf().ShutdownTimeout; d > 0 {
+		deadline = time.Now().Add(d)
+	}
 	for {
 		busy := 0
 		l.call(func() {
@@ -322,14 +344,14 @@ func (p *Proxy) shutdown() {
 				}
 			}
 		})
-		if busy == 0 || time.Now().After(deadline) {
+		if busy == 0 || (!deadline.IsZero() && time.Now().After(deadline)) {
 			break
 		}
 		t := time.NewTimer(20 * time.Millisecond)
 		select {
 		case <-p.hurry:
 			t.Stop()
-			deadline = time.Time{}
+			deadline = time.Unix(0, 0) // past: cut now
 		case <-t.C:
 		}
 	}

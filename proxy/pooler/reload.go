@@ -28,6 +28,7 @@ func (p *Proxy) Reload(cfg Config) (changed, kept []string, err error) {
 		kept = append(kept, fmt.Sprintf("listen_addr/listen_port: %s (changing it needs a restart; new value %s)", old.Listen, cfg.Listen))
 		cfg.Listen = old.Listen
 	}
+	kept = append(kept, keepListeners(old, &cfg)...)
 	if cfg.MaxPreparedStatements != old.MaxPreparedStatements {
 		kept = append(kept, fmt.Sprintf("max_prepared_statements: %d for existing pools (new pools get %d)", old.MaxPreparedStatements, cfg.MaxPreparedStatements))
 	}

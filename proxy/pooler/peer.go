@@ -1,0 +1,53 @@
+package pooler
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"os"
+	osuser "os/user"
+	"strconv"
+)
+
+// AuthPeer is auth_type peer: a client logs in over the Unix socket only,
+// as the OS user its process runs as (SO_PEERCRED), with no password - what
+// PgBouncer's auth_hba_file "local ... peer" does (PgBouncer takes peer
+// from the HBA file only; the proxy also takes it as auth_type). A TCP
+// client is refused.
+const AuthPeer = "peer"
+
+// ownConsoleUser is PgBouncer's admin_pre_login: user "pgbouncer" asking
+// for the console over the Unix socket, from a process of the proxy's own
+// uid, is an admin without a password, whatever admin_users and auth_type
+// say. PgBouncer's own test suite reaches its console this way.
+func (p *Proxy) ownConsoleUser(c *client, db, user string) bool {
+	return db == adminDB && user == adminDB && c.unix && c.tlsVersion == 0 && c.peerUID >= 0 && c.peerUID == os.Getuid()
+}
+
+// consoleAsOwnUser logs c in to the console as ownConsoleUser allows.
+func (p *Proxy) consoleAsOwnUser(c *client, user string) {
+	p.clientLogf(c, "pgbouncer access from unix socket")
+	var key [8]byte
+	_, _ = rand.Read(key[:])
+	c.pid = binary.BigEndian.Uint32(key[:4]) &^ (1 << 31)
+	c.secret = binary.BigEndian.Uint32(key[4:])
+	p.admin(c, consoleUser{name: user, role: roleAdmin})
+}
+
+// errPeerRejected is PgBouncer's refusal of a peer login.
+var errPeerRejected = errors.New("unix socket login rejected")
+
+// peerLogin is PgBouncer's login_as_unix_peer: the client must have come
+// over the Unix socket, from a process whose OS user is named user; known
+// says the user is in auth_file (PgBouncer refuses a user it does not
+// know, when there is an auth_file).
+func (p *Proxy) peerLogin(c *client, user string, known bool) error {
+	if !c.unix || c.peerUID < 0 || (!known && p.conf().AuthFile != "") {
+		return errPeerRejected
+	}
+	u, err := osuser.LookupId(strconv.Itoa(c.peerUID))
+	if err != nil || u.Username != user {
+		return errPeerRejected
+	}
+	return nil
+}
