@@ -142,6 +142,7 @@ type proxyOptions struct {
 	metricsListen, pprofListen               *string
 	threads                                  *int
 	verbose, plainIO                         *bool
+	reboot                                   *bool // -R: online restart (proxy_reboot.go)
 }
 
 // newProxyFlags defines the proxy command's flags.
@@ -186,6 +187,7 @@ func newProxyFlags(stderr io.Writer) *proxyOptions {
 	fs.IntVar(&cfg.MaxPacketSize, "max-packet-size", def.MaxPacketSize, "max_packet_size: bytes; a longer message ends its connection")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long transactions may finish after SIGINT")
 	o.threads = fs.Int("threads", 0, "threads for Go's scheduler (GOMAXPROCS): 0 = one per core; the data plane is always one event loop, this bounds logins, cancels and the console")
+	o.reboot = fs.BoolP("reboot", "R", false, "online restart, as pgbouncer -R: take over the listening sockets, clients and servers of the proxy running on unix_socket_dir's socket, which then exits")
 	o.verbose = fs.BoolP("verbose", "v", false, "log every server close and its reason")
 	o.plainIO = fs.Bool("plain-io", false, "one read or sendto system call per socket; by default, where the kernel allows io_uring, the event loop batches a turn's reads into one system call and its writes into another")
 	o.metricsListen = fs.String("metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (what the console shows, counters and histograms per pool; no authentication), e.g. 127.0.0.1:9127; empty = off")
@@ -262,7 +264,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer plog.Close()
 	build = reopening(build, plog, logger)
 	cfg.Source = build // the console's RELOAD, as SIGHUP
-	if err := checkPidFile(cfg.PidFile, logger.Printf); err != nil {
+	if err := checkPidFile(cfg.PidFile, logger.Printf); err != nil && !*o.reboot { // -R: the old process holds it
 		return err
 	}
 	if *o.threads > 0 {
@@ -272,21 +274,25 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usage(err)
 	}
-	lns, err := pooler.Listen(&cfg)
+	lns, takeover, err := listenOrTakeOver(ctx, &cfg, *o.reboot)
 	if err != nil {
 		return err
 	}
 	closeAll := func() {
+		if takeover != nil { // the old process serves on
+			_ = takeover.Abort()
+			return
+		}
 		for _, ln := range lns {
 			_ = ln.Close()
 		}
 	}
-	removePid, err := writePidFile(cfg.PidFile)
+	removePid, err := pidFileAfter(takeover, cfg.PidFile, logger)
 	if err != nil {
 		closeAll()
 		return err
 	}
-	defer removePid()
+	defer func() { removePid() }()
 	announceProxy(stdout, logger, cfg, *o.configFile, lns)
 	stop, err := o.serveSide(p, stdout, logger)
 	if err != nil {
@@ -296,7 +302,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stop()
 	start := time.Now()
 	served := make(chan error, 1)
-	go func() { served <- p.Serve(context.WithoutCancel(ctx), lns[0], lns[1:]...) }()
+	go func() { served <- serveOrTakeOver(context.WithoutCancel(ctx), p, lns, takeover) }()
 	err = handleSignals(ctx, p, served, build, logger)
 	if err != nil {
 		return err

@@ -1,0 +1,358 @@
+package pooler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
+	"github.com/poolsim/poolsim/models/poolconf"
+	"github.com/poolsim/poolsim/models/poolmode"
+)
+
+// takeoverConfig is a proxy on TCP and a Unix socket in a fresh folder:
+// database "sess" in session mode (a forced user), every other name in
+// transaction mode through the upstream.
+func takeoverConfig(t *testing.T) Config {
+	t.Helper()
+	c := pgclustertest.Need(t, cluster)
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.UnixSocketDir = dir
+	cfg.ListenPort = 40000 + os.Getpid()%20000
+	cfg.Upstream = c.UserDSN()
+	cfg.PoolMode = poolmode.Transaction
+	cfg.ShutdownTimeout = 2 * time.Second
+	cfg.Logf = t.Logf
+	cfg.Verbose = true
+	cfg.AdminUsers = []string{"poolsim"}
+	cfg.PlainIO = plainIOFor(t)
+	sess := poolconf.NewDatabase("sess")
+	sess.Host, sess.Port, sess.DBName, sess.User, sess.Password = "127.0.0.1", c.Port(), "poolsim", "poolsim", "poolsim"
+	sess.PoolMode = poolmode.Session
+	cfg.Databases = []poolconf.Database{sess}
+	return cfg
+}
+
+// servedProxy is a proxy serving on its own goroutine; done gives Serve's
+// result once.
+type servedProxy struct {
+	*Proxy
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func serveForTakeover(t *testing.T, cfg Config, takeover *Takeover) *servedProxy {
+	t.Helper()
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sp := &servedProxy{Proxy: p, cancel: cancel, done: make(chan error, 1)}
+	if takeover != nil {
+		go func() { sp.done <- p.ServeTakeover(ctx, takeover) }()
+	} else {
+		lns, err := Listen(&cfg)
+		if err != nil {
+			cancel()
+			t.Fatalf("listen: %v", err)
+		}
+		go func() { sp.done <- p.Serve(ctx, lns[0], lns[1:]...) }()
+	}
+	t.Cleanup(func() { sp.stop(t) })
+	return sp
+}
+
+// stop ends the proxy (if it still serves) and waits for Serve.
+func (sp *servedProxy) stop(t *testing.T) {
+	sp.cancel()
+	if sp.done == nil {
+		return
+	}
+	select {
+	case err := <-sp.done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("Serve did not return")
+	}
+	sp.done = nil
+}
+
+// waitGone waits for Serve to return by itself (the old process exiting).
+func (sp *servedProxy) waitGone(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case err := <-sp.done:
+		sp.done = nil
+		if err != nil {
+			t.Errorf("old proxy's Serve: %v", err)
+		}
+	case <-time.After(d):
+		t.Fatalf("the old proxy still serves %v after the takeover", d)
+	}
+}
+
+func connectTo(ctx context.Context, t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect %s: %v", dsn, err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+func queryString(ctx context.Context, t *testing.T, conn *pgx.Conn, what, q string) string {
+	t.Helper()
+	var s string
+	if err := conn.QueryRow(ctx, q).Scan(&s); err != nil {
+		t.Fatalf("%s: %s: %v", what, q, err)
+	}
+	return s
+}
+
+// TestOnlineRestart: a second proxy takes over a running one as pgbouncer
+// -R does. Every client keeps its connection and its session: a session
+// client its SET values and temp table, another its open transaction on
+// the same backend; transaction clients their tracked settings and open
+// transaction; a query in flight across the takeover gets its answer; a
+// cancel key still cancels; the old proxy is gone and the new one accepts
+// on the same TCP address and Unix socket.
+func TestOnlineRestart(t *testing.T) {
+	ctx := testCtx(t, 90*time.Second)
+	cfg := takeoverConfig(t)
+	old := serveForTakeover(t, cfg, nil)
+	addr := old.Addr().String()
+	tcp := func(db string) string {
+		return fmt.Sprintf("postgres://poolsim:poolsim@%s/%s?sslmode=disable", addr, db)
+	}
+	unixDSN := fmt.Sprintf("host=%s port=%d user=poolsim dbname=poolsim password=poolsim sslmode=disable", cfg.UnixSocketDir, cfg.ListenPort)
+
+	sessA := connectTo(ctx, t, tcp("sess"))
+	for _, q := range []string{"set timezone = 'Asia/Tokyo'", "set work_mem = '7MB'", "create temp table kept(x int)", "insert into kept values (1)"} {
+		if _, err := sessA.Exec(ctx, q); err != nil {
+			t.Fatalf("session client: %s: %v", q, err)
+		}
+	}
+	sessAPid := queryString(ctx, t, sessA, "session client", "select pg_backend_pid()::text")
+	sessB := connectTo(ctx, t, tcp("sess"))
+	sessTx, err := sessB.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sessTx.Exec(ctx, "create temp table intx(x int)"); err != nil {
+		t.Fatal(err)
+	}
+	txA := connectTo(ctx, t, tcp("poolsim"))
+	if _, err := txA.Exec(ctx, "set datestyle = 'SQL, DMY'"); err != nil {
+		t.Fatal(err)
+	}
+	txB := connectTo(ctx, t, tcp("poolsim"))
+	openTx, err := txB.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txBPid := queryString(ctx, t, txB, "transaction client", "select pg_backend_pid()::text")
+	unixC := connectTo(ctx, t, unixDSN)
+	queryString(ctx, t, unixC, "unix client", "select 'before'")
+
+	// A query in flight across the takeover, and one to cancel after it.
+	flying := connectTo(ctx, t, tcp("poolsim"))
+	cancelled := connectTo(ctx, t, tcp("poolsim"))
+	var wg sync.WaitGroup
+	var flyErr, cancelErr error
+	var flyGot string
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		flyErr = flying.QueryRow(ctx, "select pg_sleep(1.5)::text || 'slept'").Scan(&flyGot)
+	}()
+	go func() {
+		defer wg.Done()
+		_, cancelErr = cancelled.Exec(ctx, "select pg_sleep(60)")
+	}()
+	pg := connectTo(ctx, t, cluster.UserDSN())
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	running := waitFor(wctx, func() bool {
+		var n int
+		err := pg.QueryRow(ctx, "select count(*) from pg_stat_activity where state = 'active' and query like '%pg_sleep(%' and pid <> pg_backend_pid()").Scan(&n)
+		return err == nil && n == 2
+	})
+	if !running {
+		t.Fatal("the two queries did not start")
+	}
+
+	cfg2 := cfg
+	cfg2.Listen = addr
+	t2, err := StartTakeover(ctx, &cfg2)
+	if err != nil {
+		t.Fatalf("StartTakeover: %v", err)
+	}
+	if n := len(t2.Listeners()); n != 2 {
+		t.Errorf("took over %d listening sockets, want 2 (TCP and Unix)", n)
+	}
+	neu := serveForTakeover(t, cfg2, t2)
+	old.waitGone(t, 20*time.Second)
+	if got := neu.Addr().String(); got != addr {
+		t.Errorf("new proxy listens on %s, want the old address %s", got, addr)
+	}
+
+	if got := queryString(ctx, t, sessA, "session client", "show timezone"); got != "Asia/Tokyo" {
+		t.Errorf("session client's timezone after takeover = %q, want Asia/Tokyo", got)
+	}
+	if got := queryString(ctx, t, sessA, "session client", "show work_mem"); got != "7MB" {
+		t.Errorf("session client's work_mem after takeover = %q, want 7MB", got)
+	}
+	if got := queryString(ctx, t, sessA, "session client", "select count(*)::text from kept"); got != "1" {
+		t.Errorf("session client's temp table has %s rows, want 1", got)
+	}
+	if got := queryString(ctx, t, sessA, "session client", "select pg_backend_pid()::text"); got != sessAPid {
+		t.Errorf("session client's backend after takeover = %s, want %s", got, sessAPid)
+	}
+	if _, err := sessTx.Exec(ctx, "insert into intx values (1)"); err != nil {
+		t.Errorf("session transaction after takeover: %v", err)
+	}
+	if err := sessTx.Commit(ctx); err != nil {
+		t.Errorf("session commit after takeover: %v", err)
+	}
+	if got := queryString(ctx, t, txA, "transaction client", "show datestyle"); got != "SQL, DMY" {
+		t.Errorf("transaction client's DateStyle after takeover = %q, want SQL, DMY", got)
+	}
+	if got := queryString(ctx, t, txB, "transaction client", "select pg_backend_pid()::text"); got != txBPid {
+		t.Errorf("open transaction's backend after takeover = %s, want %s", got, txBPid)
+	}
+	if err := openTx.Commit(ctx); err != nil {
+		t.Errorf("commit after takeover: %v", err)
+	}
+	if got := queryString(ctx, t, unixC, "unix client", "select 'after'"); got != "after" {
+		t.Errorf("unix client after takeover: %q", got)
+	}
+
+	// The CancelRequest carries the key the old proxy gave; the new one
+	// has it.
+	if err := cancelled.PgConn().CancelRequest(ctx); err != nil {
+		t.Errorf("cancel request: %v", err)
+	}
+	wg.Wait()
+	if flyErr != nil || flyGot != "slept" {
+		t.Errorf("query in flight across the takeover: %q, %v; want its answer", flyGot, flyErr)
+	}
+	var pe *pgconn.PgError
+	if !errors.As(cancelErr, &pe) || pe.Code != "57014" {
+		t.Errorf("cancelled query after takeover: %v; want 57014 (query_canceled)", cancelErr)
+	}
+
+	// Newcomers are the new proxy's, over TCP and the Unix socket.
+	fresh := connectTo(ctx, t, tcp("poolsim"))
+	queryString(ctx, t, fresh, "new client", "select 'new'")
+	freshUnix := connectTo(ctx, t, unixDSN)
+	queryString(ctx, t, freshUnix, "new unix client", "select 'new over unix'")
+	_, rows, err := neu.Show("clients")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) < 9 {
+		t.Errorf("new proxy's SHOW CLIENTS has %d rows, want the 7 taken over and 2 new", len(rows))
+	}
+}
+
+// TestOnlineRestartAbort: a takeover given up before SHUTDOWN (Abort, or
+// ServeTakeover with its context already done) resumes the old proxy,
+// whose clients go on as if nothing happened; the Unix socket stays.
+func TestOnlineRestartAbort(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	cfg := takeoverConfig(t)
+	old := serveForTakeover(t, cfg, nil)
+	addr := old.Addr().String()
+	c := connectTo(ctx, t, fmt.Sprintf("postgres://poolsim:poolsim@%s/sess?sslmode=disable", addr))
+	if _, err := c.Exec(ctx, "set work_mem = '9MB'"); err != nil {
+		t.Fatal(err)
+	}
+	unixDSN := fmt.Sprintf("host=%s port=%d user=poolsim dbname=poolsim password=poolsim sslmode=disable", cfg.UnixSocketDir, cfg.ListenPort)
+
+	tk, err := StartTakeover(ctx, &cfg)
+	if err != nil {
+		t.Fatalf("StartTakeover: %v", err)
+	}
+	if err := tk.Abort(); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	if got := queryString(ctx, t, c, "client after an aborted takeover", "show work_mem"); got != "9MB" {
+		t.Errorf("work_mem = %q, want 9MB", got)
+	}
+
+	tk, err = StartTakeover(ctx, &cfg)
+	if err != nil {
+		t.Fatalf("second StartTakeover: %v", err)
+	}
+	p2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := p2.ServeTakeover(done, tk); err == nil || !strings.Contains(err.Error(), "takeover") {
+		t.Errorf("ServeTakeover with a done context: %v, want a takeover error", err)
+	}
+	if got := queryString(ctx, t, c, "client after a failed takeover", "show work_mem"); got != "9MB" {
+		t.Errorf("work_mem = %q, want 9MB", got)
+	}
+	u := connectTo(ctx, t, unixDSN)
+	queryString(ctx, t, u, "unix client after a failed takeover", "select 'still'")
+	select {
+	case err := <-old.done:
+		old.done = nil
+		t.Fatalf("the old proxy stopped: %v", err)
+	default:
+	}
+}
+
+// TestShowFDSOverTCP: over TCP SHOW FDS lists the descriptors (PgBouncer's
+// columns) and passes none on; the old proxy is not suspended by it.
+func TestShowFDSOverTCP(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	tp := startProxy(t, nil)
+	c := connectTo(ctx, t, tp.dsn)
+	queryString(ctx, t, c, "client", "select 'x'")
+	admin := connectTo(ctx, t, tp.adminDSN())
+	rows, err := admin.Query(ctx, "show fds", pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := map[string]int{}
+	var cols []string
+	for _, f := range rows.FieldDescriptions() {
+		cols = append(cols, f.Name)
+	}
+	for rows.Next() {
+		v, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks[fmt.Sprint(v[1])]++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := "fd task user database addr port cancel link client_encoding std_strings datestyle timezone password scram_client_key scram_server_key"
+	if got := strings.Join(cols, " "); got != want {
+		t.Errorf("columns %q, want %q", got, want)
+	}
+	if tasks["pooler"] != 1 || tasks["client"] != 1 || tasks["server"] != 1 {
+		t.Errorf("rows by task %v, want one pooler, one client, one server", tasks)
+	}
+	queryString(ctx, t, c, "client after SHOW FDS", "select 'y'")
+}
