@@ -263,7 +263,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer plog.Close()
 	build = reopening(build, plog, logger)
-	cfg.Source = build // the console's RELOAD, as SIGHUP
+	cfg.Source = build                                                             // the console's RELOAD, as SIGHUP
 	if err := checkPidFile(cfg.PidFile, logger.Printf); err != nil && !*o.reboot { // -R: the old process holds it
 		return err
 	}

@@ -28,7 +28,7 @@ import (
 // handoverState is what SHOW FDS passed on, or what a takeover adopted and
 // may have to drop again. It belongs to the loop.
 type handoverState struct {
-	socks []*sock            // client and server connections whose descriptors are held by the other process
+	socks []*sock             // client and server connections whose descriptors are held by the other process
 	unix  []*net.UnixListener // Unix listeners whose socket file the other process now serves
 }
 
