@@ -337,6 +337,11 @@ func (t *Takeover) row(body []byte) error {
 	}
 	switch r.task {
 	case "pooler":
+		if r.addr == "unix" {
+			t.logf("got pooler socket: unix:%d", r.port) // PgBouncer's words
+		} else {
+			t.logf("got pooler socket: %s", net.JoinHostPort(r.addr, strconv.Itoa(r.port)))
+		}
 		f := os.NewFile(uintptr(fd), "takeover listener")
 		ln, err := net.FileListener(f) // a duplicate
 		_ = f.Close()

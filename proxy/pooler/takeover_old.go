@@ -220,9 +220,10 @@ func (p *Proxy) fdTable(pass bool) (*table, []int, error) {
 					return
 				}
 				socks = append(socks, &s.sk)
+				ck, sk := p.takeoverSCRAMKeys(pl.key.user)
 				row := []any{s.sk.fd, "server", pl.key.user, pl.key.db, addr, port, key, link}
 				row = append(row, varsRow(&s.have)...)
-				t.row(append(row, nil, nil, nil)...)
+				t.row(append(row, nil, ck, sk)...)
 			}
 		}
 		if pass && derr == nil {

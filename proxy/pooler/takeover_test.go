@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/poolsim/poolsim/lab/pgbouncer"
 	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
 	"github.com/poolsim/poolsim/models/poolconf"
 	"github.com/poolsim/poolsim/models/poolmode"
@@ -106,7 +107,13 @@ func (sp *servedProxy) waitGone(t *testing.T, d time.Duration) {
 
 func connectTo(ctx context.Context, t *testing.T, dsn string) *pgx.Conn {
 	t.Helper()
-	conn, err := pgx.Connect(ctx, dsn)
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The simple protocol: transaction pooling without prepared statements.
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		t.Fatalf("connect %s: %v", dsn, err)
 	}
@@ -123,23 +130,97 @@ func queryString(ctx context.Context, t *testing.T, conn *pgx.Conn, what, q stri
 	return s
 }
 
-// TestOnlineRestart: a second proxy takes over a running one as pgbouncer
-// -R does. Every client keeps its connection and its session: a session
-// client its SET values and temp table, another its open transaction on
-// the same backend; transaction clients their tracked settings and open
-// transaction; a query in flight across the takeover gets its answer; a
-// cancel key still cancels; the old proxy is gone and the new one accepts
-// on the same TCP address and Unix socket.
-func TestOnlineRestart(t *testing.T) {
-	ctx := testCtx(t, 90*time.Second)
-	cfg := takeoverConfig(t)
-	old := serveForTakeover(t, cfg, nil)
-	addr := old.Addr().String()
-	tcp := func(db string) string {
-		return fmt.Sprintf("postgres://poolsim:poolsim@%s/%s?sslmode=disable", addr, db)
-	}
-	unixDSN := fmt.Sprintf("host=%s port=%d user=poolsim dbname=poolsim password=poolsim sslmode=disable", cfg.UnixSocketDir, cfg.ListenPort)
+// restartTarget is a pooler to restart online: its client URLs, its
+// console and how it restarts.
+type restartTarget struct {
+	name     string
+	tcp      func(db string) string
+	unixDSN  string
+	adminDSN string
+	// reboot takes the pooler over by a new process (pgbouncer -R) and
+	// returns once the old one has gone.
+	reboot func(ctx context.Context, t *testing.T)
+	// cancelMayFail: a cancel of a query running across the takeover may
+	// not reach PostgreSQL. Right after a takeover PgBouncer 1.18 at times
+	// logs "closing because: failed cancel request" and the query runs to
+	// its end; the proxy always cancels it.
+	cancelMayFail bool
+}
 
+// TestOnlineRestart: a new process takes over a running pooler as
+// pgbouncer -R does, on the proxy and on PgBouncer 1.18. Every client
+// keeps its connection and its session: a session client its SET values,
+// temp table and backend, another its open transaction; transaction
+// clients their tracked settings and open transaction; a query in flight
+// across the takeover gets its answer; a cancel key still cancels; the old
+// process is gone and the new one accepts on the same TCP address and Unix
+// socket.
+func TestOnlineRestart(t *testing.T) {
+	t.Run("proxy", func(t *testing.T) {
+		cfg := takeoverConfig(t)
+		old := serveForTakeover(t, cfg, nil)
+		addr := old.Addr().String()
+		runOnlineRestart(t, restartTarget{
+			name: "proxy",
+			tcp: func(db string) string {
+				return fmt.Sprintf("postgres://poolsim:poolsim@%s/%s?sslmode=disable", addr, db)
+			},
+			unixDSN:  fmt.Sprintf("host=%s port=%d user=poolsim dbname=poolsim password=poolsim sslmode=disable", cfg.UnixSocketDir, cfg.ListenPort),
+			adminDSN: fmt.Sprintf("postgres://poolsim:poolsim@%s/pgbouncer?sslmode=disable", addr),
+			reboot: func(ctx context.Context, t *testing.T) {
+				cfg2 := cfg
+				cfg2.Listen = addr
+				t2, err := StartTakeover(ctx, &cfg2)
+				if err != nil {
+					t.Fatalf("StartTakeover: %v", err)
+				}
+				if n := len(t2.Listeners()); n != 2 {
+					t.Errorf("took over %d listening sockets, want 2 (TCP and Unix)", n)
+				}
+				neu := serveForTakeover(t, cfg2, t2)
+				old.waitGone(t, 20*time.Second)
+				if got := neu.Addr().String(); got != addr {
+					t.Errorf("new proxy listens on %s, want the old address %s", got, addr)
+				}
+			},
+		})
+	})
+	t.Run("pgbouncer", func(t *testing.T) {
+		c := pgclustertest.Need(t, cluster)
+		ctx := testCtx(t, 30*time.Second)
+		b, err := pgbouncer.Start(ctx, pgbouncer.Config{
+			UpstreamPort: c.Port(),
+			Pooling:      pgbouncer.Pool(poolmode.Transaction, 20),
+			Databases:    []string{fmt.Sprintf("sess = host=127.0.0.1 port=%d dbname=poolsim user=poolsim password=poolsim pool_mode=session", c.Port())},
+			AdminUsers:   []string{"poolsim"},
+		})
+		if err != nil {
+			t.Skipf("pgbouncer: %v", err)
+		}
+		t.Cleanup(func() { _ = b.Stop() })
+		runOnlineRestart(t, restartTarget{
+			name:          "pgbouncer",
+			tcp:           func(db string) string { return b.DSN(db, "poolsim") },
+			unixDSN:       fmt.Sprintf("host=%s port=%d user=poolsim dbname=poolsim password=poolsim sslmode=disable", b.Dir(), b.Port()),
+			adminDSN:      b.AdminDSN(),
+			cancelMayFail: true,
+			reboot: func(ctx context.Context, t *testing.T) {
+				pid := b.Pid()
+				if err := b.Reboot(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if b.Pid() == pid {
+					t.Errorf("pgbouncer -R: still pid %d", pid)
+				}
+			},
+		})
+	})
+}
+
+func runOnlineRestart(t *testing.T, tg restartTarget) {
+	ctx := testCtx(t, 90*time.Second)
+	tcp := tg.tcp
+	unixDSN := tg.unixDSN
 	sessA := connectTo(ctx, t, tcp("sess"))
 	for _, q := range []string{"set timezone = 'Asia/Tokyo'", "set work_mem = '7MB'", "create temp table kept(x int)", "insert into kept values (1)"} {
 		if _, err := sessA.Exec(ctx, q); err != nil {
@@ -181,7 +262,7 @@ func TestOnlineRestart(t *testing.T) {
 	}()
 	go func() {
 		defer wg.Done()
-		_, cancelErr = cancelled.Exec(ctx, "select pg_sleep(60)")
+		_, cancelErr = cancelled.Exec(ctx, "select pg_sleep(6)")
 	}()
 	pg := connectTo(ctx, t, cluster.UserDSN())
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
@@ -192,23 +273,11 @@ func TestOnlineRestart(t *testing.T) {
 		return err == nil && n == 2
 	})
 	if !running {
-		t.Fatal("the two queries did not start")
+		wg.Wait()
+		t.Fatalf("the two queries did not start: %v, %v", flyErr, cancelErr)
 	}
 
-	cfg2 := cfg
-	cfg2.Listen = addr
-	t2, err := StartTakeover(ctx, &cfg2)
-	if err != nil {
-		t.Fatalf("StartTakeover: %v", err)
-	}
-	if n := len(t2.Listeners()); n != 2 {
-		t.Errorf("took over %d listening sockets, want 2 (TCP and Unix)", n)
-	}
-	neu := serveForTakeover(t, cfg2, t2)
-	old.waitGone(t, 20*time.Second)
-	if got := neu.Addr().String(); got != addr {
-		t.Errorf("new proxy listens on %s, want the old address %s", got, addr)
-	}
+	tg.reboot(ctx, t)
 
 	if got := queryString(ctx, t, sessA, "session client", "show timezone"); got != "Asia/Tokyo" {
 		t.Errorf("session client's timezone after takeover = %q, want Asia/Tokyo", got)
@@ -251,8 +320,12 @@ func TestOnlineRestart(t *testing.T) {
 		t.Errorf("query in flight across the takeover: %q, %v; want its answer", flyGot, flyErr)
 	}
 	var pe *pgconn.PgError
-	if !errors.As(cancelErr, &pe) || pe.Code != "57014" {
-		t.Errorf("cancelled query after takeover: %v; want 57014 (query_canceled)", cancelErr)
+	switch canceled := errors.As(cancelErr, &pe) && pe.Code == "57014"; {
+	case canceled:
+	case tg.cancelMayFail && cancelErr == nil:
+		t.Logf("%s: the cancel after the takeover was lost; the query ran to its end", tg.name)
+	default:
+		t.Errorf("%s: cancelled query after takeover: %v; want 57014 (query_canceled)", tg.name, cancelErr)
 	}
 
 	// Newcomers are the new proxy's, over TCP and the Unix socket.
@@ -260,12 +333,20 @@ func TestOnlineRestart(t *testing.T) {
 	queryString(ctx, t, fresh, "new client", "select 'new'")
 	freshUnix := connectTo(ctx, t, unixDSN)
 	queryString(ctx, t, freshUnix, "new unix client", "select 'new over unix'")
-	_, rows, err := neu.Show("clients")
+	admin := connectTo(ctx, t, tg.adminDSN)
+	rows, err := admin.Query(ctx, "show clients", pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) < 9 {
-		t.Errorf("new proxy's SHOW CLIENTS has %d rows, want the 7 taken over and 2 new", len(rows))
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	if n < 9 {
+		t.Errorf("%s: SHOW CLIENTS has %d rows after the takeover, want the 7 taken over, 2 new and the console", tg.name, n)
 	}
 }
 
@@ -355,4 +436,41 @@ func TestShowFDSOverTCP(t *testing.T) {
 		t.Errorf("rows by task %v, want one pooler, one client, one server", tasks)
 	}
 	queryString(ctx, t, c, "client after SHOW FDS", "select 'y'")
+}
+
+// TestOnlineRestartTLSClient: a TLS client cannot be handed over (PgBouncer
+// 1.18 leaves TLS sockets out of SHOW FDS): it is disconnected with the old
+// proxy, while a plain client beside it carries on through the new one.
+func TestOnlineRestartTLSClient(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	f := writeTLSFiles(t)
+	cfg := takeoverConfig(t)
+	cfg.ClientTLSSSLMode, cfg.ClientTLSCertFile, cfg.ClientTLSKeyFile = "allow", f.cert, f.key
+	old := serveForTakeover(t, cfg, nil)
+	addr := old.Addr().String()
+	dsn := func(ssl string) string {
+		return fmt.Sprintf("postgres://poolsim:poolsim@%s/sess?sslmode=%s", addr, ssl)
+	}
+	secure := connectTo(ctx, t, dsn("require"))
+	plain := connectTo(ctx, t, dsn("disable"))
+	for _, c := range []*pgx.Conn{secure, plain} {
+		if _, err := c.Exec(ctx, "set work_mem = '5MB'"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg2 := cfg
+	cfg2.Listen = addr
+	tk, err := StartTakeover(ctx, &cfg2)
+	if err != nil {
+		t.Fatalf("StartTakeover: %v", err)
+	}
+	serveForTakeover(t, cfg2, tk)
+	old.waitGone(t, 20*time.Second)
+	if got := queryString(ctx, t, plain, "plain client", "show work_mem"); got != "5MB" {
+		t.Errorf("plain client's work_mem after takeover = %q, want 5MB", got)
+	}
+	var s string
+	if err := secure.QueryRow(ctx, "show work_mem").Scan(&s); err == nil {
+		t.Errorf("TLS client still served after the takeover (work_mem %s); PgBouncer cannot hand it over", s)
+	}
 }
