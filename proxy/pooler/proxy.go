@@ -169,6 +169,10 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, more ...net.Listener
 func (p *Proxy) serve(ctx context.Context, lns []net.Listener, t *Takeover) error {
 	ln := lns[0]
 	closeAll := func() {
+		if t != nil && !t.done { // not taken over: the old process serves on
+			_ = t.Abort()
+			return
+		}
 		for _, l := range lns {
 			_ = l.Close()
 		}
@@ -176,6 +180,9 @@ func (p *Proxy) serve(ctx context.Context, lns []net.Listener, t *Takeover) erro
 	p.mu.Lock()
 	if p.served {
 		p.mu.Unlock()
+		if t != nil {
+			_ = t.Abort()
+		}
 		return errors.New("proxy serve: already served")
 	}
 	p.served = true
