@@ -440,17 +440,53 @@ func TestShowFDSOverTCP(t *testing.T) {
 
 // TestOnlineRestartTLSClient: a TLS client cannot be handed over (PgBouncer
 // 1.18 leaves TLS sockets out of SHOW FDS): it is disconnected with the old
-// proxy, while a plain client beside it carries on through the new one.
+// process, while a plain client beside it carries on through the new one,
+// on the proxy and on PgBouncer 1.18.
 func TestOnlineRestartTLSClient(t *testing.T) {
-	ctx := testCtx(t, 60*time.Second)
 	f := writeTLSFiles(t)
-	cfg := takeoverConfig(t)
-	cfg.ClientTLSSSLMode, cfg.ClientTLSCertFile, cfg.ClientTLSKeyFile = "allow", f.cert, f.key
-	old := serveForTakeover(t, cfg, nil)
-	addr := old.Addr().String()
-	dsn := func(ssl string) string {
-		return fmt.Sprintf("postgres://poolsim:poolsim@%s/sess?sslmode=%s", addr, ssl)
-	}
+	t.Run("proxy", func(t *testing.T) {
+		cfg := takeoverConfig(t)
+		cfg.ClientTLSSSLMode, cfg.ClientTLSCertFile, cfg.ClientTLSKeyFile = "allow", f.cert, f.key
+		old := serveForTakeover(t, cfg, nil)
+		addr := old.Addr().String()
+		runTLSRestart(t, func(ssl string) string {
+			return fmt.Sprintf("postgres://poolsim:poolsim@%s/sess?sslmode=%s", addr, ssl)
+		}, func(ctx context.Context, t *testing.T) {
+			cfg2 := cfg
+			cfg2.Listen = addr
+			tk, err := StartTakeover(ctx, &cfg2)
+			if err != nil {
+				t.Fatalf("StartTakeover: %v", err)
+			}
+			serveForTakeover(t, cfg2, tk)
+			old.waitGone(t, 20*time.Second)
+		})
+	})
+	t.Run("pgbouncer", func(t *testing.T) {
+		c := pgclustertest.Need(t, cluster)
+		ctx := testCtx(t, 30*time.Second)
+		b, err := pgbouncer.Start(ctx, pgbouncer.Config{
+			UpstreamPort: c.Port(),
+			Pooling:      pgbouncer.Pool(poolmode.Transaction, 20),
+			Databases:    []string{fmt.Sprintf("sess = host=127.0.0.1 port=%d dbname=poolsim user=poolsim password=poolsim pool_mode=session", c.Port())},
+			Extra:        map[string]string{"client_tls_sslmode": "allow", "client_tls_cert_file": f.cert, "client_tls_key_file": f.key},
+		})
+		if err != nil {
+			t.Skipf("pgbouncer: %v", err)
+		}
+		t.Cleanup(func() { _ = b.Stop() })
+		runTLSRestart(t, func(ssl string) string {
+			return fmt.Sprintf("postgres://poolsim:poolsim@127.0.0.1:%d/sess?sslmode=%s", b.Port(), ssl)
+		}, func(ctx context.Context, t *testing.T) {
+			if err := b.Reboot(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+}
+
+func runTLSRestart(t *testing.T, dsn func(sslmode string) string, reboot func(context.Context, *testing.T)) {
+	ctx := testCtx(t, 60*time.Second)
 	secure := connectTo(ctx, t, dsn("require"))
 	plain := connectTo(ctx, t, dsn("disable"))
 	for _, c := range []*pgx.Conn{secure, plain} {
@@ -458,19 +494,12 @@ func TestOnlineRestartTLSClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg2 := cfg
-	cfg2.Listen = addr
-	tk, err := StartTakeover(ctx, &cfg2)
-	if err != nil {
-		t.Fatalf("StartTakeover: %v", err)
-	}
-	serveForTakeover(t, cfg2, tk)
-	old.waitGone(t, 20*time.Second)
+	reboot(ctx, t)
 	if got := queryString(ctx, t, plain, "plain client", "show work_mem"); got != "5MB" {
 		t.Errorf("plain client's work_mem after takeover = %q, want 5MB", got)
 	}
 	var s string
 	if err := secure.QueryRow(ctx, "show work_mem").Scan(&s); err == nil {
-		t.Errorf("TLS client still served after the takeover (work_mem %s); PgBouncer cannot hand it over", s)
+		t.Errorf("TLS client still served after the takeover (work_mem %s); it cannot be handed over", s)
 	}
 }
