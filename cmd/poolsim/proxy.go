@@ -268,9 +268,6 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		printVersion(stdout)
 		return nil
 	}
-	if *o.pgb.reboot {
-		return errRebootNotImplemented
-	}
 	daemon := daemonChild()     // this process is the daemon of -d
 	plog := newProxyLog(stderr) // PgBouncer's log lines, to stderr and logfile (proxylog.go)
 	if *o.pgb.quiet || daemon != nil {
@@ -297,8 +294,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	defer plog.Close()
 	build = reopening(build, plog, logger)
-	cfg.Source = build // the console's RELOAD, as SIGHUP
-	if err := checkPidFile(cfg.PidFile, logger.Printf); err != nil {
+	cfg.Source = build                                                                 // the console's RELOAD, as SIGHUP
+	if err := checkPidFile(cfg.PidFile, logger.Printf); err != nil && !*o.pgb.reboot { // -R: the old process holds it
 		return err
 	}
 	if *o.threads > 0 {
@@ -308,11 +305,15 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err != nil {
 		return usage(err)
 	}
-	lns, err := pooler.Listen(&cfg)
+	lns, takeover, err := listenOrTakeOver(ctx, &cfg, *o.pgb.reboot)
 	if err != nil {
 		return err
 	}
 	closeAll := func() {
+		if takeover != nil { // the old process serves on
+			_ = takeover.Abort()
+			return
+		}
 		for _, ln := range lns {
 			_ = ln.Close()
 		}
@@ -331,12 +332,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		closeAll()
 		return err
 	}
-	removePid, err := writePidFile(cfg.PidFile)
+	removePid, err := pidFileAfter(takeover, cfg.PidFile, logger)
 	if err != nil {
 		closeAll()
 		return err
 	}
-	defer removePid()
+	defer func() { removePid() }()
 	announceProxy(stdout, logger, cfg, *o.configFile, lns)
 	stop, err := o.serveSide(p, stdout, logger)
 	if err != nil {
@@ -346,7 +347,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	defer stop()
 	start := time.Now()
 	servedc := make(chan error, 1)
-	go func() { servedc <- p.Serve(context.WithoutCancel(ctx), lns[0], lns[1:]...) }()
+	go func() { servedc <- serveOrTakeOver(context.WithoutCancel(ctx), p, lns, takeover) }()
 	served = true
 	tellParent(daemon, nil)
 	err = handleSignals(ctx, p, servedc, build, logger)

@@ -23,14 +23,11 @@ type pgbOptions struct {
 	user                           *string
 }
 
-// errRebootNotImplemented is -R's answer until online restart lands.
-var errRebootNotImplemented = usagef("-R/--reboot: online restart: not implemented yet (start without -R; the old process must stop first)")
-
 // addPgBouncerFlags defines PgBouncer's switches on fs.
 func addPgBouncerFlags(fs *pflag.FlagSet) pgbOptions {
 	return pgbOptions{
 		daemon:  fs.BoolP("daemon", "d", false, "run in the background, as pgbouncer -d: needs logfile and pidfile (the daemon's stdout and stderr go to /dev/null); exits 0 once it serves"),
-		reboot:  fs.BoolP("reboot", "R", false, "online restart, as pgbouncer -R: take over the sockets of a running proxy (not implemented yet)"),
+		reboot:  fs.BoolP("reboot", "R", false, "online restart, as pgbouncer -R: take over the listening sockets, clients and servers of the proxy running on unix_socket_dir's socket, which then exits"),
 		quiet:   fs.BoolP("quiet", "q", false, "nothing to stderr (the log still goes to logfile)"),
 		version: fs.BoolP("version", "V", false, "print the version (as SHOW VERSION on the console has it) and exit"),
 		user:    fs.StringP("user", "u", "", "user: when started as root, switch to this OS user once the sockets are bound (pgbouncer.ini's user key)"),

@@ -121,6 +121,7 @@ type PgBouncer struct {
 	stopSig    syscall.Signal
 	proc       *childproc.Process
 	logf       func(string, ...any)
+	ini        string // the pgbouncer.ini it runs on (Reboot)
 
 	stopOnce sync.Once
 	stopErr  error
@@ -508,5 +509,6 @@ func (p *PgBouncer) run(ctx context.Context, acct childproc.Account, ini string,
 		return fmt.Errorf("pgbouncer: start: %w", err)
 	}
 	p.proc = proc
+	p.ini = ini
 	return p.waitReady(ctx, shared)
 }

@@ -121,6 +121,12 @@ func (p *Proxy) admin(c *client, u consoleUser) {
 			query := q.String
 			_, _ = c.lg.r.Discard(n)
 			r := p.consoleQuery(cc, query)
+			if r.pass != nil {
+				if !p.passFDs(c.lg, r.pass) {
+					return
+				}
+				continue
+			}
 			_, _ = c.lg.w.Write(r.b)
 			if c.lg.w.Flush() != nil || r.close {
 				return

@@ -184,6 +184,9 @@ func (p *Proxy) accept(ln net.Listener) error {
 			if p.stoppingNow() || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
+			if p.acceptHeld(err) { // SUSPEND (takeover_old.go)
+				continue
+			}
 			if now := time.Now(); now.Sub(lastLog) >= time.Second {
 				if unlogged > 0 {
 					p.logf("ERROR: accept() failed: %v (and %d more accept errors since the last report)", err, unlogged)

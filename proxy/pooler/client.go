@@ -115,6 +115,9 @@ func (c *client) adopt(fd int, buffered []byte) {
 	c.adopted = true
 	c.txStatus = poolmode.Idle
 	c.pool.clients++
+	if c.px.pause.suspend && len(buffered) == 0 {
+		return // SUSPEND: read once resumed (an online restart may take it over unread)
+	}
 	c.input()
 	if !c.gone {
 		l.idle(&c.sk) // an idle client holds no read buffer

@@ -113,6 +113,7 @@ func (p *Proxy) consoleList() []*consoleConn {
 type consoleReply struct {
 	b     []byte
 	close bool
+	pass  *fdHandout // SHOW FDS with descriptors (takeover_old.go), written instead of b
 }
 
 // consoleQuery runs one console query and returns the reply. It runs on
@@ -267,6 +268,15 @@ func (x *consoleCmd) show(arg string) consoleReply {
 		if r, ok := x.needAdmin(); !ok {
 			return r
 		}
+	}
+	if strings.EqualFold(arg, "fds") && canPassFDs(x.cc.c) {
+		// Over the Unix socket from the proxy's own user: the rows carry
+		// their descriptors, for an online restart.
+		h, err := x.p.handout()
+		if err != nil {
+			return x.fail(err.Error())
+		}
+		return consoleReply{pass: h}
 	}
 	if view.notice != nil {
 		return consoleReply{b: view.notice()}

@@ -336,6 +336,12 @@ func (x *consoleCmd) shutdown(arg string) consoleReply {
 		return r
 	}
 	x.p.logf("SHUTDOWN command issued")
+	x.p.loop.call(func() {
+		if x.p.pause.suspend && len(x.p.handover.socks)+len(x.p.handover.unix) > 0 {
+			// An online restart: the new process holds these now.
+			x.p.dropHandedOver("taken over by the new process")
+		}
+	})
 	x.p.Shutdown(ImmediateShutdown)
 	return consoleReply{close: true}
 }

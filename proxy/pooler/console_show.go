@@ -561,63 +561,13 @@ func (p *Proxy) showMem() *table {
 	return t
 }
 
-// showFDs is SHOW FDS (admin_users only): the proxy's listening socket and
+// showFDs is SHOW FDS (admin_users only): the proxy's listening sockets and
 // every logged-in client and server connection, with the cancel keys and
 // tracked settings PgBouncer hands to a new process on an online restart.
-// The proxy does not take part in an online restart (pgbouncer -R): it
-// lists the descriptors and never sends them.
+// Over the Unix socket from the proxy's own OS user the rows carry their
+// descriptors (takeover_old.go); here, as over TCP, they are only listed.
 func (p *Proxy) showFDs() *table {
-	t := newTable("issssiqisssssbb", "fd", "task", "user", "database", "addr", "port", "cancel", "link",
-		"client_encoding", "std_strings", "datestyle", "timezone", "password", "scram_client_key", "scram_server_key")
-	for _, ln := range p.lns {
-		fd := listenerFD(ln)
-		if fd < 0 {
-			continue
-		}
-		addr, port := netAddr(ln.Addr())
-		if isUnixListener(ln) {
-			port = p.conf().listenPort() // PgBouncer: "unix" and listen_port
-		}
-		t.row(fd, "pooler", nil, nil, addr, port, uint64(0), 0, nil, nil, nil, nil, nil, nil, nil)
-	}
-	varsRow := func(v *vars) []any {
-		return []any{orNull(v.get("client_encoding")), orNull(v.get("standard_conforming_strings")),
-			orNull(v.get("DateStyle")), orNull(v.get("TimeZone"))}
-	}
-	p.loop.call(func() {
-		for _, c := range p.clientList() {
-			if !c.adopted || c.gone || c.sk.closed {
-				continue
-			}
-			addr, port := clientAddr(c, c.remote)
-			link := 0
-			if c.server != nil {
-				link = c.server.sk.fd
-			}
-			row := []any{c.sk.fd, "client", c.pool.key.user, c.pool.key.db, addr, port, cancelKey(c.pid, c.secret), link}
-			row = append(row, varsRow(&c.want)...)
-			t.row(append(row, nil, nil, nil)...)
-		}
-		for _, pl := range p.poolList() {
-			for _, s := range pl.allServers() {
-				if s.sk.closed {
-					continue
-				}
-				addr, port := netAddr(s.remote)
-				link := 0
-				if s.client != nil {
-					link = s.client.sk.fd
-				}
-				var key uint64
-				if len(s.secret) == 4 {
-					key = cancelKey(s.pid, uint32(s.secret[0])<<24|uint32(s.secret[1])<<16|uint32(s.secret[2])<<8|uint32(s.secret[3]))
-				}
-				row := []any{s.sk.fd, "server", pl.key.user, pl.key.db, addr, port, key, link}
-				row = append(row, varsRow(&s.have)...)
-				t.row(append(row, nil, nil, nil)...)
-			}
-		}
-	})
+	t, _, _ := p.fdTable(false)
 	return t
 }
 

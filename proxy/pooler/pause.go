@@ -204,6 +204,7 @@ func (p *Proxy) Suspend() (<-chan struct{}, error) {
 			err = ErrPausedDatabases
 		default:
 			ps.suspend, ps.suspendStart, ps.suspendDone = true, p.loop.now, ch
+			p.pauseAccept()
 			p.suspendProgress(p.loop.now)
 		}
 	})
@@ -272,6 +273,8 @@ func (p *Proxy) suspendProgress(now time.Time) {
 func (p *Proxy) resumeAll() {
 	ps := &p.pause
 	ps.suspend = false
+	p.handover = handoverState{} // an online restart that did not finish
+	p.resumeAccept()
 	if ps.suspendDone != nil {
 		close(ps.suspendDone) // a SUSPEND still waiting answers
 		ps.suspendDone = nil
@@ -294,9 +297,20 @@ func (p *Proxy) resumeAll() {
 // left, as PgBouncer does ("admin disappeared when suspended").
 func (p *Proxy) consoleGone() {
 	p.loop.post(func() {
-		if p.pause.suspend && len(p.consoleList()) == 0 {
+		if p.pause.suspend && len(p.consoleList()) == 0 && !p.stopRequested() {
 			p.logf("admin disappeared when suspended, doing RESUME")
 			p.resumeAll()
 		}
 	})
+}
+
+// stopRequested reports whether Shutdown has been called (or shutdown has
+// begun): after an online restart's SHUTDOWN nothing is resumed.
+func (p *Proxy) stopRequested() bool {
+	select {
+	case <-p.stopReq:
+		return true
+	default:
+		return p.stoppingNow()
+	}
 }

@@ -284,7 +284,10 @@ func (p *pool) launch() {
 // is in flight, a server is idle, the pool is full), the proxy stops or
 // server_login_retry holds it back.
 func (p *pool) start() {
-	if !p.queue.CanLaunch(p.size) || p.px.stoppingNow() || p.paused() {
+	// A pool taken over on an online restart has servers but no welcome
+	// yet: a client logging in gets one login for it even so.
+	welcome := p.params == nil && len(p.welcomeQ) > 0 && !p.queue.LoggingIn()
+	if !(p.queue.CanLaunch(p.size) || welcome) || p.px.stoppingNow() || p.paused() {
 		return
 	}
 	now := p.px.loop.now

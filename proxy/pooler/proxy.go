@@ -53,6 +53,8 @@ type Proxy struct {
 	nextTick  time.Time
 	values    map[string]string // interned setting values (varcache.go)
 	pause     pauseState        // PAUSE, SUSPEND (pause.go)
+	handover  handoverState     // online restart: what SHOW FDS passed on or a takeover adopted (takeover_old.go)
+	gate      acceptGate        // accepting stops while suspended (takeover_old.go)
 	console   consoles          // the console's connections and state (console.go)
 	counts    statsState        // SHOW STATS averages (stats.go)
 
@@ -159,8 +161,18 @@ func (p *Proxy) ListenAndServe(ctx context.Context) error {
 // goroutine it started has ended. It closes the listeners. A Proxy serves
 // once.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener, more ...net.Listener) error {
-	lns := append([]net.Listener{ln}, more...)
+	return p.serve(ctx, append([]net.Listener{ln}, more...), nil)
+}
+
+// serve is Serve; with t, it first takes over the clients and servers of
+// the process t connected to (ServeTakeover), accepting nobody until then.
+func (p *Proxy) serve(ctx context.Context, lns []net.Listener, t *Takeover) error {
+	ln := lns[0]
 	closeAll := func() {
+		if t != nil && !t.done { // not taken over: the old process serves on
+			_ = t.Abort()
+			return
+		}
 		for _, l := range lns {
 			_ = l.Close()
 		}
@@ -168,6 +180,9 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, more ...net.Listener
 	p.mu.Lock()
 	if p.served {
 		p.mu.Unlock()
+		if t != nil {
+			_ = t.Abort()
+		}
 		return errors.New("proxy serve: already served")
 	}
 	p.served = true
@@ -203,7 +218,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, more ...net.Listener
 	l := p.loop
 
 	acceptErr := make(chan error, len(lns))
-	p.wg.Add(2 + len(lns))
+	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
 		returnMemory(p.base)
@@ -212,6 +227,14 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, more ...net.Listener
 		defer p.wg.Done()
 		l.run()
 	}()
+	if t != nil {
+		if err := p.takeOver(ctx, t); err != nil {
+			p.shutdown()
+			p.wg.Wait()
+			return fmt.Errorf("proxy takeover: %w", err)
+		}
+	}
+	p.wg.Add(len(lns))
 	for _, l := range lns {
 		go func() {
 			defer p.wg.Done()
@@ -389,6 +412,9 @@ func (p *Proxy) tick(now time.Time) {
 	p.nextTick = now.Add(janitorPeriod)
 	p.suspendProgress(now)
 	p.statsTick(now)
+	if p.pause.suspend {
+		return // as PgBouncer's janitor: nothing that may surprise the process taking over
+	}
 	if d := p.conf().QueryWaitTimeout; d > 0 {
 		for _, pl := range p.loopPools {
 			pl.expireWaiters(now, d)

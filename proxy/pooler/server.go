@@ -42,6 +42,7 @@ type server struct {
 	pid         uint32
 	secret      []byte
 	connectTime time.Time
+	bridged     bool // TLS to the server: the loop has a socket pair's end, not the connection (SHOW FDS skips it)
 
 	client      *client  // the linked client, nil when unlinked
 	have        vars     // the server's tracked settings (varcache.go)
@@ -91,6 +92,7 @@ func dialServer(ctx context.Context, p *pool) (*server, map[string]string, error
 		secret:      hj.SecretKey,
 		connectTime: time.Now(),
 		state:       stateLogin,
+		bridged:     !isPlain(hj.Conn),
 	}
 	s.sk.s = s
 	if s.fd, err = p.px.detach(hj.Conn); err != nil {
