@@ -83,6 +83,13 @@ type Config struct {
 	// AuthFile is auth_file, PgBouncer's userlist.txt format:
 	// "user" "password-or-SCRAM-secret" per line. Needed for AuthSCRAM.
 	AuthFile string
+	// AuthUser is auth_user: a user not in AuthFile is looked up with
+	// AuthQuery, run as this user (whose secret is in AuthFile) on the
+	// server of the client's database, or of AuthDBName's; a [databases]
+	// entry's auth_user and auth_dbname win over these. AuthQuery is
+	// auth_query (PgBouncer's default when empty); AuthDBName is auth_dbname
+	// (PgBouncer 1.19+).
+	AuthUser, AuthQuery, AuthDBName string
 	// ClientTLSSSLMode is client_tls_sslmode: disable (""), allow, prefer,
 	// require, verify-ca or verify-full, as PgBouncer has them
 	// (clienttls.go). ClientTLSCertFile and ClientTLSKeyFile are the
@@ -254,23 +261,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("auth_type: %q: want trust, any, plain, md5 or scram-sha-256", c.AuthType)
 	}
 	if c.AuthFile != "" {
-		secrets, err := loadAuthFile(c.AuthFile)
-		if err != nil {
+		// Which users auth_type can check is decided at each login, and
+		// broken lines are logged (setConfig): only an unreadable file is
+		// refused.
+		if _, _, err := loadAuthFile(c.AuthFile); err != nil {
 			return fmt.Errorf("auth_file: %w", err)
-		}
-		if c.AuthType == AuthSCRAM || c.AuthType == AuthPlain {
-			for u, sec := range secrets {
-				if isMD5Secret(sec) {
-					return fmt.Errorf("auth_file: user %q has an md5 secret, which auth_type %s cannot check (use md5, or a plain or SCRAM secret)", u, c.AuthType)
-				}
-			}
-		}
-		if c.AuthType == AuthPlain || c.AuthType == AuthMD5 {
-			for u, sec := range secrets {
-				if strings.HasPrefix(sec, "SCRAM-SHA-256$") {
-					return fmt.Errorf("auth_file: user %q has a SCRAM secret, which auth_type %s cannot check (use scram-sha-256, or a plain secret)", u, c.AuthType)
-				}
-			}
 		}
 	}
 	if err := c.checkClientTLS(); err != nil {
@@ -364,6 +359,7 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	c.Pooling = s.Pooling
 	c.ServerConnectTimeout, c.ServerLoginRetry = s.ServerConnectTimeout, s.ServerLoginRetry
 	c.AuthType, c.AuthFile = s.AuthType, s.AuthFile
+	c.AuthUser, c.AuthQuery, c.AuthDBName = s.Other["auth_user"], s.Other["auth_query"], s.Other["auth_dbname"]
 	c.ClientTLSSSLMode, c.ClientTLSCertFile, c.ClientTLSKeyFile, c.ClientTLSCAFile = s.ClientTLSSSLMode, s.ClientTLSCertFile, s.ClientTLSKeyFile, s.ClientTLSCAFile
 	c.IgnoreStartupParameters = s.IgnoreStartupParameters
 	c.Databases, c.Users = s.Databases, s.Users
@@ -412,8 +408,8 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 		*dst = n // Validate checks the range
 	}
 	for _, d := range s.Databases {
-		if d.MinPoolSize != poolconf.Unset || d.ReservePool != poolconf.Unset || d.ConnectQuery != "" || d.AuthUser != "" {
-			skip("[databases] "+d.Name, "min_pool_size/reserve_pool/connect_query/auth_user", "not implemented")
+		if d.MinPoolSize != poolconf.Unset || d.ReservePool != poolconf.Unset || d.ConnectQuery != "" {
+			skip("[databases] "+d.Name, "min_pool_size/reserve_pool/connect_query", "not implemented")
 		}
 	}
 	keys := make([]string, 0, len(s.Other))
@@ -424,6 +420,9 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	for _, k := range keys {
 		if k == "pkt_buf" || k == "max_packet_size" {
 			continue // applied above
+		}
+		if k == "auth_user" || k == "auth_query" || k == "auth_dbname" {
+			continue // applied above (authquery.go)
 		}
 		skip(k, s.Other[k], "no effect in poolsim proxy")
 	}

@@ -85,6 +85,24 @@ var configFields = map[string]configField{
 		get: func(c *Config) any { return c.AuthType },
 		put: func(c *Config, s *poolconf.Settings) { c.AuthType = s.AuthType },
 	},
+	"auth_user": {
+		get: func(c *Config) any { return orNull(c.AuthUser) },
+		put: func(c *Config, s *poolconf.Settings) { c.AuthUser = s.Other["auth_user"] },
+	},
+	"auth_query": {
+		get: func(c *Config) any {
+			if c.AuthQuery == "" {
+				k, _ := poolconf.LookupKey("auth_query")
+				return k.Default
+			}
+			return c.AuthQuery
+		},
+		put: func(c *Config, s *poolconf.Settings) { c.AuthQuery = s.Other["auth_query"] },
+	},
+	"auth_dbname": {
+		get: func(c *Config) any { return orNull(c.AuthDBName) },
+		put: func(c *Config, s *poolconf.Settings) { c.AuthDBName = s.Other["auth_dbname"] },
+	},
 	"conffile": {get: func(c *Config) any { return orNull(c.ConfFile) }},
 	"client_tls_sslmode": {
 		get: func(c *Config) any { return c.clientTLSMode() },
@@ -146,6 +164,7 @@ func init() {
 func configKeys() []poolconf.Key {
 	keys := append([]poolconf.Key(nil), poolconf.Keys18...)
 	keys = append(keys, poolconf.MaxPreparedStatementsKey)
+	keys = append(keys, poolconf.AuthDBNameKey) // PgBouncer 1.19+
 	sortBy(keys, func(k poolconf.Key) string { return k.Name })
 	return keys
 }

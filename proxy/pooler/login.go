@@ -63,6 +63,13 @@ func authFailureText(err error) string {
 	return err.Error()
 }
 
+// refuseLogin ends a login with a FATAL error, logged as PgBouncer logs a
+// client it closes ("closing because: REASON (age=Ns)").
+func (p *Proxy) refuseLogin(c *client, e *pgproto3.ErrorResponse) {
+	p.clientLogf(c, "closing because: %s (age=%ds)", e.Message, int64(time.Since(c.connectTime.time()).Seconds()))
+	sendFatal(c.lg.w, e)
+}
+
 // errLoginTimeout is client_login_timeout firing.
 var errLoginTimeout = errors.New("client_login_timeout")
 
@@ -165,9 +172,14 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		sendFatal(c.lg.w, poolerError(poolmode.ErrMaxClientConn))
 		return
 	}
-	if err := p.authenticate(c, user); err != nil {
+	lu, refused := p.loginUserFor(c, db, user) // auth_file, auth_query (authquery.go)
+	if refused != nil {
+		p.refuseLogin(c, refused)
+		return
+	}
+	if err := p.authenticate(c, lu); err != nil {
 		if !timedOut(err) {
-			sendFatal(c.lg.w, poolerError(authFailureText(err))) // 08P01, as PgBouncer sends it
+			p.refuseLogin(c, poolerError(authFailureText(err))) // 08P01, as PgBouncer sends it
 		}
 		return
 	}
@@ -200,7 +212,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		if !errors.Is(err, errNoSuchDatabase) {
 			p.logf("client %d: %v", c.id, err)
 		}
-		sendFatal(c.lg.w, poolerError("no such database: "+db))
+		p.refuseLogin(c, poolerError("no such database: "+db))
 		return
 	}
 	c.pool = pl
@@ -215,7 +227,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 			err = loginTimeoutError("client_login_timeout (server down)")
 		}
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second)) // the login deadline may have passed
-		sendFatal(c.lg.w, serverErrorResponse(err))
+		p.refuseLogin(c, serverErrorResponse(err))
 		p.dropClient(c)
 		return
 	}
