@@ -102,13 +102,14 @@ func (p *Proxy) queryUser(c *client, cfg *Config, ent poolconf.Database, authUse
 	case res.Err != nil:
 		p.clientLogf(c, "auth_query: %v", res.Err)
 		return loginUser{}, serverErrorResponse(res.Err)
-	case len(res.FieldDescriptions) != 2:
-		p.clientLogf(c, "expected 2 columns from auth_query, not %d", len(res.FieldDescriptions))
-		return loginUser{}, poolerError("bouncer config error")
 	case len(res.Rows) == 0:
 		return loginUser{}, poolerError("no such user")
 	}
 	row := res.Rows[0]
+	if len(row) != 2 {
+		p.clientLogf(c, "expected 2 columns from auth_query, not %d", len(row))
+		return loginUser{}, poolerError("bouncer config error")
+	}
 	if row[0] == nil {
 		p.clientLogf(c, "auth_query response contained null user name")
 		return loginUser{}, poolerError("bouncer config error")
