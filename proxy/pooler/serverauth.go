@@ -107,7 +107,11 @@ func (p *Proxy) useServerLogin(conf *pgconn.Config, ent poolconf.Database) {
 		if kindOf(secret) == secretSCRAM {
 			cred.keys, cred.hasKeys = p.scramKeysFor(cfg.User, secret)
 		}
-		return p.serverLogin(ctx, cfg, conn, cred)
+		lc, err := p.serverLogin(ctx, cfg, conn, cred)
+		if err != nil {
+			return conn, err // pgconn closes the connection it returns
+		}
+		return lc, nil
 	}
 }
 
