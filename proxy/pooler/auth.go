@@ -110,10 +110,15 @@ type loginUser struct {
 // authentication failed" (scram-sha-256); a user missing from auth_file
 // under trust "\"trust\" authentication failed". A SCRAM login against a
 // SCRAM secret keeps the keys it proved, so that the server login can use
-// them (serverauth.go).
-func (p *Proxy) authenticate(c *client, u loginUser) error {
+// them (serverauth.go). auth_type hba takes the method from the first
+// matching line of auth_hba_file (hba.go), cert the TLS client
+// certificate's name.
+func (p *Proxy) authenticate(c *client, db string, u loginUser) error {
 	cfg := p.conf()
 	method := cfg.AuthType
+	if method == AuthHBA {
+		method = hbaMethod(*p.auth.hba.Load(), c.remote, c.tlsVersion != 0, db, u.name)
+	}
 	kind := kindOf(u.secret)
 	if method == AuthMD5 && u.found && kind == secretSCRAM {
 		method = AuthSCRAM // PgBouncer's finish_set_pool
@@ -122,6 +127,12 @@ func (p *Proxy) authenticate(c *client, u loginUser) error {
 	switch method {
 	case AuthAny:
 		return nil
+	case AuthReject:
+		return errors.New("login rejected")
+	case AuthPeer: // no Unix socket peer login yet
+		return errors.New("unix socket login rejected")
+	case AuthCert:
+		return p.certLogin(c, u)
 	case AuthTrust:
 		if !u.found && (cfg.AuthFile != "" || cfg.AuthUser != "") {
 			return errors.New(`"trust" authentication failed`)

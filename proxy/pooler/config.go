@@ -90,6 +90,9 @@ type Config struct {
 	// auth_query (PgBouncer's default when empty); AuthDBName is auth_dbname
 	// (PgBouncer 1.19+).
 	AuthUser, AuthQuery, AuthDBName string
+	// AuthHBAFile is auth_hba_file: with AuthType hba, the method of each
+	// connection comes from its first matching line (hba.go).
+	AuthHBAFile string
 	// ClientTLSSSLMode is client_tls_sslmode: disable (""), allow, prefer,
 	// require, verify-ca or verify-full, as PgBouncer has them
 	// (clienttls.go). ClientTLSCertFile and ClientTLSKeyFile are the
@@ -252,13 +255,20 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server_connect_timeout: %v: want more than 0", c.ServerConnectTimeout)
 	}
 	switch c.AuthType {
-	case AuthTrust, AuthAny:
+	case AuthTrust, AuthAny, AuthCert:
 	case AuthSCRAM, AuthMD5, AuthPlain:
-		if c.AuthFile == "" {
+		if c.AuthFile == "" && c.AuthUser == "" {
 			return fmt.Errorf("auth_file: required with auth_type %s", c.AuthType)
 		}
+	case AuthHBA:
+		if c.AuthHBAFile == "" {
+			return errors.New("auth_hba_file: required with auth_type hba")
+		}
+		if _, _, err := loadHBA(c.AuthHBAFile); err != nil {
+			return fmt.Errorf("auth_hba_file: %w", err)
+		}
 	default:
-		return fmt.Errorf("auth_type: %q: want trust, any, plain, md5 or scram-sha-256", c.AuthType)
+		return fmt.Errorf("auth_type: %q: want trust, any, plain, md5, scram-sha-256, cert or hba", c.AuthType)
 	}
 	if c.AuthFile != "" {
 		// Which users auth_type can check is decided at each login, and
@@ -360,6 +370,7 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	c.ServerConnectTimeout, c.ServerLoginRetry = s.ServerConnectTimeout, s.ServerLoginRetry
 	c.AuthType, c.AuthFile = s.AuthType, s.AuthFile
 	c.AuthUser, c.AuthQuery, c.AuthDBName = s.Other["auth_user"], s.Other["auth_query"], s.Other["auth_dbname"]
+	c.AuthHBAFile = s.Other["auth_hba_file"]
 	c.ClientTLSSSLMode, c.ClientTLSCertFile, c.ClientTLSKeyFile, c.ClientTLSCAFile = s.ClientTLSSSLMode, s.ClientTLSCertFile, s.ClientTLSKeyFile, s.ClientTLSCAFile
 	c.IgnoreStartupParameters = s.IgnoreStartupParameters
 	c.Databases, c.Users = s.Databases, s.Users
@@ -421,7 +432,7 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 		if k == "pkt_buf" || k == "max_packet_size" {
 			continue // applied above
 		}
-		if k == "auth_user" || k == "auth_query" || k == "auth_dbname" {
+		if k == "auth_user" || k == "auth_query" || k == "auth_dbname" || k == "auth_hba_file" {
 			continue // applied above (authquery.go)
 		}
 		skip(k, s.Other[k], "no effect in poolsim proxy")

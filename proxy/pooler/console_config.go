@@ -99,6 +99,10 @@ var configFields = map[string]configField{
 		},
 		put: func(c *Config, s *poolconf.Settings) { c.AuthQuery = s.Other["auth_query"] },
 	},
+	"auth_hba_file": {
+		get: func(c *Config) any { return c.AuthHBAFile },
+		put: func(c *Config, s *poolconf.Settings) { c.AuthHBAFile = s.Other["auth_hba_file"] },
+	},
 	"auth_dbname": {
 		get: func(c *Config) any { return orNull(c.AuthDBName) },
 		put: func(c *Config, s *poolconf.Settings) { c.AuthDBName = s.Other["auth_dbname"] },

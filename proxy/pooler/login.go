@@ -177,7 +177,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		p.refuseLogin(c, refused)
 		return
 	}
-	if err := p.authenticate(c, lu); err != nil {
+	if err := p.authenticate(c, db, lu); err != nil {
 		if !timedOut(err) {
 			p.refuseLogin(c, poolerError(authFailureText(err))) // 08P01, as PgBouncer sends it
 		}

@@ -133,6 +133,10 @@ func (p *Proxy) setConfig(cfg *Config) error {
 	if err != nil {
 		return err
 	}
+	hba, err := p.loadAuthHBA(cfg) // auth_type hba (hba.go)
+	if err != nil {
+		return err
+	}
 	ignore := make([]string, len(cfg.IgnoreStartupParameters))
 	for i, n := range cfg.IgnoreStartupParameters {
 		ignore[i] = strings.ToLower(n)
@@ -142,6 +146,7 @@ func (p *Proxy) setConfig(cfg *Config) error {
 	p.ignore = ignore
 	p.mu.Unlock()
 	p.secrets.Store(&secrets)
+	p.auth.hba.Store(&hba)
 	p.tls.Store(tc)
 	p.live.Store(cfg)
 	return nil

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,6 +49,7 @@ type authState struct {
 	keys    sync.Map // user + "\x00" + secret -> scramKeys
 	mu      sync.Mutex
 	queried map[[2]string]string // (database, user) -> secret from auth_query
+	hba     atomic.Pointer[[]hbaRule] // auth_hba_file's rules (hba.go)
 }
 
 // keepSCRAMKeys records the keys a client proved for user's SCRAM secret.
