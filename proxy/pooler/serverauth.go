@@ -48,7 +48,7 @@ type scramKeys struct{ clientKey, serverKey []byte }
 type authState struct {
 	keys    sync.Map // user + "\x00" + secret -> scramKeys
 	mu      sync.Mutex
-	queried map[[2]string]string // (database, user) -> secret from auth_query
+	queried map[[2]string]string      // (database, user) -> secret from auth_query
 	hba     atomic.Pointer[[]hbaRule] // auth_hba_file's rules (hba.go)
 }
 
