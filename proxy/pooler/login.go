@@ -63,9 +63,11 @@ func authFailureText(err error) string {
 	return err.Error()
 }
 
-// refuseLogin ends a login with a FATAL error, logged as PgBouncer logs a
-// client it closes ("closing because: REASON (age=Ns)").
+// refuseLogin ends a login with a FATAL error, logged as PgBouncer logs
+// it ("pooler error: REASON") and the client it closes ("closing because:
+// REASON (age=Ns)").
 func (p *Proxy) refuseLogin(c *client, e *pgproto3.ErrorResponse) {
+	p.clientLogf(c, "pooler error: %s", e.Message) // log_pooler_errors
 	p.clientLogf(c, "closing because: %s (age=%ds)", e.Message, int64(time.Since(c.connectTime.time()).Seconds()))
 	sendFatal(c.lg.w, e)
 }
@@ -152,6 +154,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		db = user
 	}
 	c.lg.appName = startup["application_name"]
+	c.lg.db, c.lg.user = db, user
 	p.mu.Lock()
 	ignore := p.ignore
 	p.mu.Unlock()
