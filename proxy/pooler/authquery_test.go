@@ -227,3 +227,36 @@ func TestCertAuth(t *testing.T) {
 		}
 	}
 }
+
+// TestSetAuthSettings: the console's SET of auth_type with an auth_file
+// that mixes md5 and SCRAM secrets (which used to fail: "SET failed"), and
+// of auth_user, which then serves the next logins, on the proxy and on
+// PgBouncer 1.18; the proxy also takes auth_dbname (PgBouncer 1.19).
+func TestSetAuthSettings(t *testing.T) {
+	authRoles(t)
+	users := passThroughUsers()
+	users["poolsim"] = "poolsim"
+	ptg := proxyTarget(t, AuthTrust, authUserFile(t, users), []poolconf.Database{passDB("passdb"), passDB("authdb")}, nil)
+	btg := bouncerTarget(t, AuthTrust, users, []string{passDBLine("passdb"), passDBLine("authdb")},
+		map[string]string{"admin_users": "poolsim"})
+	for _, tg := range []authTarget{ptg, btg} {
+		ctx := testCtx(t, 30*time.Second)
+		admin := connect(ctx, t, tg.dsn("pgbouncer", "poolsim", "poolsim"))
+		for _, q := range []string{"SET auth_type = 'md5'", "SET auth_user = 'aut_check'"} {
+			if _, err := admin.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %s: %v", tg.name, q, err)
+			}
+		}
+		if got := tryQuery(ctx, tg.dsn("passdb", "aut_q", autQPass)); got != "" {
+			t.Errorf("%s: aut_q through auth_user set by SET: %q", tg.name, got)
+		}
+		if tg.name == "proxy" {
+			if _, err := admin.Exec(ctx, "SET auth_dbname = 'authdb'"); err != nil {
+				t.Fatalf("proxy: SET auth_dbname: %v", err)
+			}
+			if got := tryQuery(ctx, tg.dsn("passdb", "aut_q", autQPass)); got != "" {
+				t.Errorf("proxy: aut_q with auth_dbname set by SET: %q", got)
+			}
+		}
+	}
+}

@@ -168,7 +168,6 @@ func init() {
 func configKeys() []poolconf.Key {
 	keys := append([]poolconf.Key(nil), poolconf.Keys18...)
 	keys = append(keys, poolconf.MaxPreparedStatementsKey)
-	keys = append(keys, poolconf.AuthDBNameKey) // PgBouncer 1.19+
 	sortBy(keys, func(k poolconf.Key) string { return k.Name })
 	return keys
 }
