@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -82,18 +84,35 @@ func (p *Proxy) queryUser(c *client, cfg *Config, ent poolconf.Database, authUse
 	}
 	ctx, cancel := context.WithTimeout(p.base, cfg.ServerConnectTimeout)
 	defer cancel()
-	pc, err := pgconn.ConnectConfig(ctx, conf)
-	if err != nil {
-		p.clientLogf(c, "auth_query: server login as %s failed: %v", authUser, err)
-		return loginUser{}, serverErrorResponse(err)
-	}
-	defer pc.Close(ctx)
 	q := cfg.AuthQuery
 	if q == "" {
 		k, _ := poolconf.LookupKey("auth_query")
 		q = k.Default
 	}
-	res := pc.ExecParams(ctx, q, [][]byte{[]byte(user)}, nil, nil, nil).Read()
+	key := fmt.Sprintf("%s:%d/%s/%s", conf.Host, conf.Port, conf.Database, conf.User)
+	var res *pgconn.Result
+	for fresh := false; ; fresh = true {
+		pc := p.auth.conns.take(key)
+		if pc == nil {
+			fresh = true
+			if pc, err = pgconn.ConnectConfig(ctx, conf); err != nil {
+				p.clientLogf(c, "auth_query: server login as %s failed: %v", authUser, err)
+				return loginUser{}, serverErrorResponse(err)
+			}
+		}
+		res = pc.ExecParams(ctx, q, [][]byte{[]byte(user)}, nil, nil, nil).Read()
+		var pe *pgconn.PgError
+		if res.Err == nil || errors.As(res.Err, &pe) {
+			p.auth.conns.put(key, pc) // kept for the next lookup, as PgBouncer's pooled server
+			break
+		}
+		pc.Close(ctx)
+		if fresh {
+			break
+		}
+		// The idle connection had gone (a server restart): once more on a
+		// new one.
+	}
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(res.Err, &pe):
@@ -122,4 +141,55 @@ func (p *Proxy) queryUser(c *client, cfg *Config, ent poolconf.Database, authUse
 	secret := string(row[1])
 	p.keepQueried(ent.Name, user, secret)
 	return loginUser{name: user, secret: secret, found: true}, nil
+}
+
+// authConns keeps one idle auth_query connection per server login (host,
+// port, database, user), so that a lookup does not open a server
+// connection each time; Serve closes them when it ends.
+type authConns struct {
+	mu     sync.Mutex
+	idle   map[string]*pgconn.PgConn
+	closed bool
+}
+
+// take returns the idle connection for key, if any.
+func (a *authConns) take(key string) *pgconn.PgConn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	pc := a.idle[key]
+	delete(a.idle, key)
+	return pc
+}
+
+// put keeps pc idle for key unless one is kept already or the proxy has
+// stopped; otherwise pc is closed.
+func (a *authConns) put(key string, pc *pgconn.PgConn) {
+	a.mu.Lock()
+	if a.closed || a.idle[key] != nil || pc.IsClosed() || pc.TxStatus() != 'I' {
+		a.mu.Unlock()
+		closeAuthConn(pc)
+		return
+	}
+	if a.idle == nil {
+		a.idle = map[string]*pgconn.PgConn{}
+	}
+	a.idle[key] = pc
+	a.mu.Unlock()
+}
+
+// closeAll closes the idle connections; later ones are closed when put.
+func (a *authConns) closeAll() {
+	a.mu.Lock()
+	idle := a.idle
+	a.idle, a.closed = nil, true
+	a.mu.Unlock()
+	for _, pc := range idle {
+		closeAuthConn(pc)
+	}
+}
+
+func closeAuthConn(pc *pgconn.PgConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = pc.Close(ctx)
 }

@@ -78,8 +78,29 @@ func TestAuthDBName(t *testing.T) {
 		c.AuthUser, c.AuthDBName = "aut_check", "nowhere"
 	})
 	ctx := testCtx(t, 30*time.Second)
-	if got := tryQuery(ctx, tg.dsn("passdb", "aut_q", autQPass)); got != "" {
-		t.Errorf("passdb (auth_dbname=authdb): %q", got)
+	checkers := func() int64 { // aut_check's server connections
+		var n int64
+		su := connect(ctx, t, cluster.SuperuserDSN("postgres"))
+		defer su.Close(ctx)
+		if err := su.QueryRow(ctx, "select count(*) from pg_stat_activity where usename = 'aut_check'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for checkers() != 0 { // those of earlier tests are closing
+		select {
+		case <-ctx.Done():
+			t.Fatalf("aut_check connections of earlier tests still open")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	for range 3 {
+		if got := tryQuery(ctx, tg.dsn("passdb", "aut_q", autQPass)); got != "" {
+			t.Errorf("passdb (auth_dbname=authdb): %q", got)
+		}
+	}
+	if n := checkers(); n != 1 {
+		t.Errorf("3 lookups: %d auth_query connections open, want the one kept", n)
 	}
 	if got := tryQuery(ctx, tg.dsn("plaindb", "aut_q", autQPass)); got != "bouncer config error" {
 		t.Errorf("plaindb (global auth_dbname=nowhere): %q, want bouncer config error", got)

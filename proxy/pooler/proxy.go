@@ -232,6 +232,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		p.shutdown()
 	}
 	p.wg.Wait()
+	p.auth.conns.closeAll() // auth_query's (authquery.go)
 	return err
 }
 

@@ -50,6 +50,7 @@ type authState struct {
 	mu      sync.Mutex
 	queried map[[2]string]string      // (database, user) -> secret from auth_query
 	hba     atomic.Pointer[[]hbaRule] // auth_hba_file's rules (hba.go)
+	conns   authConns                 // idle auth_query connections (authquery.go)
 }
 
 // keepSCRAMKeys records the keys a client proved for user's SCRAM secret.
