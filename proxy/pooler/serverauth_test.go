@@ -1,9 +1,13 @@
 package pooler
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/poolsim/poolsim/lab/pgbouncer"
 	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
@@ -346,5 +351,43 @@ func TestMixedAuthFile(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLoggedInConn: the connection handed to pgconn after the proxy's own
+// login drops pgconn's StartupMessage however it is split across writes,
+// passes what follows, reads AuthenticationOk first, and is given back
+// bare only when nothing is left buffered.
+func TestLoggedInConn(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	sm, _ := (&pgproto3.StartupMessage{ProtocolVersion: protocol30, Parameters: map[string]string{"user": "u"}}).Encode(nil)
+	ok, _ := (&pgproto3.AuthenticationOk{}).Encode(nil)
+	lc := &loggedInConn{Conn: a, pending: bytes.NewReader(ok), br: bufio.NewReader(a), skip: -1}
+	got := make(chan []byte, 1)
+	go func() { // owner: this test; ends when it has read 3 bytes
+		buf := make([]byte, 3)
+		_, _ = io.ReadFull(b, buf)
+		got <- buf
+	}()
+	for _, part := range [][]byte{sm[:2], sm[2:7], append(append([]byte(nil), sm[7:]...), 'x'), []byte("yz")} {
+		if n, err := lc.Write(part); err != nil || n != len(part) {
+			t.Fatalf("Write(%d bytes) = %d, %v", len(part), n, err)
+		}
+	}
+	if s := string(<-got); s != "xyz" {
+		t.Errorf("passed to the server: %q, want xyz (the StartupMessage dropped)", s)
+	}
+	buf := make([]byte, 16)
+	if n, err := lc.Read(buf); err != nil || !bytes.Equal(buf[:n], ok) {
+		t.Errorf("first read: %x, %v; want AuthenticationOk %x", buf[:n], err, ok)
+	}
+	if c, err := serverConnOf(lc); err != nil || c != a {
+		t.Errorf("serverConnOf: %v, %v; want the bare connection", c, err)
+	}
+	lc.pending = bytes.NewReader(ok)
+	if _, err := serverConnOf(lc); err == nil {
+		t.Errorf("serverConnOf with bytes unread: no error")
 	}
 }
