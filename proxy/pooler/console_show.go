@@ -576,7 +576,7 @@ func (p *Proxy) showFDs() *table {
 			}
 			row := []any{c.sk.fd, "client", c.pool.key.user, c.pool.key.db, addr, port, cancelKey(c.pid, c.secret), link}
 			row = append(row, varsRow(&c.want)...)
-			t.row(append(row, nil, nil, nil)...)
+			t.row(append(row, p.fdAuth(c.pool)...)...) // serverauth.go
 		}
 		for _, pl := range p.poolList() {
 			for _, s := range pl.allServers() {
@@ -594,7 +594,7 @@ func (p *Proxy) showFDs() *table {
 				}
 				row := []any{s.sk.fd, "server", pl.key.user, pl.key.db, addr, port, key, link}
 				row = append(row, varsRow(&s.have)...)
-				t.row(append(row, nil, nil, nil)...)
+				t.row(append(row, p.fdAuth(pl)...)...)
 			}
 		}
 	})

@@ -118,6 +118,27 @@ func (p *Proxy) useServerLogin(conf *pgconn.Config, ent poolconf.Database) {
 	}
 }
 
+// fdAuth is SHOW FDS' password, scram_client_key and scram_server_key
+// of a connection of pool pl, what a new process needs to log the pool's
+// user in to the server after an online restart (PgBouncer's
+// show_one_fd): the secret auth_query found for a user not in auth_file,
+// and the SCRAM keys a client proved for the user's secret; NULL for none.
+func (p *Proxy) fdAuth(pl *pool) []any {
+	out := []any{nil, nil, nil}
+	if pl == nil {
+		return out
+	}
+	db, user := pl.key.db, pl.key.user
+	secret := p.userSecret(db, user)
+	if _, inFile := (*p.secrets.Load())[user]; !inFile && secret != "" {
+		out[0] = secret
+	}
+	if k, ok := p.scramKeysFor(user, secret); ok {
+		out[1], out[2] = k.clientKey, k.serverKey
+	}
+	return out
+}
+
 // serverCred is what a server login answers authentication requests with.
 type serverCred struct {
 	user    string

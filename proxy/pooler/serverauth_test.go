@@ -391,3 +391,49 @@ func TestLoggedInConn(t *testing.T) {
 		t.Errorf("serverConnOf with bytes unread: no error")
 	}
 }
+
+// TestShowFDsSCRAMKeys: after a SCRAM login against a SCRAM secret, SHOW
+// FDS lists the keys the client proved with the user's connections (what
+// an online restart hands over so that the new process can log in to the
+// server), on the proxy and on PgBouncer 1.18.
+func TestShowFDsSCRAMKeys(t *testing.T) {
+	authRoles(t)
+	users := passThroughUsers()
+	for _, tg := range []authTarget{
+		proxyTarget(t, AuthMD5, authUserFile(t, users), []poolconf.Database{passDB("passdb")}, func(c *Config) {
+			c.AdminUsers = []string{"aut_pw"}
+		}),
+		bouncerTarget(t, AuthMD5, users, []string{passDBLine("passdb")}, map[string]string{"admin_users": "aut_pw"}),
+	} {
+		ctx := testCtx(t, 30*time.Second)
+		conn := connect(ctx, t, tg.dsn("passdb", "aut_scram", autSCRAMPass))
+		if _, err := conn.Exec(ctx, "select 1"); err != nil {
+			t.Fatalf("%s: %v", tg.name, err)
+		}
+		admin := connect(ctx, t, tg.dsn("pgbouncer", "aut_pw", autPWPass))
+		rows, err := admin.Query(ctx, "SHOW FDS")
+		if err != nil {
+			t.Fatalf("%s: SHOW FDS: %v", tg.name, err)
+		}
+		keyed := 0
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := map[string]any{}
+			for i, f := range rows.FieldDescriptions() {
+				m[f.Name] = vals[i]
+			}
+			if m["user"] == "aut_scram" && m["scram_client_key"] != nil && m["scram_server_key"] != nil {
+				keyed++
+			}
+		}
+		rows.Close()
+		if keyed == 0 {
+			t.Errorf("%s: SHOW FDS: no aut_scram connection with its SCRAM keys", tg.name)
+		}
+		conn.Close(ctx)
+		admin.Close(ctx)
+	}
+}
