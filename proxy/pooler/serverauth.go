@@ -139,6 +139,19 @@ func (p *Proxy) fdAuth(pl *pool) []any {
 	return out
 }
 
+// takeOverAuth is the other side of fdAuth, for an online restart: what
+// the old process listed for a connection of user to database db (its
+// SHOW FDS password, scram_client_key and scram_server_key) is kept as if
+// this process had seen the login; empty values add nothing.
+func (p *Proxy) takeOverAuth(db, user, password string, clientKey, serverKey []byte) {
+	if password != "" {
+		p.keepQueried(db, user, password)
+	}
+	if len(clientKey) == sha256.Size && len(serverKey) == sha256.Size {
+		p.keepSCRAMKeys(user, p.userSecret(db, user), scramKeys{clientKey: clientKey, serverKey: serverKey})
+	}
+}
+
 // serverCred is what a server login answers authentication requests with.
 type serverCred struct {
 	user    string

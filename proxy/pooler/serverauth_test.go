@@ -437,3 +437,30 @@ func TestShowFDsSCRAMKeys(t *testing.T) {
 		admin.Close(ctx)
 	}
 }
+
+// TestTakeOverAuth: what SHOW FDS lists for a connection (fdAuth) and
+// takeOverAuth takes in give the same credentials back: the auth_query
+// secret of a user not in auth_file and the SCRAM keys of its secret.
+func TestTakeOverAuth(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Listen, cfg.Upstream = "127.0.0.1:0", "postgres://x@127.0.0.1:1/x"
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, sk := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	p.takeOverAuth("db", "u", fixedSCRAMSecret(), ck, sk)
+	got := p.fdAuth(&pool{key: poolKey{"db", "u"}})
+	if got[0] != fixedSCRAMSecret() || !bytes.Equal(got[1].([]byte), ck) || !bytes.Equal(got[2].([]byte), sk) {
+		t.Errorf("fdAuth after takeOverAuth = %v", got)
+	}
+	if got := p.fdAuth(&pool{key: poolKey{"db", "other"}}); got[0] != nil || got[1] != nil {
+		t.Errorf("fdAuth of a user never seen = %v, want NULLs", got)
+	}
+}
+
+// fixedSCRAMSecret is a SCRAM secret (PgBouncer's suite's scramuser1) for
+// tests that need no cluster.
+func fixedSCRAMSecret() string {
+	return "SCRAM-SHA-256$4096:D76gvGUVj9Z4DNiGoabOBg==$RukL0Xo3Ql/2F9FsD7mcQ3GATG2fD3PA71qY1JagGDs=:BhKUwyyivFm7Tq2jDJVXSVRbRDgTWyBilZKgg6DDuYU="
+}
