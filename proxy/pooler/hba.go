@@ -34,13 +34,12 @@ const (
 
 // hbaRule is one line of an hba file.
 type hbaRule struct {
-	kind      string // local, host, hostssl, hostnossl
-	dbs       hbaNames
-	users     hbaNames
-	prefix    netip.Prefix // host lines
-	method    string       // trust, reject, md5, plain, scram-sha-256, cert, peer
-	line      int
-	allowUnix bool
+	kind   string // local, host, hostssl, hostnossl
+	dbs    hbaNames
+	users  hbaNames
+	prefix netip.Prefix // host lines
+	method string       // trust, reject, md5, plain, scram-sha-256, cert, peer
+	line   int
 }
 
 // hbaNames is a DATABASE or USER column.
@@ -84,13 +83,13 @@ func loadHBA(path string) (rules []hbaRule, bad []string, err error) {
 func hbaFields(line string) ([]string, error) {
 	var out []string
 	var b strings.Builder
-	in, quoted, started := false, false, false
+	in, started := false, false
 	flush := func() {
 		if started {
 			out = append(out, b.String())
 		}
 		b.Reset()
-		started, quoted = false, false
+		started = false
 	}
 	for i := 0; i < len(line); i++ {
 		ch := line[i]
@@ -102,7 +101,7 @@ func hbaFields(line string) ([]string, error) {
 				b.WriteByte(ch)
 			}
 		case ch == '"':
-			in, quoted, started = true, true, true
+			in, started = true, true
 			b.WriteByte(0) // marks a quoted part: never a keyword
 		case ch == '#':
 			flush()
@@ -114,7 +113,6 @@ func hbaFields(line string) ([]string, error) {
 			started = true
 		}
 	}
-	_ = quoted
 	if in {
 		return nil, fmt.Errorf("unterminated quote")
 	}
