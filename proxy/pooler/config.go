@@ -77,11 +77,15 @@ type Config struct {
 	// client that needs one is refused at once ("server login has been
 	// failing, try again later"); 0 retries at once.
 	ServerLoginRetry time.Duration
-	// AuthType is auth_type: AuthTrust, AuthAny, AuthPlain, AuthMD5 or
-	// AuthSCRAM (PgBouncer's names).
+	// AuthType is auth_type: AuthTrust, AuthAny, AuthPlain, AuthMD5,
+	// AuthSCRAM, AuthCert or AuthHBA (PgBouncer's names).
 	AuthType string
-	// AuthFile is auth_file, PgBouncer's userlist.txt format:
-	// "user" "password-or-SCRAM-secret" per line. Needed for AuthSCRAM.
+	// AuthFile is auth_file, PgBouncer's userlist.txt format: "user"
+	// "secret" per line, the secret a plain password, an md5 hash or a
+	// SCRAM-SHA-256 secret (one file may mix them: each login checks what
+	// its user's secret can serve, authfile.go). Server logins without a
+	// password in their [databases] entry use these secrets too
+	// (serverauth.go).
 	AuthFile string
 	// AuthUser is auth_user: a user not in AuthFile is looked up with
 	// AuthQuery, run as this user (whose secret is in AuthFile) on the
