@@ -160,7 +160,8 @@ type serverCred struct {
 	hasKeys bool
 }
 
-// errWrongPasswordType is PgBouncer's kill_pool_logins text when the
+// serverLoginError is PgBouncer's kill_pool_logins text ("server login
+// failed: ...") for a login the proxy gives up, e.g. when the
 // stored secret cannot answer the server's method: as a server error, every
 // client waiting for the pool gets it at once.
 func serverLoginError(msg string) *pgconn.PgError {
