@@ -66,7 +66,8 @@ func TestAuthQuery(t *testing.T) {
 // auth_query on another database's server; naming a database that is not
 // configured refuses with "bouncer config error" and logs why, a disabled
 // one with `authentication database "X" is disabled`; a database's own
-// auth_dbname wins over the global one.
+// auth_dbname wins over the global one. A database no entry serves is "no
+// such database", logged as PgBouncer logs it.
 func TestAuthDBName(t *testing.T) {
 	authRoles(t)
 	users := map[string]string{"aut_check": autCheckPass, "poolsim": "poolsim"}
@@ -76,6 +77,7 @@ func TestAuthDBName(t *testing.T) {
 	plain := passDB("plaindb")
 	tg := proxyTarget(t, AuthMD5, authUserFile(t, users), []poolconf.Database{authdb, d, plain}, func(c *Config) {
 		c.AuthUser, c.AuthDBName = "aut_check", "nowhere"
+		c.Upstream = "" // no fallback: only the entries above are served
 	})
 	ctx := testCtx(t, 30*time.Second)
 	checkers := func() int64 { // aut_check's server connections
@@ -107,6 +109,14 @@ func TestAuthDBName(t *testing.T) {
 	}
 	if !strings.Contains(tg.log(), `authentication database "nowhere" is not configured`) {
 		t.Errorf("not logged: authentication database \"nowhere\" is not configured")
+	}
+	// A database nothing serves, after a good login (the lab's PgBouncer
+	// always has a "*" entry; the text is checked against it elsewhere).
+	if got := tryQuery(ctx, tg.dsn("nosuchdb", "aut_check", autCheckPass)); got != "no such database: nosuchdb" {
+		t.Errorf("nosuchdb: %q", got)
+	}
+	if !strings.Contains(tg.log(), "closing because: no such database: nosuchdb (age=") {
+		t.Errorf("not logged: closing because: no such database: nosuchdb")
 	}
 	conn := connect(ctx, t, strings.Replace(tg.dsn("pgbouncer", "poolsim", "poolsim"), "&connect_timeout=10", "", 1)+"&default_query_exec_mode=simple_protocol")
 	if _, err := conn.Exec(ctx, "DISABLE authdb"); err != nil {

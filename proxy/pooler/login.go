@@ -160,7 +160,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	p.mu.Unlock()
 	want, extra, refuse := parseStartup(startup, ignore)
 	if refuse != "" {
-		sendFatal(c.lg.w, poolerError(string(refuse)))
+		p.refuseLogin(c, poolerError(string(refuse)))
 		return
 	}
 	c.remote, c.local = addrPort(conn.RemoteAddr()), addrPort(conn.LocalAddr())
@@ -168,11 +168,11 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		p.enterConsole(c)
 	} else if consoleOnly {
 		p.stats.refusedFDLimit.Add(1)
-		sendFatal(c.lg.w, poolerError(errFDLimit))
+		p.refuseLogin(c, poolerError(errFDLimit))
 		return
 	} else if p.overMaxClientConn() {
 		p.stats.refusedMaxClient.Add(1)
-		sendFatal(c.lg.w, poolerError(poolmode.ErrMaxClientConn))
+		p.refuseLogin(c, poolerError(poolmode.ErrMaxClientConn))
 		return
 	}
 	lu, refused := p.loginUserFor(c, db, user) // auth_file, auth_query (authquery.go)
@@ -195,18 +195,18 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		role := p.consoleRole(user)
 		if role == roleNone {
 			// PgBouncer's admin_post_login: after authentication.
-			sendFatal(c.lg.w, poolerError("not allowed"))
+			p.refuseLogin(c, poolerError("not allowed"))
 			return
 		}
 		p.admin(c, consoleUser{name: user, role: role})
 		return
 	}
 	if p.stoppingNow() {
-		sendFatal(c.lg.w, poolerError("pgbouncer is shutting down"))
+		p.refuseLogin(c, poolerError("pgbouncer is shutting down"))
 		return
 	}
 	if p.dbDisabled(db) {
-		sendFatal(c.lg.w, poolerError(errDisabled(db)))
+		p.refuseLogin(c, poolerError(errDisabled(db)))
 		return
 	}
 	c.st.logins = 1
