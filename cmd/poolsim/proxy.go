@@ -185,7 +185,7 @@ func newProxyFlags(stderr io.Writer) *proxyOptions {
 	fs.IntVar(&cfg.MaxPreparedStatements, "max-prepared-statements", def.MaxPreparedStatements,
 		"max_prepared_statements: named prepared statements kept per server connection in transaction/statement mode; 0 = off, as in PgBouncer 1.18 (1.24+ defaults to 200)")
 	fs.StringVar(&cfg.ServerResetQuery, "server-reset-query", def.ServerResetQuery, "server_reset_query: run in session mode before a server is reused")
-	fs.StringVar(&cfg.AuthType, "auth-type", def.AuthType, "auth_type: trust, any, plain, md5 or scram-sha-256")
+	fs.StringVar(&cfg.AuthType, "auth-type", def.AuthType, "auth_type: trust, any, plain, md5, scram-sha-256, cert or hba (auth_hba_file from --config)")
 	fs.StringVar(&cfg.AuthFile, "auth-file", "", "auth_file: PgBouncer userlist.txt (\"user\" \"password, md5 or SCRAM secret\")")
 	fs.StringSliceVar(&cfg.IgnoreStartupParameters, "ignore-startup-parameters", nil, "ignore_startup_parameters: startup parameters to drop; every other one is applied to the client's session")
 	fs.DurationVar(&cfg.ClientLoginTimeout, "client-login-timeout", def.ClientLoginTimeout, "client_login_timeout: close a client that has not logged in this long after connecting, 0 = never")

@@ -187,6 +187,8 @@ func (s *Settings) addDatabase(name, conn string) error {
 			d.Password = v
 		case "auth_user":
 			d.AuthUser = v
+		case "auth_dbname":
+			d.AuthDBName = v
 		case "pool_size":
 			num(&d.PoolSize)
 		case "min_pool_size":
@@ -208,7 +210,7 @@ func (s *Settings) addDatabase(name, conn string) error {
 		case "timezone":
 			d.TimeZone = v
 		default:
-			return fmt.Errorf("unknown database option %q: want host, port, dbname, user, password, auth_user, pool_size, min_pool_size, reserve_pool, max_db_connections, pool_mode, connect_query, client_encoding, datestyle or timezone", k)
+			return fmt.Errorf("unknown database option %q: want host, port, dbname, user, password, auth_user, auth_dbname, pool_size, min_pool_size, reserve_pool, max_db_connections, pool_mode, connect_query, client_encoding, datestyle or timezone", k)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, err)

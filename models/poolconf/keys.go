@@ -109,11 +109,18 @@ var Keys18 = []Key{
 // (0, not tracked) as its default.
 var MaxPreparedStatementsKey = Key{Name: "max_prepared_statements", Default: "0", Changeable: true}
 
+// AuthDBNameKey is auth_dbname (PgBouncer 1.19+): the database whose server
+// runs auth_query; NULL by default (the client's own database).
+var AuthDBNameKey = Key{Name: "auth_dbname", Null: true, Changeable: true}
+
 // LookupKey finds a [pgbouncer] key poolsim knows (case-sensitive, as
 // PgBouncer's names are lower case).
 func LookupKey(name string) (Key, bool) {
 	if name == MaxPreparedStatementsKey.Name {
 		return MaxPreparedStatementsKey, true
+	}
+	if name == AuthDBNameKey.Name {
+		return AuthDBNameKey, true
 	}
 	for _, k := range Keys18 {
 		if k.Name == name {

@@ -91,6 +91,9 @@ type Database struct {
 	User     string // user: a forced user for every server login; "" = the client's
 	Password string // password for User
 	AuthUser string // auth_user
+	// AuthDBName is auth_dbname (PgBouncer 1.19+): the database whose
+	// server runs auth_query for this one; "" = the global one.
+	AuthDBName string
 
 	PoolSize         int           // pool_size; Unset = default_pool_size
 	MinPoolSize      int           // min_pool_size; Unset = the global one

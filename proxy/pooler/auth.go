@@ -15,66 +15,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
-
-// loadAuthFile reads a PgBouncer auth_file (userlist.txt): one
-// `"user" "secret"` per line, `""` escaping a quote inside a field; lines
-// not starting with a quote are ignored. The secret is a plain password or a
-// SCRAM-SHA-256 secret as stored in pg_authid.
-func loadAuthFile(path string) (map[string]string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, `"`) {
-			continue
-		}
-		user, rest, ok := quoted(line)
-		if !ok {
-			return nil, fmt.Errorf("%s:%d: bad user field", path, i+1)
-		}
-		secret, _, ok := quoted(strings.TrimSpace(rest))
-		if !ok {
-			return nil, fmt.Errorf("%s:%d: bad password field", path, i+1)
-		}
-		if strings.HasPrefix(secret, "SCRAM-SHA-256$") {
-			if _, err := parseSCRAMSecret(secret); err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
-			}
-		}
-		out[user] = secret
-	}
-	return out, nil
-}
-
-// quoted reads one "..." field with "" as an escaped quote.
-func quoted(s string) (field, rest string, ok bool) {
-	if !strings.HasPrefix(s, `"`) {
-		return "", "", false
-	}
-	var b strings.Builder
-	for i := 1; i < len(s); i++ {
-		if s[i] != '"' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+1 < len(s) && s[i+1] == '"' {
-			b.WriteByte('"')
-			i++
-			continue
-		}
-		return b.String(), s[i+1:], true
-	}
-	return "", "", false
-}
 
 // scramSecret is a SCRAM-SHA-256 verifier.
 type scramSecret struct {
@@ -146,24 +91,50 @@ func isMD5Secret(s string) bool {
 	return err == nil
 }
 
+// loginUser is who a client logs in as: its name and stored secret from
+// auth_file or auth_query (found), or no secret at all (a user PgBouncer
+// would "mock-authenticate": the exchange runs and fails, so the reply does
+// not tell whether the user exists).
+type loginUser struct {
+	name   string
+	secret string
+	found  bool
+}
+
 // authenticate checks the client's credentials as auth_type says, with
-// PgBouncer 1.18's refusals: for a wrong password or an unknown user
-// "password authentication failed" (md5, plain) or "SASL authentication
-// failed" (scram-sha-256), the exchange run either way so that the reply
-// does not tell whether the user exists; "\"trust\" authentication
-// failed" for a user missing from auth_file under trust.
-func (p *Proxy) authenticate(c *client, user string) error {
+// PgBouncer 1.18's rules and refusals. Under md5 a user whose secret is a
+// SCRAM secret is asked for SCRAM-SHA-256 instead; under scram-sha-256 a
+// user with an md5 secret cannot log in; plain checks a clear-text
+// password against any kind of secret. A wrong password or an unknown user
+// gets "password authentication failed" (md5, plain) or "SASL
+// authentication failed" (scram-sha-256); a user missing from auth_file
+// under trust "\"trust\" authentication failed". A SCRAM login against a
+// SCRAM secret keeps the keys it proved, so that the server login can use
+// them (serverauth.go). auth_type hba takes the method from the first
+// matching line of auth_hba_file (hba.go), cert the TLS client
+// certificate's name.
+func (p *Proxy) authenticate(c *client, db string, u loginUser) error {
 	cfg := p.conf()
-	secrets := *p.secrets.Load()
-	stored, ok := secrets[user]
+	method := cfg.AuthType
+	if method == AuthHBA {
+		method = hbaMethod(*p.auth.hba.Load(), c.remote, c.tlsVersion != 0, db, u.name)
+	}
+	kind := kindOf(u.secret)
+	if method == AuthMD5 && u.found && kind == secretSCRAM {
+		method = AuthSCRAM // PgBouncer's finish_set_pool
+	}
 	failed := errors.New("password authentication failed")
-	switch cfg.AuthType {
+	switch method {
 	case AuthAny:
 		return nil
+	case AuthReject:
+		return errors.New("login rejected")
 	case AuthPeer:
-		return p.peerLogin(c, user, ok)
+		return p.peerLogin(c, u.name, u.found)
+	case AuthCert:
+		return p.certLogin(c, u)
 	case AuthTrust:
-		if cfg.AuthFile != "" && !ok {
+		if !u.found && (cfg.AuthFile != "" || cfg.AuthUser != "") {
 			return errors.New(`"trust" authentication failed`)
 		}
 		return nil
@@ -172,7 +143,10 @@ func (p *Proxy) authenticate(c *client, user string) error {
 		if err != nil {
 			return err
 		}
-		if !ok || subtle.ConstantTimeCompare([]byte(pw), []byte(stored)) != 1 {
+		if pw == "" {
+			return errors.New("empty password returned by client")
+		}
+		if !u.found || !checkPlain(u.name, pw, u.secret) {
 			return failed
 		}
 		return nil
@@ -183,12 +157,15 @@ func (p *Proxy) authenticate(c *client, user string) error {
 		if err != nil {
 			return err
 		}
-		inner := stored
-		if !isMD5Secret(stored) {
-			inner = "md5" + md5hex(stored+user)
+		if got == "" {
+			return errors.New("empty password returned by client")
+		}
+		inner := u.secret
+		if kind == secretPlain {
+			inner = "md5" + md5hex(u.secret+u.name)
 		}
 		want := "md5" + md5hex(inner[3:]+string(salt[:]))
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		if !u.found || u.secret == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			return failed
 		}
 		return nil
@@ -196,13 +173,23 @@ func (p *Proxy) authenticate(c *client, user string) error {
 	// PgBouncer 1.18 ends every failed SCRAM exchange (wrong password,
 	// unknown user, bad nonce) with "SASL authentication failed".
 	saslFailed := errors.New("SASL authentication failed")
-	sec, err := secretFor(stored)
-	if !ok || err != nil {
+	usable := u.found && u.secret != "" && kind != secretMD5
+	if u.found && kind == secretMD5 {
+		p.clientLogf(c, "SCRAM authentication failed: user has MD5 secret")
+	}
+	var sec scramSecret
+	var err error
+	if usable {
+		sec, err = secretFor(u.secret)
+		usable = err == nil
+	}
+	if !usable {
 		// Run the exchange anyway with a random secret, so the reply does not
 		// tell whether the user exists.
 		sec, _ = secretFor(string(rand.Text()))
 	}
-	if err := scramExchange(c.lg.r, c.lg.w, sec); err != nil {
+	clientKey, err := scramExchange(c.lg.r, c.lg.w, sec)
+	if err != nil {
 		var ne net.Error
 		switch {
 		case errors.Is(err, errProtocol), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &ne):
@@ -212,10 +199,37 @@ func (p *Proxy) authenticate(c *client, user string) error {
 		}
 		return saslFailed
 	}
-	if !ok {
+	if !usable {
 		return saslFailed
 	}
+	if kind == secretSCRAM {
+		p.keepSCRAMKeys(u.name, u.secret, scramKeys{clientKey: clientKey, serverKey: sec.serverKey})
+	}
 	return nil
+}
+
+// checkPlain checks a clear-text password against a stored secret of any
+// kind (PgBouncer's check_client_passwd for auth_type plain).
+func checkPlain(user, pw, secret string) bool {
+	if secret == "" {
+		return false // PgBouncer refuses empty passwords
+	}
+	switch kindOf(secret) {
+	case secretMD5:
+		return subtle.ConstantTimeCompare([]byte("md5"+md5hex(pw+user)), []byte(secret)) == 1
+	case secretSCRAM:
+		sec, err := parseSCRAMSecret(secret)
+		if err != nil {
+			return false
+		}
+		salted, err := pbkdf2.Key(sha256.New, pw, sec.salt, sec.iter, sha256.Size)
+		if err != nil {
+			return false
+		}
+		stored := sha256.Sum256(hmacSHA256(salted, "Client Key"))
+		return hmac.Equal(stored[:], sec.storedKey)
+	}
+	return subtle.ConstantTimeCompare([]byte(pw), []byte(secret)) == 1
 }
 
 // errSASLMechanism is PgBouncer's text for a SASLInitialResponse that
@@ -245,25 +259,25 @@ func md5hex(s string) string {
 }
 
 // scramExchange runs the server side of SCRAM-SHA-256 (RFC 5802, RFC 7677)
-// without channel binding.
-func scramExchange(r *bufio.Reader, w *bufio.Writer, sec scramSecret) error {
+// without channel binding and returns the ClientKey the client proved.
+func scramExchange(r *bufio.Reader, w *bufio.Writer, sec scramSecret) ([]byte, error) {
 	if err := send(w, &pgproto3.AuthenticationSASL{AuthMechanisms: []string{"SCRAM-SHA-256"}}); err != nil {
-		return err
+		return nil, err
 	}
 	if err := w.Flush(); err != nil {
-		return err
+		return nil, err
 	}
 	var scratch []byte
 	b, err := readAuthMessage(r, &scratch)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var init pgproto3.SASLInitialResponse
 	if err := init.Decode(b); err != nil {
-		return errors.New("scram: bad initial response")
+		return nil, errors.New("scram: bad initial response")
 	}
 	if init.AuthMechanism != "SCRAM-SHA-256" {
-		return errSASLMechanism
+		return nil, errSASLMechanism
 	}
 	cfm := string(init.Data)
 	var gs2 string
@@ -271,7 +285,7 @@ func scramExchange(r *bufio.Reader, w *bufio.Writer, sec scramSecret) error {
 	case strings.HasPrefix(cfm, "n,,"), strings.HasPrefix(cfm, "y,,"):
 		gs2 = cfm[:3]
 	default:
-		return errors.New("scram: channel binding not supported")
+		return nil, errors.New("scram: channel binding not supported")
 	}
 	bare := cfm[3:]
 	var clientNonce string
@@ -281,33 +295,33 @@ func scramExchange(r *bufio.Reader, w *bufio.Writer, sec scramSecret) error {
 		}
 	}
 	if clientNonce == "" {
-		return errors.New("scram: no client nonce")
+		return nil, errors.New("scram: no client nonce")
 	}
 	nb := make([]byte, 18)
 	_, _ = rand.Read(nb)
 	nonce := clientNonce + base64.StdEncoding.EncodeToString(nb)
 	sfm := fmt.Sprintf("r=%s,s=%s,i=%d", nonce, base64.StdEncoding.EncodeToString(sec.salt), sec.iter)
 	if err := send(w, &pgproto3.AuthenticationSASLContinue{Data: []byte(sfm)}); err != nil {
-		return err
+		return nil, err
 	}
 	if err := w.Flush(); err != nil {
-		return err
+		return nil, err
 	}
 	b, err = readAuthMessage(r, &scratch)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfinal := string(b) // SASLResponse's body is the data itself
 	withoutProof, proof64, ok := strings.Cut(cfinal, ",p=")
 	if !ok {
-		return errors.New("scram: no proof")
+		return nil, errors.New("scram: no proof")
 	}
 	if withoutProof != "c="+base64.StdEncoding.EncodeToString([]byte(gs2))+",r="+nonce {
-		return errors.New("scram: bad channel binding or nonce")
+		return nil, errors.New("scram: bad channel binding or nonce")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proof64)
 	if err != nil || len(proof) != sha256.Size {
-		return errors.New("scram: bad proof")
+		return nil, errors.New("scram: bad proof")
 	}
 	authMsg := bare + "," + sfm + "," + withoutProof
 	sig := hmacSHA256(sec.storedKey, authMsg)
@@ -315,10 +329,10 @@ func scramExchange(r *bufio.Reader, w *bufio.Writer, sec scramSecret) error {
 	subtle.XORBytes(ck, proof, sig)
 	got := sha256.Sum256(ck)
 	if !hmac.Equal(got[:], sec.storedKey) {
-		return errors.New("scram: wrong password")
+		return nil, errors.New("scram: wrong password")
 	}
 	v := "v=" + base64.StdEncoding.EncodeToString(hmacSHA256(sec.serverKey, authMsg))
-	return send(w, &pgproto3.AuthenticationSASLFinal{Data: []byte(v)})
+	return ck, send(w, &pgproto3.AuthenticationSASLFinal{Data: []byte(v)})
 }
 
 // readAuthMessage reads one 'p' message (password, SASL) and returns a copy

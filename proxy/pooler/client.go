@@ -78,6 +78,9 @@ type loginIO struct {
 	r       *bufio.Reader
 	w       *bufio.Writer
 	appName string
+	// db and user are the start-up packet's, for log lines before the
+	// client has a pool.
+	db, user string
 }
 
 // stamp is a wall-clock instant in Unix nanoseconds, 0 for none: 8 bytes

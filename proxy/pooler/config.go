@@ -97,12 +97,26 @@ type Config struct {
 	// client that needs one is refused at once ("server login has been
 	// failing, try again later"); 0 retries at once.
 	ServerLoginRetry time.Duration
-	// AuthType is auth_type: AuthTrust, AuthAny, AuthPlain, AuthMD5 or
-	// AuthSCRAM (PgBouncer's names).
+	// AuthType is auth_type: AuthTrust, AuthAny, AuthPlain, AuthMD5,
+	// AuthSCRAM, AuthCert or AuthHBA (PgBouncer's names).
 	AuthType string
-	// AuthFile is auth_file, PgBouncer's userlist.txt format:
-	// "user" "password-or-SCRAM-secret" per line. Needed for AuthSCRAM.
+	// AuthFile is auth_file, PgBouncer's userlist.txt format: "user"
+	// "secret" per line, the secret a plain password, an md5 hash or a
+	// SCRAM-SHA-256 secret (one file may mix them: each login checks what
+	// its user's secret can serve, authfile.go). Server logins without a
+	// password in their [databases] entry use these secrets too
+	// (serverauth.go).
 	AuthFile string
+	// AuthUser is auth_user: a user not in AuthFile is looked up with
+	// AuthQuery, run as this user (whose secret is in AuthFile) on the
+	// server of the client's database, or of AuthDBName's; a [databases]
+	// entry's auth_user and auth_dbname win over these. AuthQuery is
+	// auth_query (PgBouncer's default when empty); AuthDBName is auth_dbname
+	// (PgBouncer 1.19+).
+	AuthUser, AuthQuery, AuthDBName string
+	// AuthHBAFile is auth_hba_file: with AuthType hba, the method of each
+	// connection comes from its first matching line (hba.go).
+	AuthHBAFile string
 	// ClientTLSSSLMode is client_tls_sslmode: disable (""), allow, prefer,
 	// require, verify-ca or verify-full, as PgBouncer has them
 	// (clienttls.go). ClientTLSCertFile and ClientTLSKeyFile are the
@@ -276,32 +290,27 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server_connect_timeout: %v: want more than 0", c.ServerConnectTimeout)
 	}
 	switch c.AuthType {
-	case AuthTrust, AuthAny, AuthPeer:
+	case AuthTrust, AuthAny, AuthPeer, AuthCert:
 	case AuthSCRAM, AuthMD5, AuthPlain:
-		if c.AuthFile == "" {
+		if c.AuthFile == "" && c.AuthUser == "" {
 			return fmt.Errorf("auth_file: required with auth_type %s", c.AuthType)
 		}
+	case AuthHBA:
+		if c.AuthHBAFile == "" {
+			return errors.New("auth_hba_file: required with auth_type hba")
+		}
+		if _, _, err := loadHBA(c.AuthHBAFile); err != nil {
+			return fmt.Errorf("auth_hba_file: %w", err)
+		}
 	default:
-		return fmt.Errorf("auth_type: %q: want trust, any, plain, md5, scram-sha-256 or peer", c.AuthType)
+		return fmt.Errorf("auth_type: %q: want trust, any, plain, md5, scram-sha-256, cert, hba or peer", c.AuthType)
 	}
 	if c.AuthFile != "" {
-		secrets, err := loadAuthFile(c.AuthFile)
-		if err != nil {
+		// Which users auth_type can check is decided at each login, and
+		// broken lines are logged (setConfig): only an unreadable file is
+		// refused.
+		if _, _, err := loadAuthFile(c.AuthFile); err != nil {
 			return fmt.Errorf("auth_file: %w", err)
-		}
-		if c.AuthType == AuthSCRAM || c.AuthType == AuthPlain {
-			for u, sec := range secrets {
-				if isMD5Secret(sec) {
-					return fmt.Errorf("auth_file: user %q has an md5 secret, which auth_type %s cannot check (use md5, or a plain or SCRAM secret)", u, c.AuthType)
-				}
-			}
-		}
-		if c.AuthType == AuthPlain || c.AuthType == AuthMD5 {
-			for u, sec := range secrets {
-				if strings.HasPrefix(sec, "SCRAM-SHA-256$") {
-					return fmt.Errorf("auth_file: user %q has a SCRAM secret, which auth_type %s cannot check (use scram-sha-256, or a plain secret)", u, c.AuthType)
-				}
-			}
 		}
 	}
 	if err := c.checkClientTLS(); err != nil {
@@ -392,6 +401,8 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	c.Pooling = s.Pooling
 	c.ServerConnectTimeout, c.ServerLoginRetry = s.ServerConnectTimeout, s.ServerLoginRetry
 	c.AuthType, c.AuthFile = s.AuthType, s.AuthFile
+	c.AuthUser, c.AuthQuery, c.AuthDBName = s.Other["auth_user"], s.Other["auth_query"], s.Other["auth_dbname"]
+	c.AuthHBAFile = s.Other["auth_hba_file"]
 	c.ClientTLSSSLMode, c.ClientTLSCertFile, c.ClientTLSKeyFile, c.ClientTLSCAFile = s.ClientTLSSSLMode, s.ClientTLSCertFile, s.ClientTLSKeyFile, s.ClientTLSCAFile
 	c.IgnoreStartupParameters = s.IgnoreStartupParameters
 	c.Databases, c.Users = s.Databases, s.Users
@@ -440,8 +451,8 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 		*dst = n // Validate checks the range
 	}
 	for _, d := range s.Databases {
-		if d.MinPoolSize != poolconf.Unset || d.ReservePool != poolconf.Unset || d.ConnectQuery != "" || d.AuthUser != "" {
-			skip("[databases] "+d.Name, "min_pool_size/reserve_pool/connect_query/auth_user", "not implemented")
+		if d.MinPoolSize != poolconf.Unset || d.ReservePool != poolconf.Unset || d.ConnectQuery != "" {
+			skip("[databases] "+d.Name, "min_pool_size/reserve_pool/connect_query", "not implemented")
 		}
 	}
 	keys := make([]string, 0, len(s.Other))
@@ -455,6 +466,9 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 		}
 		if opsKeys[k] {
 			continue // applied by applyListen (listen.go)
+		}
+		if k == "auth_user" || k == "auth_query" || k == "auth_dbname" || k == "auth_hba_file" {
+			continue // applied above (authquery.go)
 		}
 		skip(k, s.Other[k], "no effect in poolsim proxy")
 	}

@@ -76,9 +76,9 @@ func TestLoadAuthFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := loadAuthFile(path)
-	if err != nil {
-		t.Fatal(err)
+	got, bad, err := loadAuthFile(path)
+	if err != nil || len(bad) != 0 {
+		t.Fatal(err, bad)
 	}
 	want := map[string]string{"plain": "secret", `quo"ted`: `pa"ss`}
 	for k, v := range want {

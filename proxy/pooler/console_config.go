@@ -85,6 +85,28 @@ var configFields = map[string]configField{
 		get: func(c *Config) any { return c.AuthType },
 		put: func(c *Config, s *poolconf.Settings) { c.AuthType = s.AuthType },
 	},
+	"auth_user": {
+		get: func(c *Config) any { return orNull(c.AuthUser) },
+		put: func(c *Config, s *poolconf.Settings) { c.AuthUser = s.Other["auth_user"] },
+	},
+	"auth_query": {
+		get: func(c *Config) any {
+			if c.AuthQuery == "" {
+				k, _ := poolconf.LookupKey("auth_query")
+				return k.Default
+			}
+			return c.AuthQuery
+		},
+		put: func(c *Config, s *poolconf.Settings) { c.AuthQuery = s.Other["auth_query"] },
+	},
+	"auth_hba_file": {
+		get: func(c *Config) any { return c.AuthHBAFile },
+		put: func(c *Config, s *poolconf.Settings) { c.AuthHBAFile = s.Other["auth_hba_file"] },
+	},
+	"auth_dbname": {
+		get: func(c *Config) any { return orNull(c.AuthDBName) },
+		put: func(c *Config, s *poolconf.Settings) { c.AuthDBName = s.Other["auth_dbname"] },
+	},
 	"conffile": {get: func(c *Config) any { return orNull(c.ConfFile) }},
 	"client_tls_sslmode": {
 		get: func(c *Config) any { return c.clientTLSMode() },

@@ -66,6 +66,15 @@ func authFailureText(err error) string {
 	return err.Error()
 }
 
+// refuseLogin ends a login with a FATAL error, logged as PgBouncer logs
+// it ("pooler error: REASON") and the client it closes ("closing because:
+// REASON (age=Ns)").
+func (p *Proxy) refuseLogin(c *client, e *pgproto3.ErrorResponse) {
+	p.clientLogf(c, "pooler error: %s", e.Message) // log_pooler_errors
+	p.clientLogf(c, "closing because: %s (age=%ds)", e.Message, int64(time.Since(c.connectTime.time()).Seconds()))
+	sendFatal(c.lg.w, e)
+}
+
 // errLoginTimeout is client_login_timeout firing.
 var errLoginTimeout = errors.New("client_login_timeout")
 
@@ -153,12 +162,13 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		db = user
 	}
 	c.lg.appName = startup["application_name"]
+	c.lg.db, c.lg.user = db, user
 	p.mu.Lock()
 	ignore := p.ignore
 	p.mu.Unlock()
 	want, extra, refuse := parseStartup(startup, ignore)
 	if refuse != "" {
-		sendFatal(c.lg.w, poolerError(string(refuse)))
+		p.refuseLogin(c, poolerError(string(refuse)))
 		return
 	}
 	c.remote, c.local = addrPort(conn.RemoteAddr()), addrPort(conn.LocalAddr())
@@ -166,20 +176,25 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		p.enterConsole(c)
 	} else if consoleOnly {
 		p.stats.refusedFDLimit.Add(1)
-		sendFatal(c.lg.w, poolerError(errFDLimit))
+		p.refuseLogin(c, poolerError(errFDLimit))
 		return
 	} else if p.overMaxClientConn() {
 		p.stats.refusedMaxClient.Add(1)
-		sendFatal(c.lg.w, poolerError(poolmode.ErrMaxClientConn))
+		p.refuseLogin(c, poolerError(poolmode.ErrMaxClientConn))
 		return
 	}
 	if p.ownConsoleUser(c, db, user) { // peer.go: "pgbouncer" over the Unix socket
 		p.consoleAsOwnUser(c, user)
 		return
 	}
-	if err := p.authenticate(c, user); err != nil {
+	lu, refused := p.loginUserFor(c, db, user) // auth_file, auth_query (authquery.go)
+	if refused != nil {
+		p.refuseLogin(c, refused)
+		return
+	}
+	if err := p.authenticate(c, db, lu); err != nil {
 		if !timedOut(err) {
-			sendFatal(c.lg.w, poolerError(authFailureText(err))) // 08P01, as PgBouncer sends it
+			p.refuseLogin(c, poolerError(authFailureText(err))) // 08P01, as PgBouncer sends it
 		}
 		return
 	}
@@ -192,18 +207,18 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		role := p.consoleRole(user)
 		if role == roleNone {
 			// PgBouncer's admin_post_login: after authentication.
-			sendFatal(c.lg.w, poolerError("not allowed"))
+			p.refuseLogin(c, poolerError("not allowed"))
 			return
 		}
 		p.admin(c, consoleUser{name: user, role: role})
 		return
 	}
 	if p.stoppingNow() {
-		sendFatal(c.lg.w, poolerError("pgbouncer is shutting down"))
+		p.refuseLogin(c, poolerError("pgbouncer is shutting down"))
 		return
 	}
 	if p.dbDisabled(db) {
-		sendFatal(c.lg.w, poolerError(errDisabled(db)))
+		p.refuseLogin(c, poolerError(errDisabled(db)))
 		return
 	}
 	c.st.logins = 1
@@ -212,7 +227,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		if !errors.Is(err, errNoSuchDatabase) {
 			p.logf("client %d: %v", c.id, err)
 		}
-		sendFatal(c.lg.w, poolerError("no such database: "+db))
+		p.refuseLogin(c, poolerError("no such database: "+db))
 		return
 	}
 	c.pool = pl
@@ -227,7 +242,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 			err = loginTimeoutError("client_login_timeout (server down)")
 		}
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second)) // the login deadline may have passed
-		sendFatal(c.lg.w, serverErrorResponse(err))
+		p.refuseLogin(c, serverErrorResponse(err))
 		p.dropClient(c)
 		return
 	}

@@ -21,6 +21,8 @@ func (p *Proxy) clientLogf(c *client, format string, args ...any) {
 	db, user := "(nodb)", "(nouser)"
 	if c.pool != nil {
 		db, user = c.pool.key.db, c.pool.key.user
+	} else if lg := c.lg; lg != nil && lg.user != "" {
+		db, user = lg.db, lg.user // logging in, as PgBouncer names it then
 	}
 	addr := "unix"
 	switch {

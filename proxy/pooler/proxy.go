@@ -28,6 +28,7 @@ type Proxy struct {
 	secrets  atomic.Pointer[map[string]string] // auth_file: user -> password or SCRAM secret
 	ignore   []string                          // ignore_startup_parameters, lower case (login goroutines read it under mu)
 	tls      atomic.Pointer[tls.Config]        // client TLS (clienttls.go); nil when client_tls_sslmode is disable
+	auth     authState                         // SCRAM keys and auth_query secrets for server logins (serverauth.go)
 
 	observer Observer // Config.Observer, fixed at New; nil: none
 
@@ -122,11 +123,21 @@ func (p *Proxy) setConfig(cfg *Config) error {
 	secrets := map[string]string{}
 	if cfg.AuthFile != "" {
 		var err error
-		if secrets, err = loadAuthFile(cfg.AuthFile); err != nil {
+		var bad []string
+		if secrets, bad, err = loadAuthFile(cfg.AuthFile); err != nil {
 			return fmt.Errorf("auth_file: %w", err)
+		}
+		for _, b := range bad {
+			if cfg.Logf != nil { // PgBouncer: "broken auth file"; the other users load
+				cfg.Logf("%s", b)
+			}
 		}
 	}
 	tc, err := cfg.clientTLSConfig()
+	if err != nil {
+		return err
+	}
+	hba, err := p.loadAuthHBA(cfg) // auth_type hba (hba.go)
 	if err != nil {
 		return err
 	}
@@ -139,6 +150,7 @@ func (p *Proxy) setConfig(cfg *Config) error {
 	p.ignore = ignore
 	p.mu.Unlock()
 	p.secrets.Store(&secrets)
+	p.auth.hba.Store(&hba)
 	p.tls.Store(tc)
 	p.live.Store(cfg)
 	return nil
@@ -261,6 +273,7 @@ func (p *Proxy) serve(ctx context.Context, lns []net.Listener, t *Takeover) erro
 		p.shutdown()
 	}
 	p.wg.Wait()
+	p.auth.conns.closeAll() // auth_query's (authquery.go)
 	return err
 }
 
@@ -542,7 +555,8 @@ func (p *Proxy) getPool(db, user string) (*pool, error) {
 // serverConfig is how the pool of database entry ent and user logs in to
 // PostgreSQL: the upstream URL's settings for the fallback entry, else the
 // entry's own host, port and dbname; the entry's forced user and password,
-// else the client's user with its auth_file password (or the upstream's).
+// else the client's user with its auth_file or auth_query secret (or the
+// upstream's password), as useServerLogin sets it up.
 // It runs under p.mu.
 func (p *Proxy) serverConfig(ent poolconf.Database, user string) (*pgconn.Config, error) {
 	var conf *pgconn.Config
@@ -555,9 +569,6 @@ func (p *Proxy) serverConfig(ent poolconf.Database, user string) (*pgconn.Config
 			return nil, fmt.Errorf("database %s: %w", ent.Name, err)
 		}
 		conf.Password = ""
-		if pw := (*p.secrets.Load())[user]; pw != "" && !strings.HasPrefix(pw, "SCRAM-SHA-256$") && !isMD5Secret(pw) {
-			conf.Password = pw
-		}
 	}
 	conf.Database = ent.Name
 	if ent.DBName != "" {
@@ -572,6 +583,7 @@ func (p *Proxy) serverConfig(ent poolconf.Database, user string) (*pgconn.Config
 			conf.RuntimeParams[k] = v
 		}
 	}
+	p.useServerLogin(conf, ent) // the password or the client's credentials (serverauth.go)
 	return conf, nil
 }
 

@@ -83,6 +83,12 @@ func dialServer(ctx context.Context, p *pool) (*server, map[string]string, error
 		pc.Close(ctx)
 		return nil, nil, fmt.Errorf("hijack server connection: %w", err)
 	}
+	conn, err := serverConnOf(hj.Conn) // the proxy did the login (serverauth.go)
+	if err != nil {
+		_ = hj.Conn.Close()
+		return nil, nil, err
+	}
+	hj.Conn = conn
 	s := &server{
 		id:          serverIDs.Add(1),
 		pool:        p,

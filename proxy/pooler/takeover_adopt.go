@@ -99,7 +99,7 @@ func (p *Proxy) adoptRows(rows []fdRow) error {
 			servers[r.oldFD] = s
 			continue
 		}
-		p.takeoverKeepSCRAMKeys(r.user, r.scramClient, r.scramServer)
+		p.takeOverAuth(r.db, r.user, r.password, r.scramClient, r.scramServer) // serverauth.go
 		c, err := p.adoptClient(pl, r, fd)
 		if err != nil {
 			return err

@@ -194,10 +194,9 @@ func (p *Proxy) fdTable(pass bool) (*table, []int, error) {
 				return
 			}
 			socks = append(socks, &c.sk)
-			ck, sk := p.takeoverSCRAMKeys(c.pool.key.user)
 			row := []any{c.sk.fd, "client", c.pool.key.user, c.pool.key.db, addr, port, cancelKey(c.pid, c.secret), link}
 			row = append(row, varsRow(&c.want)...)
-			t.row(append(row, nil, ck, sk)...)
+			t.row(append(row, p.fdAuth(c.pool)...)...) // password, scram keys (serverauth.go)
 		}
 		for _, pl := range p.poolList() {
 			for _, s := range pl.allServers() {
@@ -220,10 +219,9 @@ func (p *Proxy) fdTable(pass bool) (*table, []int, error) {
 					return
 				}
 				socks = append(socks, &s.sk)
-				ck, sk := p.takeoverSCRAMKeys(pl.key.user)
 				row := []any{s.sk.fd, "server", pl.key.user, pl.key.db, addr, port, key, link}
 				row = append(row, varsRow(&s.have)...)
-				t.row(append(row, nil, ck, sk)...)
+				t.row(append(row, p.fdAuth(pl)...)...)
 			}
 		}
 		if pass && derr == nil {
