@@ -232,10 +232,17 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	b = append(b, welcomeFor(params, &c.want, c.extra)...)
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: binary.BigEndian.AppendUint32(nil, c.secret)}).Encode(b)
 	b, _ = (&pgproto3.ReadyForQuery{TxStatus: byte(poolmode.Idle)}).Encode(b)
-	_, _ = c.lg.w.Write(b)
-	if err := c.lg.w.Flush(); err != nil {
-		p.dropClient(c)
-		return
+	// Settings the client asked for are tried on a server before its login
+	// completes (startup_check.go): the loop sends the rest of the login.
+	var welcome []byte
+	if c.startupKey = startupKey(want, extra); c.startupKey != "" {
+		welcome = b
+	} else {
+		_, _ = c.lg.w.Write(b)
+		if err := c.lg.w.Flush(); err != nil {
+			p.dropClient(c)
+			return
+		}
 	}
 	// The loop takes the connection over, with anything the client sent
 	// past its login.
@@ -253,7 +260,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		p.dropClient(c)
 		return
 	}
-	if !p.loop.post(func() { c.adopt(fd, buffered) }) {
+	if !p.loop.post(func() { c.adopt(fd, buffered, welcome) }) {
 		_ = sysClose(fd)
 		p.dropClient(c)
 		return

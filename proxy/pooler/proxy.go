@@ -55,6 +55,7 @@ type Proxy struct {
 	counts    statsState        // SHOW STATS averages (stats.go)
 
 	mu     sync.Mutex
+	setMu  sync.Mutex // one console SET at a time (console_config.go)
 	pools  map[poolKey]*pool
 	dbs    map[string]*dbCount
 	users  map[string]*dbCount // server connections per user, for max_user_connections
@@ -367,6 +368,7 @@ func (p *Proxy) tick(now time.Time) {
 	p.nextTick = now.Add(janitorPeriod)
 	p.suspendProgress(now)
 	p.statsTick(now)
+	p.guardClients(now) // janitor.go
 	if d := p.conf().QueryWaitTimeout; d > 0 {
 		for _, pl := range p.loopPools {
 			pl.expireWaiters(now, d)
@@ -376,6 +378,8 @@ func (p *Proxy) tick(now time.Time) {
 		if d := p.conf().ServerIdleTimeout; d > 0 {
 			pl.closeIdle(now, d, "server idle timeout")
 		}
+		// server_lifetime of idle servers (janitor.go)
+		pl.closeOld(now, p.conf().ServerLifetime)
 		pl.launch() // waiters may need a login (e.g. after a failed one)
 	}
 	if d := p.conf().AutodbIdleTimeout; d > 0 {
