@@ -43,7 +43,6 @@ const (
 	reasonWaitQueryTimeout = "query_timeout"
 	reasonIdleTransaction  = "idle transaction timeout"
 	reasonClientIdle       = "client_idle_timeout"
-	reasonLifetime         = "server lifetime over"
 )
 
 // guardClients runs the guards; it runs on the loop, at a janitor tick,
@@ -138,44 +137,3 @@ func (s *server) terminate() {
 
 // ageSecs is PgBouncer's "age" of a connection in whole seconds.
 func ageSecs(now, since time.Time) int64 { return int64(now.Sub(since) / time.Second) }
-
-// closeOld closes the idle servers older than server_lifetime lt, at the
-// janitor's tick, as PgBouncer's janitor does (a server that stays idle is
-// not left open past its lifetime), spaced as lifeOver says.
-func (p *pool) closeOld(now time.Time, lt time.Duration) {
-	if lt <= 0 {
-		return
-	}
-	for {
-		var old *server
-		for _, s := range p.queue.Idle() {
-			if now.Sub(s.connectTime) >= lt {
-				old = s
-				break
-			}
-		}
-		if old == nil || !p.lifeOver(old, now, lt) {
-			return
-		}
-		p.closeServer(old, reasonLifetime)
-	}
-}
-
-// lifeOver reports whether s, older than server_lifetime lt, may be closed
-// now: as PgBouncer's life_over, the closes of a pool are spaced by at
-// least lt/pool_size, so its servers are not all opened again together. A
-// true answer counts as a close.
-func (p *pool) lifeOver(s *server, now time.Time, lt time.Duration) bool {
-	if now.Sub(s.connectTime) < lt {
-		return false
-	}
-	var gap time.Duration
-	if p.size > 0 {
-		gap = lt / time.Duration(p.size)
-	}
-	if !p.lastLifetimeClose.IsZero() && now.Sub(p.lastLifetimeClose) < gap {
-		return false
-	}
-	p.lastLifetimeClose = now
-	return true
-}

@@ -68,9 +68,6 @@ type pool struct {
 	// it is guarded by Proxy.mu, so that a pool is never dropped
 	// (autodb_idle_timeout) under a client that has just found it.
 	refs int
-	// lastLifetimeClose is when server_lifetime last closed a server
-	// (lifeOver, janitor.go).
-	lastLifetimeClose time.Time
 	// checked holds the startup settings already tried on a server of the
 	// pool (checkStartup, startup_check.go): nil for those PostgreSQL took,
 	// its error for the others. Loop-owned.
@@ -437,7 +434,7 @@ func (p *pool) release(s *server) {
 		s.state = stateBeingCanceled
 		return
 	}
-	if lt := p.px.conf().ServerLifetime; lt > 0 && p.lifeOver(s, p.px.loop.now, lt) {
+	if lt := p.px.conf().ServerLifetime; lt > 0 && p.px.loop.now.Sub(s.connectTime) > lt {
 		p.closeServer(s, "server lifetime over")
 		return
 	}

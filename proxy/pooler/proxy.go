@@ -378,8 +378,6 @@ func (p *Proxy) tick(now time.Time) {
 		if d := p.conf().ServerIdleTimeout; d > 0 {
 			pl.closeIdle(now, d, "server idle timeout")
 		}
-		// server_lifetime of idle servers (janitor.go)
-		pl.closeOld(now, p.conf().ServerLifetime)
 		pl.launch() // waiters may need a login (e.g. after a failed one)
 	}
 	if d := p.conf().AutodbIdleTimeout; d > 0 {
