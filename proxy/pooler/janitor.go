@@ -19,11 +19,11 @@ import (
 //   - idle_transaction_timeout: a client whose server has said it is in a
 //     transaction (ReadyForQuery T or E) and that has sent nothing since,
 //     for longer than idle_transaction_timeout: the server is closed, the
-//     client gets FATAL "idle transaction timeout". It counts from that
-//     ReadyForQuery, in every pool mode; PgBouncer counts from the
-//     server's last message, so a NOTIFY or NOTICE reaching a client idle
-//     in a transaction starts its count again and such a leaked
-//     transaction is never closed - the proxy closes it.
+//     client gets FATAL "idle transaction timeout". It guards every
+//     transaction a client leaves open, in every pool mode, an aborted one
+//     (E) too, and counts from that ReadyForQuery: a message the server
+//     sends unasked meanwhile (a NOTICE) does not start the count again, as
+//     it does in PgBouncer, which counts from the server's last message.
 //   - client_idle_timeout: a client with no server linked whose last
 //     message came longer ago than client_idle_timeout gets FATAL
 //     "client_idle_timeout" and is closed (a session-mode client keeps its
@@ -43,6 +43,8 @@ const (
 	reasonWaitQueryTimeout = "query_timeout"
 	reasonIdleTransaction  = "idle transaction timeout"
 	reasonClientIdle       = "client_idle_timeout"
+	reasonWaitTimeout      = "query_wait_timeout"
+	reasonLoginServerDown  = "client_login_timeout (server down)"
 )
 
 // guardClients runs the guards; it runs on the loop, at a janitor tick,
@@ -137,3 +139,22 @@ func (s *server) terminate() {
 
 // ageSecs is PgBouncer's "age" of a connection in whole seconds.
 func ageSecs(now, since time.Time) int64 { return int64(now.Sub(since) / time.Second) }
+
+// welcomeWait is how long a client logging in at now may wait for its
+// pool's first server, and the reason it is closed with after that: the
+// earliest of query_timeout ("query_timeout"), query_wait_timeout and the
+// client_login_timeout deadline ("client_login_timeout (server down)"), as
+// PgBouncer's janitor checks a client waiting for its login (zero: no
+// limit).
+func welcomeWait(cfg *Config, now, loginDeadline time.Time) (time.Time, string) {
+	at, why := loginDeadline, reasonLoginServerDown
+	for _, l := range []struct {
+		d   time.Duration
+		why string
+	}{{cfg.QueryWaitTimeout, reasonWaitTimeout}, {cfg.QueryTimeout, reasonWaitQueryTimeout}} {
+		if l.d > 0 && (at.IsZero() || !now.Add(l.d).After(at)) {
+			at, why = now.Add(l.d), l.why
+		}
+	}
+	return at, why
+}

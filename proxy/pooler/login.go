@@ -206,13 +206,17 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	c.pool = pl
 	p.addClient(c)
 
-	params, err := pl.awaitWelcome(p.base, deadline)
+	wait, why := welcomeWait(p.conf(), time.Now(), deadline) // janitor.go
+	params, err := pl.awaitWelcome(p.base, wait)
 	if err != nil {
 		if errors.Is(err, errLoginTimeout) {
 			// PgBouncer's janitor: the pool never got a server to take its
 			// welcome from. The cause is in the proxy's log.
-			p.stats.loginTimeouts.Add(1)
-			err = loginTimeoutError("client_login_timeout (server down)")
+			if why == reasonLoginServerDown {
+				p.stats.loginTimeouts.Add(1)
+			}
+			p.clientLogf(c, "closing because: %s (age=%ds)", why, ageSecs(time.Now(), c.connectTime.time()))
+			err = loginTimeoutError(why)
 		}
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second)) // the login deadline may have passed
 		sendFatal(c.lg.w, serverErrorResponse(err))
