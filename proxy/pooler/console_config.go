@@ -170,11 +170,14 @@ func configKeys() []poolconf.Key {
 
 // configValue is a key's value as SHOW CONFIG shows it.
 func configValue(c *Config, k poolconf.Key) any {
-	if v, ok := c.Unapplied[k.Name]; ok { // a TLS setting SET could not apply is shown too
-		return v
+	if v, ok := c.Unapplied[k.Name]; ok && strings.Contains(k.Name, "_tls_") {
+		return v // a TLS setting SET recorded but could not apply, as PgBouncer shows it
 	}
 	if f, ok := configFields[k.Name]; ok {
 		return f.get(c)
+	}
+	if v, ok := c.Unapplied[k.Name]; ok {
+		return v
 	}
 	if k.Null {
 		return nil
