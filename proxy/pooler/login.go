@@ -215,7 +215,6 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 			if why == reasonLoginServerDown {
 				p.stats.loginTimeouts.Add(1)
 			}
-			p.clientLogf(c, "closing because: %s (age=%ds)", why, ageSecs(time.Now(), c.connectTime.time()))
 			err = loginTimeoutError(why)
 		}
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second)) // the login deadline may have passed
