@@ -75,7 +75,7 @@ func waitLog(ctx context.Context, t *testing.T, tg guardTarget, want string) {
 	for !strings.Contains(tg.log(), want) {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("%s: the log never said %q", tg.name, want)
+			t.Fatalf("%s: the log never said %q; it says:\n%s", tg.name, want, tg.log())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -257,9 +257,13 @@ func TestClientIdleTimeout(t *testing.T) {
 
 // TestQueryTimeoutAtLogin, on PgBouncer 1.18 and the proxy: a client
 // logging in to a database whose server accepts connections but never
-// answers waits at most query_timeout, then gets FATAL "query_timeout".
+// answers waits at most query_timeout, then gets FATAL "query_timeout";
+// the proxy logs the server login "closing because: connect timeout" once
+// server_connect_timeout fires; a refused one is logged "closing because:
+// connect failed" by both, PgBouncer's words.
 func TestQueryTimeoutAtLogin(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
+	logCtx := testCtx(t, 15*time.Second)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -287,19 +291,38 @@ func TestQueryTimeoutAtLogin(t *testing.T) {
 			_ = c.Close()
 		}
 	})
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := closed.Addr().(*net.TCPAddr).Port
+	_ = closed.Close() // nothing listens there now: connections are refused
 	port := ln.Addr().(*net.TCPAddr).Port
-	line := fmt.Sprintf("mute = host=127.0.0.1 port=%d dbname=poolsim", port)
-	for _, tg := range guardTargets(ctx, t, poolmode.Transaction, []string{line}, nil, func(c *Config) {
-		c.Databases = append(c.Databases, muteEntry(port))
+	t.Logf("silent server on port %d, nothing on port %d", port, closedPort)
+	lines := []string{fmt.Sprintf("mute = host=127.0.0.1 port=%d dbname=poolsim", port),
+		fmt.Sprintf("refused = host=127.0.0.1 port=%d dbname=poolsim", closedPort)}
+	for _, tg := range guardTargets(ctx, t, poolmode.Transaction, lines, nil, func(c *Config) {
+		c.Databases = append(c.Databases, muteEntry("mute", port), muteEntry("refused", closedPort))
 	}) {
 		t.Run(tg.name, func(t *testing.T) {
-			consoleSet(ctx, t, tg, "set query_timeout=1")
+			consoleSet(ctx, t, tg, "set query_timeout=1", "set server_connect_timeout='0.5'")
 			start := time.Now()
 			_, err := pgconn.Connect(ctx, strings.Replace(tg.dsn, "/poolsim?", "/mute?", 1))
 			wantFatal(t, "login to a database whose server does not answer", err, "query_timeout")
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("refused after %v, want about 1 s", d)
 			}
+			if tg.proxy != nil {
+				// PgBouncer 1.18 logs this test's silent server "connect
+				// failed" at once (a server in PostgreSQL's pre_auth_delay
+				// gets "connect timeout", as in its own test suite).
+				waitLog(logCtx, t, tg, "closing because: connect timeout (age=")
+			}
+			_, err = pgconn.Connect(ctx, strings.Replace(tg.dsn, "/poolsim?", "/refused?", 1))
+			if err == nil {
+				t.Error("login to a database whose server refuses connections: no error")
+			}
+			waitLog(ctx, t, tg, "closing because: connect failed (age=")
 		})
 	}
 }
@@ -346,9 +369,9 @@ func TestForcedUserPoolMode(t *testing.T) {
 	}
 }
 
-// muteEntry is a [databases] entry "mute" whose server is at port.
-func muteEntry(port int) poolconf.Database {
-	e := poolconf.NewDatabase("mute")
+// muteEntry is a [databases] entry name whose server is at port.
+func muteEntry(name string, port int) poolconf.Database {
+	e := poolconf.NewDatabase(name)
 	e.Host, e.Port, e.DBName = "127.0.0.1", port, "poolsim"
 	return e
 }

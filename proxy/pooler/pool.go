@@ -351,6 +351,7 @@ func (p *pool) connect() {
 // with no server are refused at once (check_fast_fail). The detail goes to
 // the log only.
 func (p *pool) loginFailed(err error) {
+	p.logLoginFailure(err) // loginlog.go
 	var pe *pgconn.PgError
 	failAll := p.queue.LoginFailed(errors.As(err, &pe))
 	p.loginFailing = true
