@@ -36,11 +36,7 @@ type client struct {
 	outstanding int // Query, Sync and FunctionCall sent, not yet answered by ReadyForQuery
 	fwdLeft     int // bytes of a large message still to pass to the server (or to drop with none linked)
 	// waitSince is when the request waiting for a server reached the proxy.
-	waitSince stamp
-	// idleTx is when the server last said the client is idle in a
-	// transaction (ReadyForQuery T or E, nothing pending), 0 when not:
-	// idle_transaction_timeout counts from it (janitor.go).
-	idleTx     stamp
+	waitSince  stamp
 	xactStart  stamp
 	queryStart stamp
 	st         counters // this client's share of SHOW STATS
@@ -56,6 +52,10 @@ type client struct {
 	checking   bool
 	welcome    []byte
 	startupKey string
+	// idleTx is when the server last said the client is idle in a
+	// transaction (ReadyForQuery T or E, nothing pending), 0 when not:
+	// idle_transaction_timeout counts from it (janitor.go).
+	idleTx stamp
 
 	// Prepared statements (pool.psOn): the client's statement names.
 	stmts map[string]*psEntry
