@@ -238,7 +238,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	// Settings the client asked for are tried on a server before its login
 	// completes (startup_check.go): the loop sends the rest of the login.
 	var welcome []byte
-	if c.startupKey = startupKey(want, extra); c.startupKey != "" {
+	if c.startupKey = startupKey(want, extra, params); c.startupKey != "" {
 		welcome = b
 	} else {
 		_, _ = c.lg.w.Write(b)

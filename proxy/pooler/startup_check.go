@@ -31,12 +31,14 @@ import (
 const maxChecked = 1024
 
 // startupKey is the settings a client asked for, as the pool's memory of
-// checked settings names them; "" when there is nothing to check.
-// application_name is left out: PostgreSQL takes any value.
-func startupKey(want vars, extra settings) string {
+// checked settings names them; "" when there is nothing to check. A
+// tracked setting the pool's servers already have (params, the first
+// server's ParameterStatus set), as most clients' client_encoding, is left
+// out, and so is application_name: PostgreSQL takes any value.
+func startupKey(want vars, extra settings, params map[string]string) string {
 	var b strings.Builder
 	for i, v := range want {
-		if v != "" && trackedParams[i] != "application_name" {
+		if v != "" && trackedParams[i] != "application_name" && v != params[trackedParams[i]] {
 			b.WriteString(trackedParams[i])
 			b.WriteByte(0)
 			b.WriteString(v)

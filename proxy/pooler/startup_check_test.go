@@ -52,8 +52,9 @@ func TestStartupCheckedAtLogin(t *testing.T) {
 
 // TestStartupCheckRemembered: settings a pool has checked are not tried
 // again - a client asking for them logs in while every server of the pool
-// is busy - and a client waiting for a server to check new ones logs in
-// once one is free.
+// is busy, as does one asking only for what the servers have (a
+// client_encoding of UTF8) - and a client waiting for a server to check
+// new ones logs in once one is free.
 func TestStartupCheckRemembered(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	tp := startProxy(t, func(c *Config) { c.DefaultPoolSize = 1 })
@@ -71,6 +72,9 @@ func TestStartupCheckRemembered(t *testing.T) {
 	}
 	if _, err := connectWith(ctx, t, tp.dsn, good); err != nil {
 		t.Fatalf("login with checked settings while the only server is busy: %v", err)
+	}
+	if _, err := connectWith(ctx, t, tp.dsn, map[string]string{"client_encoding": "UTF8"}); err != nil {
+		t.Fatalf("login asking for the servers' own client_encoding while the only server is busy: %v", err)
 	}
 	other := async(func() error {
 		_, err := connectWith(ctx, t, tp.dsn, map[string]string{"options": "-c work_mem=128kB"})
