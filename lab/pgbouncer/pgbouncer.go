@@ -87,6 +87,9 @@ type Config struct {
 	// a whole line ("web = host=127.0.0.1 port=5432 dbname=app
 	// pool_mode=transaction pool_size=4"): pools of their own.
 	Databases []string
+	// UserLines are [users] entries, each a whole line ("app =
+	// pool_mode=session max_user_connections=4").
+	UserLines []string
 
 	// Path is the pgbouncer executable; "" = Find().
 	Path string
@@ -258,6 +261,14 @@ func iniFile(settings map[string]string, dbLine string) string {
 	return b.String()
 }
 
+// usersSection is the [users] section of UserLines ("" for none).
+func (cfg Config) usersSection() string {
+	if len(cfg.UserLines) == 0 {
+		return ""
+	}
+	return "\n[users]\n" + strings.Join(cfg.UserLines, "\n") + "\n"
+}
+
 // version runs `pgbouncer --version` and returns the version number,
 // e.g. "1.18.0".
 func version(ctx context.Context, path string) (string, error) {
@@ -342,7 +353,7 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 			return nil, err
 		}
 		ini := filepath.Join(dir, "pgbouncer.ini")
-		if err := os.WriteFile(ini, []byte(iniFile(settings, cfg.databaseLine())), 0o644); err != nil {
+		if err := os.WriteFile(ini, []byte(iniFile(settings, cfg.databaseLine())+cfg.usersSection()), 0o644); err != nil {
 			return nil, fmt.Errorf("pgbouncer: write pgbouncer.ini: %w", err)
 		}
 		p.port = port

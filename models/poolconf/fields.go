@@ -148,3 +148,14 @@ func format(ptr any) string {
 	}
 	panic("poolconf: a tagged field of an unsupported type")
 }
+
+// ParseValue parses v, as pgbouncer.ini writes it, into ptr: a pointer to
+// a field of one of the types Field returns (*int, *time.Duration in
+// seconds, *bool, *string, *[]string, *poolmode.Mode). A program that keeps
+// a key in a field of its own (the proxy's Config) reads it with the same
+// rules as Settings.
+func ParseValue(ptr any, v string) error { return parseInto(ptr, v) }
+
+// FormatValue writes the field ptr as SHOW CONFIG does (ParseValue's
+// inverse).
+func FormatValue(ptr any) string { return format(ptr) }

@@ -52,6 +52,17 @@ type client struct {
 	want  vars
 	extra settings
 
+	// The startup settings' check (startup_check.go): checking while they
+	// are tried on a server, welcome the rest of the login to send when
+	// they pass, startupKey the settings as the pool's cache knows them.
+	checking   bool
+	welcome    []byte
+	startupKey string
+	// idleTx is when the server last said the client is idle in a
+	// transaction (ReadyForQuery T or E, nothing pending), 0 when not:
+	// idle_transaction_timeout counts from it (janitor.go).
+	idleTx stamp
+
 	// Prepared statements (pool.psOn): the client's statement names.
 	stmts map[string]*psEntry
 
@@ -94,8 +105,10 @@ func (s stamp) time() time.Time { return time.Unix(0, int64(s)) }
 var clientIDs atomic.Uint64
 
 // adopt takes a logged-in client into the loop: fd is its connection's
-// descriptor, buffered what was read past the login.
-func (c *client) adopt(fd int, buffered []byte) {
+// descriptor, buffered what was read past the login. welcome, when not
+// nil, is the end of the login, sent once the client's startup settings
+// pass their check on a server (startup_check.go).
+func (c *client) adopt(fd int, buffered []byte, welcome []byte) {
 	l := c.px.loop
 	if c.px.stoppingNow() {
 		_ = sysClose(fd)
@@ -118,7 +131,11 @@ func (c *client) adopt(fd int, buffered []byte) {
 	c.adopted = true
 	c.txStatus = poolmode.Idle
 	c.pool.clients++
-	if c.px.pause.suspend && len(buffered) == 0 {
+	c.requestTime = stampOf(l.now) // client_idle_timeout counts from the login
+	if welcome != nil {
+		c.checkStartup(welcome)
+	}
+	if c.px.pause.suspend && len(buffered) == 0 && !c.checking && !c.gone {
 		return // SUSPEND: read once resumed (an online restart may take it over unread)
 	}
 	c.input()
@@ -128,11 +145,14 @@ func (c *client) adopt(fd int, buffered []byte) {
 }
 
 // input handles the client's messages as far as its state allows: it stops
-// while the client waits for a server and while the server's output is
-// full.
+// while the client waits for a server, while its startup settings are
+// checked and while the server's output is full.
 func (c *client) input() {
 	l := c.px.loop
-	if c.queued {
+	if c.checking && !c.queued && c.server != nil && !c.server.setting {
+		c.startupChecked(c.server) // no SET was needed: the server has them
+	}
+	if c.queued || c.checking {
 		if c.sk.hup { // left while waiting
 			c.finish(false)
 		}
@@ -197,6 +217,7 @@ func (c *client) step() int {
 	n := ln + 1
 	now := l.now
 	c.requestTime = stampOf(now)
+	c.idleTx = 0
 	if typ == msgTerminate {
 		c.finish(false)
 		return -1
@@ -319,6 +340,11 @@ func (c *client) ready(s *server, status poolmode.TxStatus, msg []byte) {
 	pending := c.outstanding
 	if c.pendingExt {
 		pending++
+	}
+	if status != poolmode.Idle && pending == 0 {
+		c.idleTx = stampOf(now)
+	} else {
+		c.idleTx = 0
 	}
 	d := c.pool.mode.AfterReady(status, pending)
 	if d == poolmode.Refuse {

@@ -364,7 +364,10 @@ func (c *Config) settings() poolconf.Settings {
 }
 
 // poolFor finds the database entry that serves database db for user and
-// works out the pool's settings; false when no entry serves db.
+// works out the pool's settings; false when no entry serves db. An entry
+// with a forced user takes the [users] settings (pool_mode,
+// max_user_connections) of that user, whoever logs in, as PgBouncer's pool
+// of the forced user does.
 func (c *Config) poolFor(db, user string) (poolconf.Database, poolconf.Pool, bool) {
 	s := c.settings()
 	var ent poolconf.Database
@@ -382,6 +385,9 @@ func (c *Config) poolFor(db, user string) (poolconf.Database, poolconf.Pool, boo
 		if ent, found = s.Database(db); !found {
 			return poolconf.Database{}, poolconf.Pool{}, false
 		}
+	}
+	if ent.User != "" {
+		user = ent.User
 	}
 	return ent, s.PoolFor(ent, s.User(user)), true
 }
@@ -424,7 +430,7 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	// not PgBouncer's default.
 	def := poolconf.DefaultPooling()
 	for _, key := range poolconf.PoolingKeys() {
-		if slices.Contains(appliedPooling, key) {
+		if slices.Contains(appliedPooling, key) || slices.Contains(guardPooling, key) {
 			continue
 		}
 		v, _ := s.Pooling.Text(key)
@@ -450,6 +456,7 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 		}
 		*dst = n // Validate checks the range
 	}
+	notApplied = append(notApplied, applyFields(&c, &s)...)
 	for _, d := range s.Databases {
 		if d.MinPoolSize != poolconf.Unset || d.ReservePool != poolconf.Unset || d.ConnectQuery != "" {
 			skip("[databases] "+d.Name, "min_pool_size/reserve_pool/connect_query", "not implemented")
@@ -461,7 +468,7 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if k == "pkt_buf" || k == "max_packet_size" {
+		if k == "pkt_buf" || k == "max_packet_size" || configFields[k].ptr != nil {
 			continue // applied above
 		}
 		if opsKeys[k] {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,23 @@ import (
 type configField struct {
 	get func(c *Config) any
 	put func(c *Config, s *poolconf.Settings)
+	// ptr, for a key kept in one field of Config (field): SET, RELOAD and
+	// the config file parse the key's text into it by the field's type.
+	ptr func(c *Config) any
+}
+
+// field is a key the proxy applies that is one field of Config, of a type
+// poolconf.ParseValue reads (string, []string, int, bool, time.Duration in
+// seconds, poolmode.Mode): SHOW CONFIG writes it, SET and FromSettings set
+// it. Making a [pgbouncer] key applied is a Config field and one line in
+// configFields:
+//
+//	"server_tls_sslmode": field(func(c *Config) any { return &c.ServerTLSSSLMode }),
+//
+// (a key of poolconf.Pooling goes in appliedPooling instead: Config embeds
+// Pooling).
+func field(ptr func(c *Config) any) configField {
+	return configField{get: func(c *Config) any { return poolconf.FormatValue(ptr(c)) }, ptr: ptr}
 }
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
@@ -151,7 +169,7 @@ var configFields = map[string]configField{
 // value in force and SET changes them, by the field poolconf finds for
 // each.
 func init() {
-	for _, key := range appliedPooling {
+	for _, key := range slices.Concat(appliedPooling, guardPooling) {
 		configFields[key] = configField{
 			get: func(c *Config) any { v, _ := c.Pooling.Text(key); return v },
 			put: func(c *Config, s *poolconf.Settings) {
@@ -174,6 +192,9 @@ func configKeys() []poolconf.Key {
 
 // configValue is a key's value as SHOW CONFIG shows it.
 func configValue(c *Config, k poolconf.Key) any {
+	if v, ok := c.Unapplied[k.Name]; ok && strings.Contains(k.Name, "_tls_") {
+		return v // a TLS setting SET recorded but could not apply, as PgBouncer shows it
+	}
 	if f, ok := configFields[k.Name]; ok {
 		return f.get(c)
 	}
@@ -209,11 +230,18 @@ func (p *Proxy) showConfig() *table {
 var ErrSetFailed = errors.New("SET failed")
 
 // Set changes one [pgbouncer] setting while the proxy runs, as the
-// console's SET key = value does: a key the proxy applies takes the value
-// as a reload would (Reload); a key it does not apply is only recorded (SHOW
-// CONFIG shows it) and a key that cannot change while running (listen_addr,
-// listen_port, pkt_buf, ...) is not changed. notices say so. A bad key or
-// value is ErrSetFailed, with the reason wrapped.
+// console's SET key = value does (PgBouncer's set_config_param): the value
+// is parsed as pgbouncer.ini writes it (a bad one is ErrSetFailed, with the
+// reason wrapped). A key the proxy applies takes the value as a reload
+// would (Reload), for what follows: the janitor's next check, the next
+// login, the next server. A key no part of the proxy applies is only
+// recorded (SHOW CONFIG shows it) and a key that cannot change while
+// running (listen_addr, listen_port, pkt_buf, ...) keeps its value, as
+// PgBouncer silently keeps it; notices say so. As in PgBouncer, a TLS
+// setting (a key with _tls_ in its name) that leaves the TLS settings
+// unusable, such as a new key file before its certificate, is recorded
+// with the NOTICE "TLS settings could not be applied, still using old
+// configuration"; the next TLS setting is tried with it.
 func (p *Proxy) Set(key, value string) (notices []string, err error) {
 	key = strings.ToLower(key)
 	k, ok := poolconf.LookupKey(key)
@@ -224,27 +252,142 @@ func (p *Proxy) Set(key, value string) (notices []string, err error) {
 	if err := s.Set(key, value); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSetFailed, err)
 	}
+	if err := checkKind(key, value); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSetFailed, err)
+	}
+	p.setMu.Lock() // one SET at a time: each starts from the last one's settings
+	defer p.setMu.Unlock()
 	cfg := *p.conf()
+	cfg.Unapplied = maps.Clone(cfg.Unapplied)
+	if cfg.Unapplied == nil {
+		cfg.Unapplied = map[string]string{}
+	}
 	f, applied := configFields[key]
+	tlsKey := strings.Contains(key, "_tls_")
 	switch {
 	case !k.Changeable:
 		return []string{fmt.Sprintf("%s cannot change while the proxy runs; it keeps %v", key, configValue(&cfg, k))}, nil
-	case !applied || f.put == nil:
-		cfg.Unapplied = maps.Clone(cfg.Unapplied)
-		if cfg.Unapplied == nil {
-			cfg.Unapplied = map[string]string{}
-		}
+	case !applied || (f.put == nil && f.ptr == nil):
 		cfg.Unapplied[key] = value
 		notices = append(notices, fmt.Sprintf("%s has no effect in poolsim proxy", key))
 	default:
-		f.put(&cfg, &s)
+		if err := putField(&cfg, key, f, &s); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSetFailed, err)
+		}
+		delete(cfg.Unapplied, key)
+		if tlsKey {
+			// The TLS settings recorded but not applied are tried again
+			// with this one.
+			for pk, pv := range cfg.Unapplied {
+				if pf, ok := configFields[pk]; ok && strings.Contains(pk, "_tls_") {
+					ps := poolconf.Defaults()
+					if ps.Set(pk, pv) == nil && putField(&cfg, pk, pf, &ps) == nil {
+						delete(cfg.Unapplied, pk)
+					}
+				}
+			}
+		}
 	}
-	if _, kept, err := p.Reload(cfg); err != nil {
+	_, kept, err := p.Reload(cfg)
+	if err != nil && tlsKey && applied {
+		// PgBouncer keeps its TLS context and answers with a NOTICE.
+		p.logf("console: SET %s: %v; the TLS settings in force stay", key, err)
+		old := *p.conf()
+		old.Unapplied = maps.Clone(old.Unapplied)
+		if old.Unapplied == nil {
+			old.Unapplied = map[string]string{}
+		}
+		old.Unapplied[key] = value
+		if _, kept, err = p.Reload(old); err == nil {
+			notices = append(notices, "TLS settings could not be applied, still using old configuration")
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSetFailed, err)
-	} else {
-		notices = append(notices, kept...)
 	}
-	return notices, nil
+	return append(notices, kept...), nil
+}
+
+// putField puts key's value, parsed in s, into cfg.
+func putField(cfg *Config, key string, f configField, s *poolconf.Settings) error {
+	if f.ptr == nil {
+		f.put(cfg, s)
+		return nil
+	}
+	v, _ := s.Text(key)
+	if err := poolconf.ParseValue(f.ptr(cfg), v); err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	return nil
+}
+
+// applyFields puts every field key (configFields' entries made by field)
+// of s into c, for FromSettings; a value that does not parse keeps c's
+// and is returned as "key = value (why)".
+func applyFields(c *Config, s *poolconf.Settings) (bad []string) {
+	for key, f := range configFields {
+		if f.ptr == nil {
+			continue
+		}
+		v, _ := s.Text(key)
+		if err := poolconf.ParseValue(f.ptr(c), v); err != nil {
+			bad = append(bad, fmt.Sprintf("%s = %s (%v)", key, v, err))
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// Kinds of the [pgbouncer] values that poolconf keeps as text
+// (Settings.Other), for PgBouncer's checks of them (cf_set_int,
+// cf_set_uint, cf_set_time_usec and the sslmode lookup).
+const (
+	kindInt    = 'i' // a whole number, as strtol reads it: 0x1f and 0777 too
+	kindUint   = 'u'
+	kindTime   = 't' // seconds, fractions allowed, not negative
+	kindSSLMod = 'm' // disable, allow, prefer, require, verify-ca, verify-full
+)
+
+// otherKinds is the kind of each such key that is not a free string.
+var otherKinds = map[string]byte{
+	"application_name_add_host": kindInt, "disable_pqexec": kindInt, "listen_backlog": kindInt,
+	"log_connections": kindInt, "log_disconnections": kindInt, "log_pooler_errors": kindInt,
+	"log_stats": kindInt, "pkt_buf": kindInt, "sbuf_loopcnt": kindInt, "server_fast_close": kindInt,
+	"server_round_robin": kindInt, "so_reuseport": kindInt, "syslog": kindInt, "tcp_defer_accept": kindInt,
+	"tcp_keepalive": kindInt, "tcp_keepcnt": kindInt, "tcp_keepidle": kindInt, "tcp_keepintvl": kindInt,
+	"tcp_socket_buffer": kindInt, "tcp_user_timeout": kindInt, "unix_socket_mode": kindInt, "verbose": kindInt,
+	"max_packet_size": kindUint,
+
+	"dns_max_ttl": kindTime, "dns_nxdomain_ttl": kindTime, "dns_zone_check_period": kindTime,
+	"server_check_delay": kindTime,
+	"server_tls_sslmode": kindSSLMod,
+}
+
+// checkKind checks a value poolconf keeps as text against its key's kind,
+// as PgBouncer's SET does: "SET verbose = x" fails.
+func checkKind(key, v string) error {
+	var ok bool
+	switch otherKinds[key] {
+	case kindInt:
+		_, err := strconv.ParseInt(v, 0, 64)
+		ok = err == nil
+	case kindUint:
+		_, err := strconv.ParseUint(v, 0, 64)
+		ok = err == nil
+	case kindTime:
+		f, err := strconv.ParseFloat(v, 64)
+		ok = err == nil && f >= 0
+	case kindSSLMod:
+		ok = slices.Contains(poolconf.SSLModes, strings.ToLower(v))
+	default:
+		return nil
+	}
+	if !ok {
+		want := map[byte]string{kindInt: "a whole number", kindUint: "a whole number, 0 or more",
+			kindTime: "seconds, such as 15 or 0.5", kindSSLMod: strings.Join(poolconf.SSLModes, ", ")}[otherKinds[key]]
+		return fmt.Errorf("%s: %q: want %s", key, v, want)
+	}
+	return nil
 }
 
 // set is the console's SET key = value.

@@ -233,13 +233,16 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	c.pool = pl
 	p.addClient(c)
 
-	params, err := pl.awaitWelcome(p.base, deadline)
+	wait, why := welcomeWait(p.conf(), time.Now(), deadline) // janitor.go
+	params, err := pl.awaitWelcome(p.base, wait)
 	if err != nil {
 		if errors.Is(err, errLoginTimeout) {
 			// PgBouncer's janitor: the pool never got a server to take its
 			// welcome from. The cause is in the proxy's log.
-			p.stats.loginTimeouts.Add(1)
-			err = loginTimeoutError("client_login_timeout (server down)")
+			if why == reasonLoginServerDown {
+				p.stats.loginTimeouts.Add(1)
+			}
+			err = loginTimeoutError(why)
 		}
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second)) // the login deadline may have passed
 		p.refuseLogin(c, serverErrorResponse(err))
@@ -259,10 +262,17 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	b = append(b, welcomeFor(params, &c.want, c.extra)...)
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: binary.BigEndian.AppendUint32(nil, c.secret)}).Encode(b)
 	b, _ = (&pgproto3.ReadyForQuery{TxStatus: byte(poolmode.Idle)}).Encode(b)
-	_, _ = c.lg.w.Write(b)
-	if err := c.lg.w.Flush(); err != nil {
-		p.dropClient(c)
-		return
+	// Settings the client asked for are tried on a server before its login
+	// completes (startup_check.go): the loop sends the rest of the login.
+	var welcome []byte
+	if c.startupKey = startupKey(want, extra, params); c.startupKey != "" {
+		welcome = b
+	} else {
+		_, _ = c.lg.w.Write(b)
+		if err := c.lg.w.Flush(); err != nil {
+			p.dropClient(c)
+			return
+		}
 	}
 	// The loop takes the connection over, with anything the client sent
 	// past its login.
@@ -280,7 +290,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		p.dropClient(c)
 		return
 	}
-	if !p.loop.post(func() { c.adopt(fd, buffered) }) {
+	if !p.loop.post(func() { c.adopt(fd, buffered, welcome) }) {
 		_ = sysClose(fd)
 		p.dropClient(c)
 		return

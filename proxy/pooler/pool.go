@@ -68,6 +68,10 @@ type pool struct {
 	// it is guarded by Proxy.mu, so that a pool is never dropped
 	// (autodb_idle_timeout) under a client that has just found it.
 	refs int
+	// checked holds the startup settings already tried on a server of the
+	// pool (checkStartup, startup_check.go): nil for those PostgreSQL took,
+	// its error for the others. Loop-owned.
+	checked map[string]*pgproto3.ErrorResponse
 
 	retired counters // SHOW STATS counts of clients that have left
 	// hist is the pool's distributions of client waits, transaction and
@@ -350,6 +354,7 @@ func (p *pool) connect() {
 // with no server are refused at once (check_fast_fail). The detail goes to
 // the log only.
 func (p *pool) loginFailed(err error) {
+	p.logLoginFailure(err) // loginlog.go
 	var pe *pgconn.PgError
 	failAll := p.queue.LoginFailed(errors.As(err, &pe))
 	p.loginFailing = true

@@ -60,6 +60,7 @@ type Proxy struct {
 	counts    statsState        // SHOW STATS averages (stats.go)
 
 	mu     sync.Mutex
+	setMu  sync.Mutex // one console SET at a time (console_config.go)
 	pools  map[poolKey]*pool
 	dbs    map[string]*dbCount
 	users  map[string]*dbCount // server connections per user, for max_user_connections
@@ -428,6 +429,7 @@ func (p *Proxy) tick(now time.Time) {
 	if p.pause.suspend {
 		return // as PgBouncer's janitor: nothing that may surprise the process taking over
 	}
+	p.guardClients(now) // janitor.go
 	if d := p.conf().QueryWaitTimeout; d > 0 {
 		for _, pl := range p.loopPools {
 			pl.expireWaiters(now, d)

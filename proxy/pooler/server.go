@@ -236,12 +236,18 @@ func (s *server) setReply(c *client, typ byte, msg []byte) {
 	case msgReadyForQuery:
 		s.setting = false
 		if s.setError == nil {
+			if c.checking {
+				c.startupChecked(s)
+			}
 			return
 		}
 		var e pgproto3.ErrorResponse
 		_ = e.Decode(s.setError[5:])
 		s.setError = nil
 		e.Severity, e.SeverityUnlocalized = "FATAL", "FATAL"
+		if c.checking {
+			c.pool.noteChecked(c.startupKey, &e)
+		}
 		c.unlink(s)
 		s.pool.closeServer(s, "SET of client settings failed: "+e.Message)
 		c.fatalClose(&e)

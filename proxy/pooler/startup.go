@@ -18,8 +18,9 @@ import (
 // each setting the server has and the client has not, before the client's
 // first message, swallowing the replies (client.link). A setting
 // PostgreSQL rejects (unknown name, bad value, one that cannot change after
-// connection start) ends the client with PostgreSQL's own error as a FATAL
-// at that first link. Names listed in ignore_startup_parameters are
+// connection start) fails the client's login with PostgreSQL's own error as
+// a FATAL: the settings are tried on a server before the login completes
+// (startup_check.go). Names listed in ignore_startup_parameters are
 // dropped, as in PgBouncer.
 
 // setting is one run-time parameter a client asked for at login.
