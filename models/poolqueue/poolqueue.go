@@ -29,6 +29,16 @@ func (q *Queue[C, S]) Oldest() (since int64, ok bool) {
 	return q.buf[q.head].since, true
 }
 
+// Head is the client that has waited longest, with its arrival time; ok
+// is false when nobody waits. It stays in the queue.
+func (q *Queue[C, S]) Head() (c C, since int64, ok bool) {
+	if q.n == 0 {
+		return c, 0, false
+	}
+	w := q.buf[q.head]
+	return w.c, w.since, true
+}
+
 // Arrive is client c needing a server at now: it gets the most recently
 // used idle server when nobody waits ahead of it (ok), and otherwise
 // queues behind the others.

@@ -144,6 +144,9 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	if db == "" {
 		db = user
 	}
+	if p.conf().ApplicationNameAddHost && db != adminDB {
+		startup["application_name"] = appNameWithHost(startup["application_name"], conn.RemoteAddr())
+	}
 	c.lg.appName = startup["application_name"]
 	p.mu.Lock()
 	ignore := p.ignore

@@ -71,14 +71,14 @@ func (p *Proxy) reconfigure(pl *pool, cfg *Config) string {
 	if ent.User != "" && ent.User != user {
 		return fmt.Sprintf("database %s: forced user changed to %s; the pool for %s serves the clients it has", pl.key.db, ent.User, user)
 	}
-	if serverEntryChanged(pl.entry, ent) {
+	if serverEntryChanged(pl.entry, ent) || pl.tlsKey != cfg.serverTLSKey() {
 		p.mu.Lock()
 		conf, err := p.serverConfig(ent, user)
 		p.mu.Unlock()
 		if err != nil {
 			return err.Error()
 		}
-		pl.conf, pl.entry = conf, ent
+		pl.conf, pl.entry, pl.tlsKey = conf, ent, cfg.serverTLSKey()
 		for s := range pl.servers {
 			s.closeNeeded = true
 		}
@@ -93,7 +93,8 @@ func (p *Proxy) reconfigure(pl *pool, cfg *Config) string {
 // changed.
 func serverEntryChanged(a, b poolconf.Database) bool {
 	return a.Host != b.Host || a.Port != b.Port || a.DBName != b.DBName || a.User != b.User ||
-		a.Password != b.Password || a.ClientEncoding != b.ClientEncoding || a.DateStyle != b.DateStyle || a.TimeZone != b.TimeZone
+		a.Password != b.Password || a.ClientEncoding != b.ClientEncoding || a.DateStyle != b.DateStyle || a.TimeZone != b.TimeZone ||
+		a.ConnectQuery != b.ConnectQuery
 }
 
 // configDiff names each field of Config that differs, with both values
