@@ -79,6 +79,10 @@ func (p *Proxy) reconfigure(pl *pool, cfg *Config) string {
 			return err.Error()
 		}
 		pl.conf, pl.entry, pl.tlsKey = conf, ent, cfg.serverTLSKey()
+		// The next clients wait for a server made with the new settings,
+		// as PgBouncer drops the pool's welcome (tag_pool_dirty), instead
+		// of being refused at once while logins with the old ones fail.
+		pl.params = nil
 		for s := range pl.servers {
 			s.closeNeeded = true
 		}

@@ -42,9 +42,41 @@ import (
 // serverTLS is the server TLS settings put together: mode and the TLS
 // client settings (nil for disable).
 type serverTLS struct {
-	mode string
-	base *tls.Config
-	key  string // the settings it was made from, to tell a change
+	mode  string
+	base  *tls.Config
+	roots *x509.CertPool // server_tls_ca_file; nil = the system's
+	key   string         // the settings it was made from, to tell a change
+}
+
+// verify checks a server's certificate: its chain up to roots and, when
+// host is not "", that it names host - in its subject alternative names,
+// or in its Common Name when it has none (as libtls and libpq do).
+func (st *serverTLS) verify(cs tls.ConnectionState, host string) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("certificate verify failed: the server sent no certificate")
+	}
+	leaf := cs.PeerCertificates[0]
+	inter := x509.NewCertPool()
+	for _, ic := range cs.PeerCertificates[1:] {
+		inter.AddCert(ic)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: st.roots, Intermediates: inter}); err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+	}
+	if host == "" {
+		return nil
+	}
+	if len(leaf.DNSNames) == 0 && len(leaf.IPAddresses) == 0 && len(leaf.URIs) == 0 && len(leaf.EmailAddresses) == 0 {
+		if strings.EqualFold(leaf.Subject.CommonName, host) {
+			return nil
+		}
+		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates,
+			Err: x509.HostnameError{Certificate: leaf, Host: host}}
+	}
+	if err := leaf.VerifyHostname(host); err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+	}
+	return nil
 }
 
 // serverTLSMode is ServerTLSSSLMode, "" when not given.
@@ -99,24 +131,14 @@ func (c *Config) serverTLSConfig() (*serverTLS, error) {
 		tc.RootCAs = pool
 	}
 	switch mode {
-	case SSLVerifyFull: // Go's own check: the chain and the host name
-	case SSLVerifyCA:
-		tc.InsecureSkipVerify = true // the chain is checked below, not the name
-		roots := tc.RootCAs
-		tc.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("certificate verify failed: the server sent no certificate")
-			}
-			inter := x509.NewCertPool()
-			for _, ic := range cs.PeerCertificates[1:] {
-				inter.AddCert(ic)
-			}
-			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
-			if err != nil {
-				return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
-			}
-			return nil
-		}
+	case SSLVerifyCA, SSLVerifyFull:
+		// The chain is checked here; verify-full's host name in apply,
+		// per host. Go's own check would refuse a certificate that names
+		// its host in the Common Name only, which libtls (PgBouncer) and
+		// libpq accept.
+		tc.InsecureSkipVerify = true
+		st.roots = tc.RootCAs
+		tc.VerifyConnection = func(cs tls.ConnectionState) error { return st.verify(cs, "") }
 	default: // allow, prefer, require: encrypted, not checked (libtls' noverifycert)
 		tc.InsecureSkipVerify = true
 	}
@@ -145,7 +167,9 @@ func (st *serverTLS) apply(conf *pgconn.Config) {
 		}
 		tc := st.base.Clone()
 		if st.mode == SSLVerifyFull {
-			tc.ServerName = h.host
+			host := h.host
+			tc.ServerName = host // SNI
+			tc.VerifyConnection = func(cs tls.ConnectionState) error { return st.verify(cs, host) }
 		}
 		all = append(all, &pgconn.FallbackConfig{Host: h.host, Port: h.port, TLSConfig: tc})
 		if st.mode == SSLAllow || st.mode == SSLPrefer {
