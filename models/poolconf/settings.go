@@ -68,6 +68,9 @@ type Settings struct {
 	// changed database) at the end of its transaction in session mode
 	// too, instead of when its client leaves.
 	ServerFastClose bool `ini:"server_fast_close"`
+	// ServerRoundRobin reuses idle servers in turn instead of the most
+	// recently used one first.
+	ServerRoundRobin bool `ini:"server_round_robin"`
 
 	// Databases is the [databases] section in file order; the entry named
 	// "*" is the fallback for any other database name.

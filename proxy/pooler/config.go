@@ -117,6 +117,10 @@ type Config struct {
 	// transaction, with its session-mode client, instead of when the
 	// client leaves.
 	ServerFastClose bool
+	// ServerRoundRobin is server_round_robin: idle servers are reused in
+	// turn, the one released longest ago first, instead of last in, first
+	// out.
+	ServerRoundRobin bool
 	// ClientLoginTimeout is client_login_timeout: a client that has not
 	// finished logging in this long after it connected is closed (FATAL
 	// "client_login_timeout"); 0 disables it.
@@ -402,6 +406,7 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	c.ServerTLSProtocols, c.ServerTLSCiphers = s.ServerTLSProtocols, s.ServerTLSCiphers
 	c.ServerCheckQuery, c.ServerCheckDelay = s.ServerCheckQuery, s.ServerCheckDelay
 	c.ApplicationNameAddHost, c.ServerFastClose = s.ApplicationNameAddHost, s.ServerFastClose
+	c.ServerRoundRobin = s.ServerRoundRobin
 	c.IgnoreStartupParameters = s.IgnoreStartupParameters
 	c.Databases, c.Users = s.Databases, s.Users
 	c.StatsPeriod = s.StatsPeriod

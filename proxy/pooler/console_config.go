@@ -154,6 +154,7 @@ var configFields = map[string]configField{
 		func(s *poolconf.Settings) time.Duration { return s.ServerCheckDelay }),
 	"application_name_add_host": boolField(func(c *Config) *bool { return &c.ApplicationNameAddHost }, func(s *poolconf.Settings) bool { return s.ApplicationNameAddHost }),
 	"server_fast_close":         boolField(func(c *Config) *bool { return &c.ServerFastClose }, func(s *poolconf.Settings) bool { return s.ServerFastClose }),
+	"server_round_robin":        boolField(func(c *Config) *bool { return &c.ServerRoundRobin }, func(s *poolconf.Settings) bool { return s.ServerRoundRobin }),
 	"verbose": {
 		get: func(c *Config) any {
 			if c.Verbose {

@@ -576,6 +576,7 @@ func (k poolKey) String() string { return fmt.Sprintf("%s/%s", k.db, k.user) }
 func (p *pool) apply(ps poolconf.Pool) {
 	p.mode, p.size, p.maxDB, p.maxUser = ps.Mode, ps.Size, ps.MaxDBConnections, ps.MaxUserConnections
 	p.minSize, p.reserve = ps.MinPoolSize, ps.ReservePool
+	p.queue.RoundRobin = p.px.conf().ServerRoundRobin
 }
 
 // appliedPooling are the keys of poolconf.Pooling the proxy applies: SHOW

@@ -30,6 +30,10 @@ import (
 //   - server_check_query, server_check_delay: a server idle longer than
 //     the delay runs the query before a client gets it; the client waits
 //     meanwhile, and a server the query fails on is closed.
+//   - server_round_robin: idle servers are reused in turn (poolqueue's
+//     RoundRobin), set with the pool's other settings.
+//   - A pool made smaller gives back idle servers beyond pool_size +
+//     reserve_pool_size in the janitor ("too many servers in the pool").
 //   - server_fast_close: a server that must close (RECONNECT, a changed
 //     database) is closed, with its client, as soon as its transaction
 //     ends, instead of when its session-mode client leaves.
@@ -106,6 +110,19 @@ func (p *pool) maintain(now time.Time) {
 			p.closeServer(s, "database configuration changed")
 			c.finish(false)
 		}
+	}
+	// A pool made smaller (SET, RELOAD) gives back idle servers beyond
+	// pool_size + reserve_pool_size at once (PgBouncer's check_pool_size).
+	connected := p.queue.Servers()
+	if p.queue.LoggingIn() {
+		connected--
+	}
+	for many := connected - (p.size + p.reserve); many > 0; many-- {
+		idle := p.queue.Idle()
+		if len(idle) == 0 {
+			break
+		}
+		p.closeServer(idle[0], "too many servers in the pool")
 	}
 	if p.clients > 0 && p.minSize > 0 && p.queue.Servers() < min(p.minSize, p.size) &&
 		!p.queue.LoggingIn() && !p.px.stoppingNow() && !p.paused() {

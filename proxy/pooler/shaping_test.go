@@ -179,3 +179,48 @@ func TestServerFastClose(t *testing.T) {
 		}
 	}
 }
+
+// TestServerRoundRobin: with two idle servers, one client's queries go
+// to the same backend in turn LIFO (the default), and to both with
+// server_round_robin = 1 - on PgBouncer 1.18 and the proxy alike.
+func TestServerRoundRobin(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	dbs := []string{fmt.Sprintf("rr = host=127.0.0.1 port=%d dbname=poolsim", cluster.Port())}
+	for _, tg := range srvTargetsFor(ctx, t, dbs, poolmode.Transaction, 2, nil) {
+		// Two servers: two transactions open at once.
+		a, b := tg.holdClient(ctx, t, "rr"), tg.holdClient(ctx, t, "rr")
+		ta, err := a.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb, err := b.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tx := range []pgx.Tx{ta, tb} {
+			if _, err := tx.Exec(ctx, "select 1"); err != nil {
+				t.Fatalf("%s: %v", tg.name, err)
+			}
+		}
+		_ = ta.Commit(ctx)
+		_ = tb.Commit(ctx)
+		pids := func() int {
+			seen := map[int]bool{}
+			for range 4 {
+				pid, err := backendPID(ctx, a)
+				if err != nil {
+					t.Fatalf("%s: %v", tg.name, err)
+				}
+				seen[pid] = true
+			}
+			return len(seen)
+		}
+		if n := pids(); n != 1 {
+			t.Errorf("%s: LIFO: 4 queries on %d backends, want 1", tg.name, n)
+		}
+		tg.exec(ctx, t, "SET server_round_robin = 1")
+		if n := pids(); n != 2 {
+			t.Errorf("%s: server_round_robin: 4 queries on %d backends, want 2", tg.name, n)
+		}
+	}
+}
