@@ -172,8 +172,9 @@ type Config struct {
 	// the reads of one turn of the loop go to the kernel in one system call
 	// and its writes in another (package uring).
 	PlainIO bool
-	// Logf, if set, receives the proxy's log lines (server login failures;
-	// with Verbose also every server close and its reason).
+	// Logf, if set, receives the proxy's log lines (server login failures,
+	// every server connection opened and closed with PgBouncer's words:
+	// "new connection to server", "closing because: REASON (age=Ns)").
 	Logf    func(format string, args ...any)
 	Verbose bool
 }

@@ -294,8 +294,8 @@ func (p *pool) assigned(c *client, since time.Time) {
 // stops it, an idle server of another pool of the database is closed to
 // make room (PgBouncer's evict_connection).
 func (p *pool) launch() {
-	if p.checking > 0 {
-		return // a checked server comes back to the waiters first
+	if p.checking > 0 && p.checking >= p.queue.Waiting() {
+		return // the servers being checked come back to the waiters first
 	}
 	if p.queue.Waiting() > 0 || (p.params == nil && len(p.welcomeQ) > 0) {
 		p.start()

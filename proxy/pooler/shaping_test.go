@@ -224,3 +224,28 @@ func TestServerRoundRobin(t *testing.T) {
 		}
 	}
 }
+
+// TestServerCheckQueryFails: a server whose server_check_query fails is
+// closed ("server check query failed") and the client waiting for it gets
+// another server: its queries all succeed. (The proxy only: PgBouncer 1.18
+// keeps such a server.)
+func TestServerCheckQueryFails(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	lb := &logBuf{t: t}
+	tp := startProxy(t, func(c *Config) {
+		c.ServerCheckQuery, c.ServerCheckDelay = "select 1/0", 0
+		c.DefaultPoolSize = 1
+		c.Logf = lb.logf
+	})
+	conn := connect(ctx, t, tp.dsn)
+	defer conn.Close(ctx)
+	for i := range 3 {
+		var n int
+		if err := conn.QueryRow(ctx, "select 7").Scan(&n); err != nil || n != 7 {
+			t.Fatalf("query %d: %d, %v", i, n, err)
+		}
+	}
+	if n := strings.Count(lb.text(), "closing because: server check query failed"); n < 2 {
+		t.Errorf("%d servers closed for their failed check, want 2 or more (every reuse is checked)", n)
+	}
+}
