@@ -149,3 +149,40 @@ func TestServerTLSConfig(t *testing.T) {
 		t.Errorf("SHOW CONFIG server_tls_protocols = %v, want tlsv1.3", got)
 	}
 }
+
+// TestServerTLSUpstream: server_tls_sslmode applies to the Upstream
+// connection string too, unless the string names its own sslmode, which
+// wins (the proxy only: PgBouncer has no Upstream).
+func TestServerTLSUpstream(t *testing.T) {
+	ctx := testCtx(t, 120*time.Second)
+	f := writeTLSFiles(t)
+	other := writeOtherCA(t)
+	tc, err := pgcluster.Start(ctx, pgcluster.Options{MaxConnections: 20, ExtraConf: map[string]string{
+		"ssl": "on", "ssl_cert_file": f.cert, "ssl_key_file": f.key}})
+	if err != nil {
+		t.Fatalf("start a TLS cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = tc.Stop() })
+	const sslQuery = "select ssl::text from pg_stat_ssl where pid = pg_backend_pid()"
+	for _, c := range []struct {
+		what, upstream, mode, ca, want string
+	}{
+		{"no sslmode in the URL, verify-full with the right CA", strings.Replace(tc.UserDSN(), "sslmode=disable", "", 1), SSLVerifyFull, f.ca, "true"},
+		{"no sslmode in the URL, verify-full with another CA", strings.Replace(tc.UserDSN(), "sslmode=disable", "", 1), SSLVerifyFull, other, ""},
+		{"sslmode=disable in the URL wins over require", tc.UserDSN(), SSLRequire, "", "false"},
+	} {
+		tp := startProxy(t, func(cfg *Config) {
+			cfg.Upstream = c.upstream
+			cfg.ServerTLSSSLMode, cfg.ServerTLSCAFile = c.mode, c.ca
+		})
+		tg := srvTarget{name: "proxy", dsn: func(string) string { return tp.dsn }}
+		got, err := tg.queryOne(ctx, "poolsim", sslQuery, 3*time.Second)
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("%s: ssl = %q; want no connection", c.what, got)
+			}
+		} else if err != nil || got != c.want {
+			t.Errorf("%s: ssl = %q, %v; want %q", c.what, got, err, c.want)
+		}
+	}
+}
