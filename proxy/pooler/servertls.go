@@ -45,7 +45,6 @@ type serverTLS struct {
 	mode  string
 	base  *tls.Config
 	roots *x509.CertPool // server_tls_ca_file; nil = the system's
-	key   string         // the settings it was made from, to tell a change
 }
 
 // verify checks a server's certificate: its chain up to roots and, when
@@ -82,8 +81,13 @@ func (st *serverTLS) verify(cs tls.ConnectionState, host string) error {
 // serverTLSMode is ServerTLSSSLMode, "" when not given.
 func (c *Config) serverTLSMode() string { return c.ServerTLSSSLMode }
 
-// serverTLSKey is the server TLS settings as one string.
+// serverTLSKey is the server TLS settings as one string. With TLS off
+// the files and ciphers do not matter: changing them changes nothing
+// (PgBouncer recycles servers only when its old or new settings use TLS).
 func (c *Config) serverTLSKey() string {
+	if c.ServerTLSSSLMode == "" || c.ServerTLSSSLMode == SSLDisable {
+		return c.ServerTLSSSLMode
+	}
 	return strings.Join([]string{c.ServerTLSSSLMode, c.ServerTLSCAFile, c.ServerTLSCertFile, c.ServerTLSKeyFile,
 		c.ServerTLSProtocols, c.ServerTLSCiphers}, "\x00")
 }
@@ -98,7 +102,7 @@ func (c *Config) serverTLSConfig() (*serverTLS, error) {
 	if !slices.Contains(poolconf.SSLModes, mode) {
 		return nil, fmt.Errorf("server_tls_sslmode: %q: want one of %s", mode, strings.Join(poolconf.SSLModes, ", "))
 	}
-	st := &serverTLS{mode: mode, key: c.serverTLSKey()}
+	st := &serverTLS{mode: mode}
 	if mode == SSLDisable {
 		return st, nil
 	}
