@@ -197,6 +197,8 @@ func DefaultConfig() Config {
 		AuthType:             AuthTrust, // PgBouncer's md5 needs an auth_file; --config uses md5
 		ClientLoginTimeout:   d.ClientLoginTimeout,
 		ClientTLSSSLMode:     d.ClientTLSSSLMode,
+		ServerTLSProtocols:   d.ServerTLSProtocols,
+		ServerTLSCiphers:     d.ServerTLSCiphers,
 		ServerCheckQuery:     d.ServerCheckQuery,
 		ServerCheckDelay:     d.ServerCheckDelay,
 		AutodbIdleTimeout:    d.AutodbIdleTimeout,
