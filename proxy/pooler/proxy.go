@@ -386,8 +386,9 @@ func (p *Proxy) tick(now time.Time) {
 		if d := p.conf().ServerIdleTimeout; d > 0 {
 			pl.closeIdle(now, d, "server idle timeout")
 		}
-		pl.maintain(now) // server_lifetime, min_pool_size, server_fast_close (shaping.go)
-		pl.launch()      // waiters may need a login (e.g. after a failed one)
+		// server_lifetime, min_pool_size, server_fast_close (shaping.go)
+		pl.maintain(now)
+		pl.launch() // waiters may need a login (e.g. after a failed one)
 	}
 	if d := p.conf().AutodbIdleTimeout; d > 0 {
 		p.dropIdleDatabases(now, d)

@@ -51,12 +51,15 @@ type server struct {
 	setError    []byte   // the ErrorResponse that SET got
 	resetting   bool     // server_reset_query runs on the unlinked server
 	resetFailed bool
-	checking    bool // ... or server_check_query (shaping.go)
+	fwdLeft     int  // bytes of a large message still to pass to the client
+	fwdDrop     bool // ... or to drop
+	stalled     bool // the client's output is full: not read until it drains
+
+	// checking: the query running on the unlinked server is
+	// server_check_query, not server_reset_query (shaping.go).
+	checking bool
 	// tlsVersion and tlsSuite are the TLS the connection uses (0: none).
 	tlsVersion, tlsSuite uint16
-	fwdLeft              int  // bytes of a large message still to pass to the client
-	fwdDrop              bool // ... or to drop
-	stalled              bool // the client's output is full: not read until it drains
 
 	state     serverState
 	idleSince time.Time
