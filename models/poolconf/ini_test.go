@@ -127,3 +127,47 @@ func TestDefaultsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPoolShapingOverrides: a [databases] entry's min_pool_size and
+// reserve_pool override the [pgbouncer] min_pool_size and
+// reserve_pool_size (PgBouncer's pool_min_pool_size, pool_res_pool_size);
+// server_tls_* and the server check keys have fields and PgBouncer 1.18's
+// defaults.
+func TestPoolShapingOverrides(t *testing.T) {
+	s, err := Parse("t.ini", []byte(`[databases]
+own = host=127.0.0.1 min_pool_size=3 reserve_pool=2 connect_query='set a=1; set b=2'
+global = host=127.0.0.1
+[pgbouncer]
+min_pool_size = 1
+reserve_pool_size = 4
+server_tls_sslmode = verify-full
+server_tls_ca_file = /etc/ca.crt
+application_name_add_host = 1
+server_round_robin = 1
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := s.Database("own")
+	global, _ := s.Database("global")
+	if p := s.PoolFor(own, s.User("u")); p.MinPoolSize != 3 || p.ReservePool != 2 {
+		t.Errorf("PoolFor(own) = %+v, want min 3, reserve 2", p)
+	}
+	if p := s.PoolFor(global, s.User("u")); p.MinPoolSize != 1 || p.ReservePool != 4 {
+		t.Errorf("PoolFor(global) = %+v, want min 1, reserve 4", p)
+	}
+	if own.ConnectQuery != "set a=1; set b=2" {
+		t.Errorf("connect_query = %q", own.ConnectQuery)
+	}
+	if s.ServerTLSSSLMode != "verify-full" || s.ServerTLSCAFile != "/etc/ca.crt" || !s.ApplicationNameAddHost || !s.ServerRoundRobin {
+		t.Errorf("settings: %+v", s)
+	}
+	d := Defaults()
+	if d.ServerTLSSSLMode != "disable" || d.ServerTLSProtocols != "secure" || d.ServerTLSCiphers != "fast" ||
+		d.ServerCheckQuery != "select 1" || d.ServerCheckDelay != 30*time.Second {
+		t.Errorf("defaults: %+v", d)
+	}
+	if _, err := Parse("t.ini", []byte("[pgbouncer]\nserver_tls_sslmode = sometimes\n")); err == nil || !strings.Contains(err.Error(), "server_tls_sslmode") {
+		t.Errorf("server_tls_sslmode = sometimes: %v", err)
+	}
+}

@@ -44,6 +44,34 @@ type Settings struct {
 	ClientTLSKeyFile  string `ini:"client_tls_key_file"`
 	ClientTLSCAFile   string `ini:"client_tls_ca_file"`
 
+	// Server TLS: how the pooler's own connections to PostgreSQL are
+	// encrypted (server_tls_sslmode: disable, allow, prefer, require,
+	// verify-ca, verify-full), with the CA that signs the server's
+	// certificate, the pooler's client certificate and key, and the TLS
+	// versions (server_tls_protocols: secure, all, legacy, tlsv1.2, ...)
+	// and cipher suites (server_tls_ciphers) offered.
+	ServerTLSSSLMode   string `ini:"server_tls_sslmode"`
+	ServerTLSCAFile    string `ini:"server_tls_ca_file"`
+	ServerTLSCertFile  string `ini:"server_tls_cert_file"`
+	ServerTLSKeyFile   string `ini:"server_tls_key_file"`
+	ServerTLSProtocols string `ini:"server_tls_protocols"`
+	ServerTLSCiphers   string `ini:"server_tls_ciphers"`
+
+	// ServerCheckQuery is run on a server idle longer than
+	// ServerCheckDelay before it is used again ("" = never).
+	ServerCheckQuery string        `ini:"server_check_query"`
+	ServerCheckDelay time.Duration `ini:"server_check_delay"`
+	// ApplicationNameAddHost appends " - host:port" of the client to its
+	// application_name.
+	ApplicationNameAddHost bool `ini:"application_name_add_host"`
+	// ServerFastClose closes a server that must close (RECONNECT, a
+	// changed database) at the end of its transaction in session mode
+	// too, instead of when its client leaves.
+	ServerFastClose bool `ini:"server_fast_close"`
+	// ServerRoundRobin reuses idle servers in turn instead of the most
+	// recently used one first.
+	ServerRoundRobin bool `ini:"server_round_robin"`
+
 	// Databases is the [databases] section in file order; the entry named
 	// "*" is the fallback for any other database name.
 	Databases []Database
@@ -128,6 +156,11 @@ func Defaults() Settings {
 		SuspendTimeout:       10 * time.Second,
 		StatsPeriod:          60 * time.Second,
 		ClientTLSSSLMode:     "disable",
+		ServerTLSSSLMode:     "disable",
+		ServerTLSProtocols:   "secure",
+		ServerTLSCiphers:     "fast",
+		ServerCheckQuery:     "select 1",
+		ServerCheckDelay:     30 * time.Second,
 	}
 }
 
@@ -197,6 +230,10 @@ type Pool struct {
 	Size               int
 	MaxDBConnections   int // 0 = unlimited
 	MaxUserConnections int // 0 = unlimited
+	// MinPoolSize is min_pool_size, the database's else [pgbouncer]'s;
+	// ReservePool is reserve_pool (the database's) else
+	// reserve_pool_size.
+	MinPoolSize, ReservePool int
 }
 
 // PoolFor works out the pool of database d and user u: pool_mode from the
@@ -215,6 +252,13 @@ func (s *Settings) PoolFor(d Database, u User) Pool {
 	}
 	if d.MaxDBConnections != Unset {
 		p.MaxDBConnections = d.MaxDBConnections
+	}
+	p.MinPoolSize, p.ReservePool = s.MinPoolSize, s.ReservePoolSize
+	if d.MinPoolSize != Unset {
+		p.MinPoolSize = d.MinPoolSize
+	}
+	if d.ReservePool != Unset {
+		p.ReservePool = d.ReservePool
 	}
 	if u.MaxUserConnections != Unset {
 		p.MaxUserConnections = u.MaxUserConnections
@@ -267,6 +311,9 @@ func (s *Settings) Validate() error {
 	if !slices.Contains(SSLModes, s.ClientTLSSSLMode) {
 		return fmt.Errorf("client_tls_sslmode: %q: want one of %s", s.ClientTLSSSLMode, strings.Join(SSLModes, ", "))
 	}
+	if !slices.Contains(SSLModes, s.ServerTLSSSLMode) {
+		return fmt.Errorf("server_tls_sslmode: %q: want one of %s", s.ServerTLSSSLMode, strings.Join(SSLModes, ", "))
+	}
 	for _, n := range []struct {
 		key string
 		v   int
@@ -288,7 +335,7 @@ func (s *Settings) Validate() error {
 		{"client_login_timeout", s.ClientLoginTimeout},
 		{"server_connect_timeout", s.ServerConnectTimeout}, {"server_login_retry", s.ServerLoginRetry},
 		{"autodb_idle_timeout", s.AutodbIdleTimeout}, {"suspend_timeout", s.SuspendTimeout},
-		{"stats_period", s.StatsPeriod},
+		{"stats_period", s.StatsPeriod}, {"server_check_delay", s.ServerCheckDelay},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("%s: %v: want 0 or more", d.key, d.v)

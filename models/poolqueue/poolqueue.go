@@ -10,6 +10,11 @@ type Queue[C, S comparable] struct {
 	idle    []S  // idle servers; the top (most recently used) is the end
 	servers int  // servers open or logging in
 	login   bool // a server login is in flight
+
+	// RoundRobin reuses the idle server released longest ago instead of
+	// the most recent one (PgBouncer's server_round_robin), spreading
+	// the load over every server.
+	RoundRobin bool
 }
 
 type waiter[C any] struct {
@@ -29,10 +34,28 @@ func (q *Queue[C, S]) Oldest() (since int64, ok bool) {
 	return q.buf[q.head].since, true
 }
 
+// Head is the client that has waited longest, with its arrival time; ok
+// is false when nobody waits. It stays in the queue.
+func (q *Queue[C, S]) Head() (c C, since int64, ok bool) {
+	if q.n == 0 {
+		return c, 0, false
+	}
+	w := q.buf[q.head]
+	return w.c, w.since, true
+}
+
 // Arrive is client c needing a server at now: it gets the most recently
 // used idle server when nobody waits ahead of it (ok), and otherwise
 // queues behind the others.
 func (q *Queue[C, S]) Arrive(c C, now int64) (s S, ok bool) {
+	if q.n == 0 && len(q.idle) > 0 && q.RoundRobin {
+		s = q.idle[0]
+		copy(q.idle, q.idle[1:])
+		var zero S
+		q.idle[len(q.idle)-1] = zero
+		q.idle = q.idle[:len(q.idle)-1]
+		return s, true
+	}
 	if q.n == 0 && len(q.idle) > 0 {
 		s = q.idle[len(q.idle)-1]
 		var zero S

@@ -196,3 +196,32 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations per cycle, want 0", allocs)
 	}
 }
+
+// TestRoundRobinAndHead: RoundRobin reuses the idle server released
+// longest ago; Head names the oldest waiter without taking it.
+func TestRoundRobinAndHead(t *testing.T) {
+	var q Queue[string, int]
+	for s := 1; s <= 3; s++ {
+		q.Launch()
+		q.LoginDone()
+		q.Release(s)
+	}
+	if s, ok := q.Arrive("a", 1); !ok || s != 3 {
+		t.Fatalf("LIFO: got %d, %v; want 3", s, ok)
+	}
+	q.RoundRobin = true
+	if s, ok := q.Arrive("b", 2); !ok || s != 1 {
+		t.Fatalf("round robin: got %d, %v; want 1", s, ok)
+	}
+	if s, ok := q.Arrive("c", 3); !ok || s != 2 {
+		t.Fatalf("round robin: got %d, %v; want 2", s, ok)
+	}
+	if _, _, ok := q.Head(); ok {
+		t.Fatal("Head of an empty queue: ok")
+	}
+	q.Arrive("d", 4)
+	q.Arrive("e", 5)
+	if c, since, ok := q.Head(); !ok || c != "d" || since != 4 || q.Waiting() != 2 {
+		t.Fatalf("Head = %q, %d, %v with %d waiting; want d, 4, true with 2", c, since, ok, q.Waiting())
+	}
+}

@@ -84,8 +84,9 @@ type Config struct {
 	// keeps at most N on each server, least recently used closed first; 0
 	// passes them through untouched, as PgBouncer before 1.21, and is
 	// DefaultConfig's value: the behaviour of the PgBouncer 1.18 poolsim
-	// validates against). The Pooling keys the proxy does not apply
-	// (min_pool_size, reserve_pool_size, reserve_pool_timeout, query_timeout,
+	// validates against). min_pool_size, reserve_pool_size and
+	// reserve_pool_timeout shape the pools as PgBouncer's do (shaping.go).
+	// The Pooling keys the proxy does not apply (query_timeout,
 	// client_idle_timeout, idle_transaction_timeout,
 	// server_reset_query_always) are logged when set (Unapplied).
 	poolconf.Pooling
@@ -124,6 +125,36 @@ type Config struct {
 	// ClientTLSCAFile the CA that signs client certificates (verify-ca,
 	// verify-full).
 	ClientTLSSSLMode, ClientTLSCertFile, ClientTLSKeyFile, ClientTLSCAFile string
+	// ServerTLSSSLMode is server_tls_sslmode: how server connections are
+	// encrypted, with PgBouncer's modes (servertls.go); "" (DefaultConfig)
+	// leaves Upstream's own TLS settings in force and connects [databases]
+	// entries without TLS, as PgBouncer 1.18's default disable does.
+	// ServerTLSCAFile is the CA that signs the servers' certificates
+	// (verify-ca, verify-full; "" = the system's), ServerTLSCertFile and
+	// ServerTLSKeyFile a client certificate for PostgreSQL's cert
+	// authentication, ServerTLSProtocols and ServerTLSCiphers the TLS
+	// versions and cipher suites offered (PgBouncer's keywords; "" =
+	// secure and fast).
+	ServerTLSSSLMode, ServerTLSCAFile, ServerTLSCertFile, ServerTLSKeyFile string
+	ServerTLSProtocols, ServerTLSCiphers                                   string
+	// ServerCheckQuery is server_check_query: run on a server that has
+	// been idle longer than ServerCheckDelay (server_check_delay) before a
+	// client gets it; a server it fails on is closed. "" turns the check
+	// off.
+	ServerCheckQuery string
+	ServerCheckDelay time.Duration
+	// ApplicationNameAddHost is application_name_add_host: a client's
+	// application_name gets " - host:port" of its address appended.
+	ApplicationNameAddHost bool
+	// ServerFastClose is server_fast_close: a server that must close
+	// (RECONNECT, a changed database) is closed at the end of its
+	// transaction, with its session-mode client, instead of when the
+	// client leaves.
+	ServerFastClose bool
+	// ServerRoundRobin is server_round_robin: idle servers are reused in
+	// turn, the one released longest ago first, instead of last in, first
+	// out.
+	ServerRoundRobin bool
 	// ClientLoginTimeout is client_login_timeout: a client that has not
 	// finished logging in this long after it connected is closed (FATAL
 	// "client_login_timeout"); 0 disables it.
@@ -176,8 +207,9 @@ type Config struct {
 	// the reads of one turn of the loop go to the kernel in one system call
 	// and its writes in another (package uring).
 	PlainIO bool
-	// Logf, if set, receives the proxy's log lines (server login failures;
-	// with Verbose also every server close and its reason).
+	// Logf, if set, receives the proxy's log lines (server login failures,
+	// every server connection opened and closed with PgBouncer's words:
+	// "new connection to server", "closing because: REASON (age=Ns)").
 	Logf    func(format string, args ...any)
 	Verbose bool
 
@@ -209,6 +241,10 @@ func DefaultConfig() Config {
 		AuthType:             AuthTrust, // PgBouncer's md5 needs an auth_file; --config uses md5
 		ClientLoginTimeout:   d.ClientLoginTimeout,
 		ClientTLSSSLMode:     d.ClientTLSSSLMode,
+		ServerTLSProtocols:   d.ServerTLSProtocols,
+		ServerTLSCiphers:     d.ServerTLSCiphers,
+		ServerCheckQuery:     d.ServerCheckQuery,
+		ServerCheckDelay:     d.ServerCheckDelay,
 		AutodbIdleTimeout:    d.AutodbIdleTimeout,
 		PktBuf:               4096,
 		MaxPacketSize:        math.MaxInt32,
@@ -260,6 +296,7 @@ func (c Config) Validate() error {
 		{"shutdown_timeout", c.ShutdownTimeout},
 		{"client_login_timeout", c.ClientLoginTimeout},
 		{"autodb_idle_timeout", c.AutodbIdleTimeout},
+		{"server_check_delay", c.ServerCheckDelay},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("%s: %v: want 0 or more", d.name, d.v)
@@ -314,6 +351,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.checkClientTLS(); err != nil {
+		return err
+	}
+	if _, err := c.serverTLSConfig(); err != nil {
 		return err
 	}
 	for _, a := range c.tcpAddrs() {
@@ -410,6 +450,11 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	c.AuthUser, c.AuthQuery, c.AuthDBName = s.Other["auth_user"], s.Other["auth_query"], s.Other["auth_dbname"]
 	c.AuthHBAFile = s.Other["auth_hba_file"]
 	c.ClientTLSSSLMode, c.ClientTLSCertFile, c.ClientTLSKeyFile, c.ClientTLSCAFile = s.ClientTLSSSLMode, s.ClientTLSCertFile, s.ClientTLSKeyFile, s.ClientTLSCAFile
+	c.ServerTLSSSLMode, c.ServerTLSCAFile, c.ServerTLSCertFile, c.ServerTLSKeyFile = s.ServerTLSSSLMode, s.ServerTLSCAFile, s.ServerTLSCertFile, s.ServerTLSKeyFile
+	c.ServerTLSProtocols, c.ServerTLSCiphers = s.ServerTLSProtocols, s.ServerTLSCiphers
+	c.ServerCheckQuery, c.ServerCheckDelay = s.ServerCheckQuery, s.ServerCheckDelay
+	c.ApplicationNameAddHost, c.ServerFastClose = s.ApplicationNameAddHost, s.ServerFastClose
+	c.ServerRoundRobin = s.ServerRoundRobin
 	c.IgnoreStartupParameters = s.IgnoreStartupParameters
 	c.Databases, c.Users = s.Databases, s.Users
 	c.StatsPeriod = s.StatsPeriod
@@ -457,11 +502,6 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 		*dst = n // Validate checks the range
 	}
 	notApplied = append(notApplied, applyFields(&c, &s)...)
-	for _, d := range s.Databases {
-		if d.MinPoolSize != poolconf.Unset || d.ReservePool != poolconf.Unset || d.ConnectQuery != "" {
-			skip("[databases] "+d.Name, "min_pool_size/reserve_pool/connect_query", "not implemented")
-		}
-	}
 	keys := make([]string, 0, len(s.Other))
 	for k := range s.Other {
 		keys = append(keys, k)

@@ -80,6 +80,27 @@ func otherInt(key string, get func(c *Config) *int) configField {
 	}
 }
 
+// strField is a text key with a Config field.
+func strField(get func(c *Config) *string, from func(s *poolconf.Settings) string) configField {
+	return configField{
+		get: func(c *Config) any { return *get(c) },
+		put: func(c *Config, s *poolconf.Settings) { *get(c) = from(s) },
+	}
+}
+
+// boolField is a 0/1 key with a Config field.
+func boolField(get func(c *Config) *bool, from func(s *poolconf.Settings) bool) configField {
+	return configField{
+		get: func(c *Config) any {
+			if *get(c) {
+				return "1"
+			}
+			return "0"
+		},
+		put: func(c *Config, s *poolconf.Settings) { *get(c) = from(s) },
+	}
+}
+
 var configFields = map[string]configField{
 	"admin_users": {
 		get: func(c *Config) any { return strings.Join(c.AdminUsers, ",") },
@@ -154,6 +175,26 @@ var configFields = map[string]configField{
 		func(s *poolconf.Settings) time.Duration { return s.ServerLoginRetry }),
 	"stats_period": durField(func(c *Config) *time.Duration { return &c.StatsPeriod },
 		func(s *poolconf.Settings) time.Duration { return s.StatsPeriod }),
+	"server_tls_sslmode": {
+		get: func(c *Config) any {
+			if c.ServerTLSSSLMode == "" {
+				return SSLDisable
+			}
+			return c.ServerTLSSSLMode
+		},
+		put: func(c *Config, s *poolconf.Settings) { c.ServerTLSSSLMode = s.ServerTLSSSLMode },
+	},
+	"server_tls_ca_file":   strField(func(c *Config) *string { return &c.ServerTLSCAFile }, func(s *poolconf.Settings) string { return s.ServerTLSCAFile }),
+	"server_tls_cert_file": strField(func(c *Config) *string { return &c.ServerTLSCertFile }, func(s *poolconf.Settings) string { return s.ServerTLSCertFile }),
+	"server_tls_key_file":  strField(func(c *Config) *string { return &c.ServerTLSKeyFile }, func(s *poolconf.Settings) string { return s.ServerTLSKeyFile }),
+	"server_tls_protocols": strField(func(c *Config) *string { return &c.ServerTLSProtocols }, func(s *poolconf.Settings) string { return s.ServerTLSProtocols }),
+	"server_tls_ciphers":   strField(func(c *Config) *string { return &c.ServerTLSCiphers }, func(s *poolconf.Settings) string { return s.ServerTLSCiphers }),
+	"server_check_query":   strField(func(c *Config) *string { return &c.ServerCheckQuery }, func(s *poolconf.Settings) string { return s.ServerCheckQuery }),
+	"server_check_delay": durField(func(c *Config) *time.Duration { return &c.ServerCheckDelay },
+		func(s *poolconf.Settings) time.Duration { return s.ServerCheckDelay }),
+	"application_name_add_host": boolField(func(c *Config) *bool { return &c.ApplicationNameAddHost }, func(s *poolconf.Settings) bool { return s.ApplicationNameAddHost }),
+	"server_fast_close":         boolField(func(c *Config) *bool { return &c.ServerFastClose }, func(s *poolconf.Settings) bool { return s.ServerFastClose }),
+	"server_round_robin":        boolField(func(c *Config) *bool { return &c.ServerRoundRobin }, func(s *poolconf.Settings) bool { return s.ServerRoundRobin }),
 	"verbose": {
 		get: func(c *Config) any {
 			if c.Verbose {

@@ -323,7 +323,7 @@ func serverRow(s *server, state string) ([]any, [7]int) {
 	laddr, lport := netAddr(s.local)
 	return []any{"S", s.pool.key.user, s.pool.key.db, state, addr, port, laddr, lport,
 		s.connectTime.Format(adminTime), req.Format(adminTime), 0, 0, s.closeNeeded, ptr(s.id), link,
-		int(s.pid), "", s.have.get("application_name")}, sockPos(&s.sk, s.fwdLeft)
+		int(s.pid), tlsText(s.tlsVersion, s.tlsSuite), s.have.get("application_name")}, sockPos(&s.sk, s.fwdLeft)
 }
 
 // consoleRow is a console connection's row: its pool is "pgbouncer", its

@@ -161,6 +161,9 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	if db == "" {
 		db = user
 	}
+	if p.conf().ApplicationNameAddHost && db != adminDB {
+		startup["application_name"] = appNameWithHost(startup["application_name"], conn.RemoteAddr())
+	}
 	c.lg.appName = startup["application_name"]
 	c.lg.db, c.lg.user = db, user
 	p.mu.Lock()

@@ -48,6 +48,17 @@ type pool struct {
 	psMax int
 	// entry is the [databases] entry the pool was made from.
 	entry poolconf.Database
+	// minSize is min_pool_size, reserve reserve_pool_size, the
+	// database's own else the global ones (shaping.go).
+	minSize, reserve int
+	// tlsKey is the server TLS settings conf was made with: a change
+	// closes the pool's servers (reload.go).
+	tlsKey string
+	// lastLifetimeClose is when server_lifetime last closed a server:
+	// such closes are spread out (PgBouncer's life_over).
+	lastLifetimeClose time.Time
+	// checking counts servers running server_check_query.
+	checking int
 
 	// queue holds the waiting clients (arrival times in Unix
 	// nanoseconds), the idle servers, the count of servers connected or
@@ -217,7 +228,15 @@ func (p *pool) failingFast() bool {
 // waits ahead, or joins the wait queue, and a login starts if one is needed
 // and allowed. A nil server without an error means c waits.
 func (p *pool) arrive(c *client, since stamp) (*server, error) {
-	if s, ok := p.queue.Arrive(c, int64(since)); ok {
+	for {
+		s, ok := p.queue.Arrive(c, int64(since))
+		if !ok {
+			break
+		}
+		if p.needsCheck(s) {
+			p.check(s) // back to the pool once checked; c tries again
+			continue
+		}
 		s.state = stateActive
 		return s, nil
 	}
@@ -279,6 +298,9 @@ func (p *pool) assigned(c *client, since time.Time) {
 // stops it, an idle server of another pool of the database is closed to
 // make room (PgBouncer's evict_connection).
 func (p *pool) launch() {
+	if p.checking > 0 && p.checking >= p.queue.Waiting() {
+		return // the servers being checked come back to the waiters first
+	}
 	if p.queue.Waiting() > 0 || (p.params == nil && len(p.welcomeQ) > 0) {
 		p.start()
 	}
@@ -291,15 +313,25 @@ func (p *pool) start() {
 	// A pool taken over on an online restart has servers but no welcome
 	// yet: a client logging in gets one login for it even so.
 	welcome := p.params == nil && len(p.welcomeQ) > 0 && !p.queue.LoggingIn()
-	if !(p.queue.CanLaunch(p.size) || welcome) || p.px.stoppingNow() || p.paused() {
+	if !(p.queue.CanLaunch(p.size) || welcome || p.useReserve()) || p.px.stoppingNow() || p.paused() {
 		return
 	}
+	p.startLogin(true)
+}
+
+// startLogin starts a server login once the pool's own rules allow one:
+// unless server_login_retry holds it back or max_db_connections or
+// max_user_connections is reached; evict lets it close an idle server of
+// another pool of the database to make room.
+func (p *pool) startLogin(evict bool) {
 	now := p.px.loop.now
 	if p.loginFailing && now.Sub(p.lastLaunch) < p.px.conf().ServerLoginRetry {
 		return // the janitor tries again once server_login_retry has passed
 	}
 	if !p.db.reserve(p.maxDB) {
-		p.px.evictIdle(p)
+		if evict {
+			p.px.evictIdle(p)
+		}
 		return
 	}
 	if !p.user.reserve(p.maxUser) {
@@ -310,7 +342,7 @@ func (p *pool) start() {
 	p.lastLaunch = now
 	p.px.serverOpened()
 	p.px.wg.Add(1)
-	go p.connect()
+	go p.connect(p.conf, p.entry.ConnectQuery)
 }
 
 // connect opens one server connection on its own goroutine; it is the
@@ -318,11 +350,11 @@ func (p *pool) start() {
 // on success the server is released to the pool (and so to the oldest
 // waiter); on failure, if the pool has no servers, every waiting client gets
 // the server's error, as in PgBouncer.
-func (p *pool) connect() {
+func (p *pool) connect(conf *pgconn.Config, connectQuery string) {
 	defer p.px.wg.Done()
 	timeout := p.px.conf().ServerConnectTimeout
 	ctx, cancel := context.WithTimeout(p.px.base, timeout)
-	s, params, err := dialServer(ctx, p)
+	s, params, err := dialServer(ctx, p, conf, connectQuery)
 	cancel()
 	if err == nil {
 		posted := p.px.loop.post(func() {
@@ -340,6 +372,11 @@ func (p *pool) connect() {
 	}
 	if errors.Is(err, context.DeadlineExceeded) && p.px.base.Err() == nil {
 		err = fmt.Errorf("server_connect_timeout (%v) fired: %w", timeout, err)
+	}
+	if isCertVerifyError(err) {
+		// PgBouncer's (libtls') words, which operators and its test
+		// suite look for.
+		p.px.logf("%s/%s TLS handshake error: certificate verify failed: %v", p.key.db, p.key.user, err)
 	}
 	p.px.loop.post(func() { p.loginFailed(err) })
 }
@@ -395,6 +432,10 @@ func (p *pool) loggedIn(s *server, params map[string]string) {
 	}
 	s.have = varsFrom(params)
 	p.px.internAll(&s.have)
+	p.px.serverLogf(s, "new connection to server (from %s)", addrText(s.local))
+	if s.tlsVersion != 0 {
+		p.px.serverLogf(s, "SSL established: %s", tlsText(s.tlsVersion, s.tlsSuite))
+	}
 	welcomeQ := p.welcomeQ
 	p.welcomeQ = nil
 	// Into the pool first, then wake the clients waiting for the welcome:
@@ -438,7 +479,8 @@ func (p *pool) release(s *server) {
 		s.state = stateBeingCanceled
 		return
 	}
-	if lt := p.px.conf().ServerLifetime; lt > 0 && p.px.loop.now.Sub(s.connectTime) > lt {
+	if p.lifeOver(s) {
+		p.lastLifetimeClose = p.px.loop.now
 		p.closeServer(s, "server lifetime over")
 		return
 	}
@@ -477,6 +519,10 @@ func (p *pool) closeServer(s *server, reason string) {
 		return
 	}
 	s.closed = true
+	if s.checking {
+		s.checking = false
+		p.checking--
+	}
 	p.queue.Close(s)
 	delete(p.servers, s)
 	p.db.n.Add(-1)
@@ -485,7 +531,7 @@ func (p *pool) closeServer(s *server, reason string) {
 	p.px.loop.close(&s.sk)
 	s.ps.release(&p.px.ps) // the connection is closed: its statements are gone
 	if reason != "" {
-		p.px.debugf("server %d (%s/%s) closed: %s", s.id, p.key.db, p.key.user, reason)
+		p.px.serverLogf(s, "closing because: %s (age=%ds)", reason, int(p.px.loop.now.Sub(s.connectTime).Seconds()))
 	}
 	if p.paused() {
 		p.px.pauseProgress()
@@ -498,9 +544,11 @@ func (p *pool) closeServer(s *server, reason string) {
 // or all of them when d is 0.
 func (p *pool) closeIdle(now time.Time, d time.Duration, reason string) {
 	var old []*server
+	keep := p.queue.Servers() // server_idle_timeout keeps min_pool_size, as in PgBouncer
 	for _, s := range p.queue.Idle() {
-		if d == 0 || now.Sub(s.idleSince) > d {
+		if d == 0 || (now.Sub(s.idleSince) > d && (p.minSize == 0 || keep > p.minSize)) {
 			old = append(old, s)
+			keep--
 		}
 	}
 	for _, s := range old {
@@ -515,7 +563,7 @@ func (p *pool) evictOldestIdle() bool {
 	if len(idle) == 0 {
 		return false
 	}
-	p.closeServer(idle[0], "evicted for max_db_connections")
+	p.closeServer(idle[0], "evicted")
 	return true
 }
 
@@ -535,6 +583,8 @@ func (k poolKey) String() string { return fmt.Sprintf("%s/%s", k.db, k.user) }
 // runs on the loop, or before the loop knows the pool.
 func (p *pool) apply(ps poolconf.Pool) {
 	p.mode, p.size, p.maxDB, p.maxUser = ps.Mode, ps.Size, ps.MaxDBConnections, ps.MaxUserConnections
+	p.minSize, p.reserve = ps.MinPoolSize, ps.ReservePool
+	p.queue.RoundRobin = p.px.conf().ServerRoundRobin
 }
 
 // appliedPooling are the keys of poolconf.Pooling the proxy applies: SHOW
@@ -542,4 +592,4 @@ func (p *pool) apply(ps poolconf.Pool) {
 // file that sets another one is told it is not implemented.
 var appliedPooling = []string{"pool_mode", "default_pool_size", "max_client_conn", "max_db_connections",
 	"max_user_connections", "max_prepared_statements", "query_wait_timeout", "server_idle_timeout",
-	"server_lifetime", "server_reset_query"}
+	"server_lifetime", "server_reset_query", "min_pool_size", "reserve_pool_size", "reserve_pool_timeout"}

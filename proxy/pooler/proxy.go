@@ -29,6 +29,10 @@ type Proxy struct {
 	ignore   []string                          // ignore_startup_parameters, lower case (login goroutines read it under mu)
 	tls      atomic.Pointer[tls.Config]        // client TLS (clienttls.go); nil when client_tls_sslmode is disable
 	auth     authState                         // SCRAM keys and auth_query secrets for server logins (serverauth.go)
+	srvTLS   atomic.Pointer[serverTLS]         // server TLS (servertls.go); nil when server_tls_sslmode is not given
+	// upOwnTLS: the Upstream string names its own sslmode, which wins
+	// over server_tls_sslmode for the pools it serves (under mu).
+	upOwnTLS bool
 
 	observer Observer // Config.Observer, fixed at New; nil: none
 
@@ -142,17 +146,23 @@ func (p *Proxy) setConfig(cfg *Config) error {
 	if err != nil {
 		return err
 	}
+	stc, err := cfg.serverTLSConfig()
+	if err != nil {
+		return err
+	}
 	ignore := make([]string, len(cfg.IgnoreStartupParameters))
 	for i, n := range cfg.IgnoreStartupParameters {
 		ignore[i] = strings.ToLower(n)
 	}
 	p.mu.Lock()
 	p.upstream = up
+	p.upOwnTLS = connKeywords(cfg.Upstream)["sslmode"]
 	p.ignore = ignore
 	p.mu.Unlock()
 	p.secrets.Store(&secrets)
 	p.auth.hba.Store(&hba)
 	p.tls.Store(tc)
+	p.srvTLS.Store(stc)
 	p.live.Store(cfg)
 	return nil
 }
@@ -439,6 +449,8 @@ func (p *Proxy) tick(now time.Time) {
 		if d := p.conf().ServerIdleTimeout; d > 0 {
 			pl.closeIdle(now, d, "server idle timeout")
 		}
+		// server_lifetime, min_pool_size, server_fast_close (shaping.go)
+		pl.maintain(now)
 		pl.launch() // waiters may need a login (e.g. after a failed one)
 	}
 	if d := p.conf().AutodbIdleTimeout; d > 0 {
@@ -544,7 +556,7 @@ func (p *Proxy) getPool(db, user string) (*pool, error) {
 		}
 	}
 	pl := &pool{px: p, key: k, conf: conf, db: count(p.dbs, db), user: count(p.users, user),
-		servers: map[*server]struct{}{}, entry: ent, refs: 1, auto: auto}
+		servers: map[*server]struct{}{}, entry: ent, refs: 1, auto: auto, tlsKey: cfg.serverTLSKey()}
 	pl.apply(ps)
 	pl.psOn = cfg.MaxPreparedStatements > 0 && pl.mode != poolmode.Session
 	pl.psMax = cfg.MaxPreparedStatements
@@ -579,6 +591,9 @@ func (p *Proxy) serverConfig(ent poolconf.Database, user string) (*pgconn.Config
 	conf.User = user
 	if ent.User != "" {
 		conf.User, conf.Password = ent.User, ent.Password
+	}
+	if st := p.srvTLS.Load(); st != nil && (ent.Host != upstreamHost || !p.upOwnTLS) {
+		st.apply(conf)
 	}
 	for k, v := range map[string]string{"client_encoding": ent.ClientEncoding, "datestyle": ent.DateStyle, "timezone": ent.TimeZone} {
 		if v != "" {

@@ -72,14 +72,18 @@ func (p *Proxy) reconfigure(pl *pool, cfg *Config) string {
 	if ent.User != "" && ent.User != user {
 		return fmt.Sprintf("database %s: forced user changed to %s; the pool for %s serves the clients it has", pl.key.db, ent.User, user)
 	}
-	if serverEntryChanged(pl.entry, ent) {
+	if serverEntryChanged(pl.entry, ent) || pl.tlsKey != cfg.serverTLSKey() {
 		p.mu.Lock()
 		conf, err := p.serverConfig(ent, user)
 		p.mu.Unlock()
 		if err != nil {
 			return err.Error()
 		}
-		pl.conf, pl.entry = conf, ent
+		pl.conf, pl.entry, pl.tlsKey = conf, ent, cfg.serverTLSKey()
+		// The next clients wait for a server made with the new settings,
+		// as PgBouncer drops the pool's welcome (tag_pool_dirty), instead
+		// of being refused at once while logins with the old ones fail.
+		pl.params = nil
 		for s := range pl.servers {
 			s.closeNeeded = true
 		}
@@ -94,7 +98,8 @@ func (p *Proxy) reconfigure(pl *pool, cfg *Config) string {
 // changed.
 func serverEntryChanged(a, b poolconf.Database) bool {
 	return a.Host != b.Host || a.Port != b.Port || a.DBName != b.DBName || a.User != b.User ||
-		a.Password != b.Password || a.ClientEncoding != b.ClientEncoding || a.DateStyle != b.DateStyle || a.TimeZone != b.TimeZone
+		a.Password != b.Password || a.ClientEncoding != b.ClientEncoding || a.DateStyle != b.DateStyle || a.TimeZone != b.TimeZone ||
+		a.ConnectQuery != b.ConnectQuery
 }
 
 // configDiff names each field of Config that differs, with both values

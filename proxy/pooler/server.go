@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -55,6 +56,12 @@ type server struct {
 	fwdDrop     bool // ... or to drop
 	stalled     bool // the client's output is full: not read until it drains
 
+	// checking: the query running on the unlinked server is
+	// server_check_query, not server_reset_query (shaping.go).
+	checking bool
+	// tlsVersion and tlsSuite are the TLS the connection uses (0: none).
+	tlsVersion, tlsSuite uint16
+
 	state     serverState
 	idleSince time.Time
 	closed    bool
@@ -72,11 +79,21 @@ type server struct {
 var serverIDs atomic.Uint64
 
 // dialServer logs in to PostgreSQL with pgconn, so every auth method and TLS
-// work, then takes over the raw connection for the loop.
-func dialServer(ctx context.Context, p *pool) (*server, map[string]string, error) {
-	pc, err := pgconn.ConnectConfig(ctx, p.conf)
+// work, runs connectQuery (the database's connect_query; an error is
+// logged and ignored, as PgBouncer does), then takes over the raw
+// connection for the loop.
+func dialServer(ctx context.Context, p *pool, conf *pgconn.Config, connectQuery string) (*server, map[string]string, error) {
+	pc, err := pgconn.ConnectConfig(ctx, conf)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to server: %w", err)
+	}
+	if connectQuery != "" {
+		if _, err := pc.Exec(ctx, connectQuery).ReadAll(); err != nil {
+			if pc.IsClosed() {
+				return nil, nil, fmt.Errorf("connect_query: %w", err)
+			}
+			p.px.logf("%s/%s S: error while executing exec_on_query: %v", p.key.db, p.key.user, err)
+		}
 	}
 	hj, err := pc.Hijack()
 	if err != nil {
@@ -101,6 +118,10 @@ func dialServer(ctx context.Context, p *pool) (*server, map[string]string, error
 		bridged:     !isPlain(hj.Conn),
 	}
 	s.sk.s = s
+	if tc, ok := hj.Conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		st := tc.ConnectionState()
+		s.tlsVersion, s.tlsSuite = st.Version, st.CipherSuite
+	}
 	if s.fd, err = p.px.detach(hj.Conn); err != nil {
 		_ = hj.Conn.Close()
 		return nil, nil, fmt.Errorf("take over server connection: %w", err)
@@ -274,13 +295,27 @@ func (s *server) unlinked(typ byte, body []byte) error {
 			s.resetFailed = true
 		case msgReadyForQuery:
 			s.resetting = false
+			checked := s.checking
+			if checked {
+				s.checking = false
+				s.pool.checking--
+			}
 			if s.resetFailed || len(body) != 1 || poolmode.TxStatus(body[0]) != poolmode.Idle {
 				s.resetFailed = false
-				s.pool.closeServer(s, "server_reset_query failed")
+				reason := "server_reset_query failed"
+				if checked {
+					reason = "server check query failed"
+				}
+				s.pool.closeServer(s, reason)
 				return nil
 			}
-			s.extra = nil // server_reset_query (DISCARD ALL) reset them
+			if !checked {
+				s.extra = nil // server_reset_query (DISCARD ALL) reset them
+			}
 			s.pool.release(s)
+			if checked {
+				s.pool.launch() // clients that came meanwhile may need more servers
+			}
 		}
 		return nil
 	}
