@@ -139,8 +139,15 @@ func TestServerTLSConfig(t *testing.T) {
 		}
 	}
 	tp := startProxy(t, func(c *Config) { c.ServerTLSSSLMode = SSLPrefer })
-	if _, err := tp.Set("server_tls_ca_file", "/nonexistent/ca.crt"); err == nil {
-		t.Errorf("SET server_tls_ca_file to a missing file: no error")
+	// As PgBouncer: a TLS setting that leaves TLS unusable is recorded,
+	// with a NOTICE, and the TLS in force stays until a later SET makes the
+	// settings usable again.
+	notices, err := tp.Set("server_tls_ca_file", "/nonexistent/ca.crt")
+	if err != nil || !strings.Contains(strings.Join(notices, "\n"), "TLS settings could not be applied") {
+		t.Errorf("SET server_tls_ca_file to a missing file: %v, notices %q; want PgBouncer's NOTICE", err, notices)
+	}
+	if got := configValue(tp.conf(), mustKey(t, "server_tls_ca_file")); got != "/nonexistent/ca.crt" {
+		t.Errorf("SHOW CONFIG server_tls_ca_file = %v, want the value set", got)
 	}
 	if _, err := tp.Set("server_tls_protocols", "tlsv1.3"); err != nil {
 		t.Errorf("SET server_tls_protocols = tlsv1.3: %v", err)
