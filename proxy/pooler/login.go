@@ -225,6 +225,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		return
 	}
 	c.st.logins = 1
+	p.findOrRegisterDB(db) // logs "registered new auto-database" as PgBouncer's login does
 	pl, err := p.getPool(db, user)
 	if err != nil {
 		if !errors.Is(err, errNoSuchDatabase) {
