@@ -12,9 +12,12 @@
 # --out DIR  writes DIR/POOLER-MODE.txt: the counts and every test with its
 #            outcome and pytest's one-line reason; default: print only.
 # -k EXPR    passed to pytest (a subset of the tests).
+# JOBS       pytest-xdist workers (default 2; most tests wait on timers and
+#            sockets, so 4 on two cores halves the time).
 # --gate LIST exits 1 unless every test that failed or errored is listed in
-#            LIST (a line per test: "file.py::test<TAB>why"; # comments),
-#            and says which listed tests passed (the list is then stale).
+#            LIST (a line per test: "file.py::test<TAB>why"; # comments)
+#            or passes when run once more alone (which it reports), and
+#            says which listed tests passed (the list is then stale).
 #            CI runs the proxy's suite with its list,
 #            results/pgbouncer-suite/proxy-fails.txt.
 #
@@ -113,7 +116,7 @@ for p in $poolers; do
   # --tb=line: pytest 7.2 on Python 3.11 can crash parsing a failed test's
   # source for a longer traceback ("AST constructor recursion depth
   # mismatch"); the one-line reasons are what this reports anyway.
-  args=(-m pytest -n 2 -rA --tb=line -p no:cacheprovider --basetemp "$work/t-$p")
+  args=(-m pytest -n "${JOBS:-2}" -rA --tb=line -p no:cacheprovider --basetemp "$work/t-$p")
   [ -z "$kexpr" ] || args+=(-k "$kexpr")
   echo "== $(date -u +%T) $p, $mode: the suite" >&2
   for attempt in 1 2; do
@@ -153,9 +156,25 @@ for p in $poolers; do
       exit 1
     fi
     if [ -n "$bad" ]; then
-      echo "bench/pgbouncer-suite.sh: gate: failed and not in $gate:" >&2
+      # The suite is PgBouncer's, timed with sleeps: under a loaded CI
+      # machine one of its tests can miss its moment. A test that fails
+      # outside the list runs once more, alone; one that passes then is
+      # reported (with its first failure), one that fails again fails the
+      # gate.
+      echo "bench/pgbouncer-suite.sh: gate: failed, not in $gate; running them again alone:" >&2
       grep -E '^(FAILED|ERROR) ' <<<"$lines" | grep -F -f <(echo "$bad") | cut -c1-400 >&2
-      exit 1
+      again=(-m pytest -n 0 -rA --tb=line -p no:cacheprovider --basetemp "$work/t2-$p")
+      (cd "$copy/test" && timeout 300 runuser -u postgres -- env PATH="$pgbin:$PATH" HOME="$work" COLUMNS=400 "$py" "${again[@]}" $bad) >"$log.again" 2>&1 || true
+      reap
+      cp "$log.again" "${TMPDIR:-/tmp}/pgbouncer-suite-$p-$mode.again.log"
+      still=$(grep -E '^PASSED ' "$log.again" | awk '{print $2}' | sort -u | comm -13 - <(echo "$bad") || true)
+      if [ -n "$still" ]; then
+        echo "bench/pgbouncer-suite.sh: gate: failed again, not in $gate:" >&2
+        grep -E '^(FAILED|ERROR) ' "$log.again" | cut -c1-400 >&2
+        [ -n "$(grep -E '^(FAILED|ERROR) ' "$log.again")" ] || tail -20 "$log.again" >&2
+        exit 1
+      fi
+      echo "gate: passed on the second run, alone: $(echo $bad)"
     fi
     echo "gate: every failure is listed in $gate"
   fi
