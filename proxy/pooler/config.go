@@ -85,10 +85,11 @@ type Config struct {
 	// passes them through untouched, as PgBouncer before 1.21, and is
 	// DefaultConfig's value: the behaviour of the PgBouncer 1.18 poolsim
 	// validates against). min_pool_size, reserve_pool_size and
-	// reserve_pool_timeout shape the pools as PgBouncer's do (shaping.go).
-	// The Pooling keys the proxy does not apply (query_timeout,
-	// client_idle_timeout, idle_transaction_timeout,
-	// server_reset_query_always) are logged when set (Unapplied).
+	// reserve_pool_timeout shape the pools as PgBouncer's do (shaping.go);
+	// query_timeout, client_idle_timeout and idle_transaction_timeout are
+	// the janitor's guards (janitor.go). The one Pooling key the proxy does
+	// not apply, server_reset_query_always, is logged when set
+	// (Unapplied).
 	poolconf.Pooling
 	// ServerConnectTimeout is server_connect_timeout: the limit on one server
 	// login.

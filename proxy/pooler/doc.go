@@ -10,8 +10,11 @@
 // accepted or declined as ClientTLSSSLMode (PgBouncer's
 // client_tls_sslmode) says, and require and above refuse a plain login
 // with FATAL "SSL required" (clienttls.go); GSSENCRequest is declined
-// ('N'); authentication is PgBouncer's trust,
-// any, plain, md5 or scram-sha-256 against a PgBouncer auth_file (auth.go);
+// ('N'); authentication is PgBouncer's trust, any, plain, md5,
+// scram-sha-256, cert, hba or peer against a PgBouncer auth_file that may
+// mix plain, md5 and SCRAM secrets (auth.go, authfile.go, hba.go, peer.go),
+// with auth_user/auth_query/auth_dbname for users not in it
+// (authquery.go);
 // the proxy answers with the ParameterStatus messages cached from its
 // pool's first server connection (one is opened at a pool's first login),
 // a random BackendKeyData of its own and ReadyForQuery. Each (database,
@@ -144,9 +147,10 @@
 // WAIT_CLOSE and SUSPEND answer when done. SHOW STATS averages over
 // stats_period as PgBouncer does. What the proxy has and PgBouncer 1.18
 // lacks (the prepared-statement counts, per-pool counters) is in
-// Proxy.Stats, not in the console's tables. The proxy has no DNS cache
-// (SHOW DNS_* are empty), no slab allocator (SHOW MEM counts its objects)
-// and no online restart (SHOW FDS lists descriptors, sends none).
+// Proxy.Stats, not in the console's tables.
+// The proxy has no DNS cache
+// (SHOW DNS_* are empty) and no slab allocator (SHOW MEM counts its
+// objects).
 // An Observer (Config.Observer, nil by default) is told every server
 // assignment's wait (request reached the proxy -> server linked) and may
 // have the event loop keep an OS thread of its own and time its turns: the
@@ -154,6 +158,42 @@
 // request times (HistogramBounds), whose bucket counts the loop keeps with
 // a few comparisons per event; Proxy.Show returns any SHOW view's rows.
 // Package proxy/metrics serves both to Prometheus.
+//
+// # Listeners, logins, the server side
+//
+// Serve accepts on every listener it is given (Listen opens them: each
+// listen_addr and the Unix socket unix_socket_dir/.s.PGSQL.<port>,
+// listen.go); over the Unix socket user "pgbouncer" gets the console
+// without a password from a process of the proxy's own uid (peer.go,
+// PgBouncer's admin_pre_login). Server logins without a password in their
+// entry answer PostgreSQL with the client's auth_file or auth_query secret
+// (md5 from the hash, SCRAM with the keys the client proved), the exchange
+// run by the proxy on pgconn's connection (serverauth.go). server_tls_*
+// is set on each pool's pgconn config; a change marks the servers made
+// under the old settings to close (servertls.go). Pool maintenance -
+// min_pool_size, the reserve pool, server_lifetime of idle servers,
+// server_check_query, server_fast_close, round robin, shrinking - runs
+// from the janitor's tick and from a client's arrival (shaping.go);
+// connect_query runs on each new server. The tick also applies
+// query_timeout ("query timeout", or "query_timeout" while waiting for a
+// server), idle_transaction_timeout ("idle transaction timeout") and
+// client_idle_timeout (janitor.go). A client's start-up settings are
+// tried on a server before its login completes; a refusal fails the login
+// with PostgreSQL's FATAL (startup_check.go). Log lines name their
+// connection and use PgBouncer's words (logline.go): "closing because:
+// REASON (age=Ns)", "new connection to server (from ADDR)".
+//
+// # Online restart
+//
+// StartTakeover and Proxy.ServeTakeover are pgbouncer -R (takeover.go,
+// takeover_adopt.go): SUSPEND and SHOW FDS over the old process's
+// Unix-socket console, descriptors in SCM_RIGHTS, the listeners, clients
+// and servers rebuilt suspended, then SHUTDOWN of the old process and
+// RESUME of this one's loop; RESUME to the old process on any failure
+// before SHUTDOWN. The old side (takeover_old.go): SHOW FDS passes
+// descriptors to a Unix-socket console connection of the proxy's own uid
+// (TLS sockets skipped, as PgBouncer 1.18), SHUTDOWN after it forgets them
+// without writing, and SUSPEND stops accepting and the janitor.
 //
 // # Forwarding: one event loop
 //
@@ -204,7 +244,7 @@
 // # Ownership and shutdown
 //
 // Every goroutine is started by the Proxy and counted in one WaitGroup:
-// the loop, the accept loop, the one that gives free heap back to the
+// the loop, one accept loop per listener, the one that gives free heap back to the
 // operating system (memory.go), one per connection while it logs in (and
 // for the console, while it lasts), one per server login and one per
 // forwarded cancel (two more per TLS connection, client or server, which
@@ -215,7 +255,8 @@
 // times a second, server_idle_timeout and pending logins. Serve returns
 // only after all goroutines have ended. When its context is done Serve
 // stops accepting, closes clients that are between transactions, lets the
-// others finish for up to ShutdownTimeout, then closes every connection and
+// others finish (for up to ShutdownTimeout when it is not 0, PgBouncer's
+// safe shutdown having no bound), then closes every connection and
 // stops the loop. Start-up and authentication are bounded by
 // ClientLoginTimeout, server logins by ServerConnectTimeout, forwarded cancels by 10 s;
 // everything else ends when its peer closes or shutdown closes it.
