@@ -363,7 +363,7 @@ func (p *pool) connect(conf *pgconn.Config, connectQuery string) {
 				p.loginFailed(fmt.Errorf("register server connection: %w", err))
 				return
 			}
-			p.loggedIn(s, params)
+			p.loggedIn(s, params, conf != p.conf)
 		})
 		if !posted {
 			_ = sysClose(s.fd)
@@ -419,11 +419,23 @@ func (p *pool) loginFailed(err error) {
 	p.px.kickDB(p)
 }
 
-func (p *pool) loggedIn(s *server, params map[string]string) {
+// loggedIn takes a new server into the pool. stale: its login began under
+// connection settings that a RELOAD or SET has changed since (server TLS,
+// the database entry); it is closed at once instead of being used, as
+// PgBouncer's tag_pool_dirty marks logins in flight too, and the pool
+// logs in again under the new settings.
+func (p *pool) loggedIn(s *server, params map[string]string, stale bool) {
 	p.queue.LoginDone()
 	p.loginFailing = false
 	p.servers[s] = struct{}{}
 	s.state = stateActive
+	if stale {
+		p.px.serverLogf(s, "new connection to server (from %s)", addrText(s.local))
+		s.closeNeeded = true
+		p.release(s) // closes it
+		p.launch()
+		return
+	}
 	if p.params == nil {
 		p.params = params
 		if p.params == nil {
