@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,4 +85,108 @@ func query(ctx context.Context, dsn, sql string) error {
 	defer conn.Close(context.Background())
 	_, err = conn.Exec(ctx, sql).ReadAll()
 	return err
+}
+
+// TestServerLoginRefusedAfterWelcome: once the pool has had a server
+// (PgBouncer's welcome_msg_ready), a server login PostgreSQL refuses with
+// an error fails no one, as in PgBouncer 1.18 (kill_pool_logins only
+// reaches clients waiting for their welcome): the client waiting for a
+// server stays queued; while the pool has no server, a client that needs
+// one is refused at once (check_fast_fail); once PostgreSQL accepts again
+// the next login, server_login_retry later, serves the waiting client. The
+// log has PgBouncer's lines for the refused login.
+func TestServerLoginRefusedAfterWelcome(t *testing.T) {
+	fake := startFakePG(t)
+	var mu sync.Mutex
+	var lines []string
+	logged := func(s string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, s) })
+	}
+	tp := fakeProxy(t, fake, func(c *Config) {
+		c.DefaultPoolSize, c.ServerLoginRetry = 1, 300*time.Millisecond
+		c.Logf = func(format string, args ...any) {
+			mu.Lock()
+			lines = append(lines, fmt.Sprintf(format, args...))
+			mu.Unlock()
+		}
+	})
+	ctx := testCtx(t, 10*time.Second)
+	waiting := func(n int) func() bool {
+		return func() bool {
+			var w int
+			tp.loop.call(func() {
+				for _, pl := range tp.loopPools {
+					w += pl.queue.Waiting()
+				}
+			})
+			return w == n
+		}
+	}
+	a, err := pgconn.Connect(ctx, tp.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	if _, err := a.Exec(ctx, "BEGIN").ReadAll(); err != nil { // holds the pool's one server
+		t.Fatal(err)
+	}
+	b, err := pgconn.Connect(ctx, tp.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	bDone := async(func() error { _, err := b.Exec(ctx, "select 1").ReadAll(); return err })
+	if !waitFor(ctx, waiting(1)) {
+		t.Fatal("the second client never waited for the server")
+	}
+
+	// PostgreSQL restarts: the server goes, the next login is refused.
+	const starting = "the database system is starting up"
+	fake.refuse.Store(fatal("57P03", starting))
+	fake.dropAll()
+	if !waitFor(ctx, func() bool { return logged("S: login failed: FATAL: " + starting) }) {
+		t.Fatalf("the refused login was never logged as PgBouncer does (S: login failed: FATAL: %s)", starting)
+	}
+	if !logged("closing because: login failed (age=") {
+		t.Error("no 'closing because: login failed' line for the refused login")
+	}
+	if !waiting(1)() {
+		t.Fatal("the waiting client left the queue when the login was refused; want it kept waiting")
+	}
+	select {
+	case d := <-bDone:
+		t.Fatalf("the waiting client was answered while PostgreSQL refused logins: %v", d.err)
+	default:
+	}
+
+	// Meanwhile a client logs in (the pool's welcome is known) and its
+	// first query, which needs a server, is refused at once.
+	c, err := pgconn.Connect(ctx, tp.dsn)
+	if err != nil {
+		t.Fatalf("a new client while logins fail: login: %v, want it logged in", err)
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(ctx, "select 1").ReadAll()
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Message != poolmode.ErrServerLoginFailing {
+		t.Errorf("a new client while logins fail: %v, want %q", err, poolmode.ErrServerLoginFailing)
+	}
+
+	// PostgreSQL is back: the next login serves the waiting client.
+	fake.refuse.Store(nil)
+	if d := await(ctx, t, "the waiting client", bDone); d.err != nil {
+		t.Errorf("the waiting client: %v, want its query run once PostgreSQL accepts again", d.err)
+	}
+}
+
+// dropAll closes every open connection of the fake, as a PostgreSQL
+// shutting down ends its sessions.
+func (f *fakePG) dropAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.cs {
+		_ = c.Close()
+	}
 }
