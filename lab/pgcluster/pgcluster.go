@@ -352,28 +352,10 @@ func (c *Cluster) startPostmaster(ctx context.Context, acct childproc.Account) e
 		if err != nil {
 			return fmt.Errorf("pgcluster: start postgres: free port: %w", err)
 		}
-		logFile, err := os.OpenFile(c.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-		if err != nil {
-			return fmt.Errorf("pgcluster: start postgres: %w", err)
-		}
-		proc, err := childproc.Start(childproc.Spec{
-			Path:        filepath.Join(c.binDir, "postgres"),
-			Args:        []string{"-D", c.DataDir(), "-p", strconv.Itoa(port)},
-			Dir:         c.dir,
-			Output:      logFile,
-			Account:     acct,
-			DeathSignal: int(syscall.SIGQUIT),
-		})
-		logFile.Close() // the child has its own descriptor
-		if err != nil {
-			return fmt.Errorf("pgcluster: start postgres: %w", err)
-		}
-		c.proc, c.port = proc, port
-		err = c.waitReady(ctx)
+		err = c.spawn(ctx, acct, port, os.O_TRUNC)
 		if err == nil {
 			return nil
 		}
-		_ = proc.Stop(int(syscall.SIGQUIT), 5*time.Second)
 		log, _ := os.ReadFile(c.LogPath())
 		if attempt < attempts && ctx.Err() == nil && bytes.Contains(log, []byte("could not bind")) {
 			c.logf("pgcluster: port %d was taken, retrying", port)
@@ -381,6 +363,58 @@ func (c *Cluster) startPostmaster(ctx context.Context, acct childproc.Account) e
 		}
 		return fmt.Errorf("%w\n%s", err, childproc.LastLines(log, 20))
 	}
+}
+
+// spawn starts the postmaster on port, its output to LogPath (opened with
+// the extra flag os.O_TRUNC or os.O_APPEND), and waits until it accepts
+// connections; on error it is stopped again.
+func (c *Cluster) spawn(ctx context.Context, acct childproc.Account, port int, flag int) error {
+	logFile, err := os.OpenFile(c.LogPath(), os.O_CREATE|os.O_WRONLY|flag, 0o644)
+	if err != nil {
+		return fmt.Errorf("pgcluster: start postgres: %w", err)
+	}
+	proc, err := childproc.Start(childproc.Spec{
+		Path:        filepath.Join(c.binDir, "postgres"),
+		Args:        []string{"-D", c.DataDir(), "-p", strconv.Itoa(port)},
+		Dir:         c.dir,
+		Output:      logFile,
+		Account:     acct,
+		DeathSignal: int(syscall.SIGQUIT),
+	})
+	logFile.Close() // the child has its own descriptor
+	if err != nil {
+		return fmt.Errorf("pgcluster: start postgres: %w", err)
+	}
+	c.proc, c.port = proc, port
+	if err := c.waitReady(ctx); err != nil {
+		_ = proc.Stop(int(syscall.SIGQUIT), 5*time.Second)
+		return err
+	}
+	return nil
+}
+
+// Restart restarts PostgreSQL as `pg_ctl restart -m fast` does: SIGINT to
+// the postmaster (fast shutdown: every backend ends and its client reads
+// "terminating connection due to administrator command"; meanwhile new
+// connections are refused with "the database system is shutting down",
+// then not accepted at all), a wait for it to exit (SIGKILL to its group
+// after 10 s), and a new postmaster on the same port and data directory,
+// returned once it accepts connections. Its log is appended to LogPath.
+// Bounded by ctx; it must not run concurrently with Stop.
+func (c *Cluster) Restart(ctx context.Context) error {
+	acct, err := childproc.ServerAccount()
+	if err != nil {
+		return fmt.Errorf("pgcluster: restart: %w", err)
+	}
+	if err := c.proc.Stop(int(syscall.SIGINT), 10*time.Second); err != nil {
+		return fmt.Errorf("pgcluster: restart: %w", err)
+	}
+	if err := c.spawn(ctx, acct, c.port, os.O_APPEND); err != nil {
+		log, _ := os.ReadFile(c.LogPath())
+		return fmt.Errorf("pgcluster: restart: %w\n%s", err, childproc.LastLines(log, 20))
+	}
+	c.logf("pgcluster: restarted 127.0.0.1:%d", c.port)
+	return nil
 }
 
 // waitReady polls until the postmaster accepts a superuser connection.

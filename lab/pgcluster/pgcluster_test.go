@@ -339,3 +339,35 @@ func TestStartRemovesAbandonedFolders(t *testing.T) {
 		}
 	}
 }
+
+// TestRestart: a fast restart ends the open sessions with PostgreSQL's
+// "terminating connection due to administrator command", keeps the port
+// and the data (the poolsim role and database), and leaves the cluster
+// accepting connections and stoppable.
+func TestRestart(t *testing.T) {
+	c := pgclustertest.Start(t, pgcluster.Options{})
+	ctx := ctxT(t)
+	port := c.Port()
+	conn, err := pgconn.Connect(ctx, c.UserDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := c.Restart(ctx); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	_, err = conn.Exec(ctx, "select 1").ReadAll()
+	var pe *pgconn.PgError
+	if err == nil || (errors.As(err, &pe) && pe.Code != "57P01") {
+		t.Errorf("a session open across the restart: %v, want it ended (57P01 admin_shutdown)", err)
+	}
+	if c.Port() != port {
+		t.Errorf("port %d after the restart, want %d", c.Port(), port)
+	}
+	if got := scalar(t, ctx, c, c.UserDSN(), "select current_user"); got != pgcluster.UserName {
+		t.Errorf("after the restart current_user = %q, want %q", got, pgcluster.UserName)
+	}
+	if err := c.Stop(); err != nil {
+		t.Errorf("Stop after Restart: %v", err)
+	}
+}

@@ -73,8 +73,11 @@
 // hung waits (one server login per ServerLoginRetry, each bounded by
 // ServerConnectTimeout) and gets "client_login_timeout (server down)" when
 // ClientLoginTimeout fires; a login PostgreSQL refuses with an error (e.g.
-// "sorry, too many clients already") hands its message, as FATAL 08P01, to
-// every client logging in and waiting; while the pool has no server a
+// "sorry, too many clients already") before the pool's first login
+// succeeded hands its message, as FATAL 08P01, to every client logging in;
+// after that (PostgreSQL restarting) it fails no one: waiting clients stay
+// queued for the next login, ServerLoginRetry later; while the pool has no
+// server a
 // logged-in client that needs one is refused at once with "server login
 // has been failing, try again later (server_login_retry)". No client ever
 // sees the upstream's address or a Go error: the detail, naming

@@ -3,6 +3,7 @@ package pooler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -35,11 +36,16 @@ func fakeProxy(t *testing.T, fake *fakePG, edit func(*Config)) *testProxy {
 // TestServerLoginRefused: when PostgreSQL refuses the pool's login (53300
 // sorry, too many clients already) and the pool has no server, the clients
 // logging in get the server's message as a FATAL 08P01, as PgBouncer 1.18
-// sends it (measured: kill_pool_logins).
+// sends it (measured: kill_pool_logins), and the log has PgBouncer's line
+// for it.
 func TestServerLoginRefused(t *testing.T) {
 	fake := startFakePG(t)
 	fake.refuse.Store(fatal(poolmode.SQLStateTooManyConn, poolmode.ErrTooManyClients))
-	tp := fakeProxy(t, fake, func(c *Config) { c.ServerLoginRetry = 200 * time.Millisecond })
+	var logged sync.Map
+	tp := fakeProxy(t, fake, func(c *Config) {
+		c.ServerLoginRetry = 200 * time.Millisecond
+		c.Logf = func(format string, args ...any) { logged.Store(fmt.Sprintf(format, args...), true) }
+	})
 	ctx := testCtx(t, 10*time.Second)
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
@@ -59,6 +65,9 @@ func TestServerLoginRefused(t *testing.T) {
 	}
 	if got := fake.logins.Load(); got > 3 {
 		t.Errorf("%d server logins for 3 clients; want at most one at a time, one per waiting batch", got)
+	}
+	if _, ok := logged.Load("server login failed: FATAL " + poolmode.ErrTooManyClients); !ok {
+		t.Errorf("no log line %q, PgBouncer's for a refused first login", "server login failed: FATAL "+poolmode.ErrTooManyClients)
 	}
 }
 

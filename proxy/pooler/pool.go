@@ -348,8 +348,7 @@ func (p *pool) startLogin(evict bool) {
 // connect opens one server connection on its own goroutine; it is the
 // pool's only login in flight. The loop then takes the connection over:
 // on success the server is released to the pool (and so to the oldest
-// waiter); on failure, if the pool has no servers, every waiting client gets
-// the server's error, as in PgBouncer.
+// waiter); on failure, loginFailed decides who is told (as in PgBouncer).
 func (p *pool) connect(conf *pgconn.Config, connectQuery string) {
 	defer p.px.wg.Done()
 	timeout := p.px.conf().ServerConnectTimeout
@@ -381,33 +380,30 @@ func (p *pool) connect(conf *pgconn.Config, connectQuery string) {
 	p.px.loop.post(func() { p.loginFailed(err) })
 }
 
-// loginFailed handles a failed server login. When PostgreSQL refused it
-// with an error and the pool has no server, every client logging in to the
-// pool and every client waiting for a server gets that error (PgBouncer's
-// kill_pool_logins). A login that failed without an answer (connection
-// refused, server_connect_timeout) fails no one: the clients keep waiting
-// for the next attempt, server_login_retry later, within
-// client_login_timeout or query_wait_timeout, while new requests of a pool
-// with no server are refused at once (check_fast_fail). The detail goes to
-// the log only.
+// loginFailed handles a failed server login, as PgBouncer 1.18 does. When
+// PostgreSQL refused it with an error before the pool's first login
+// succeeded (no welcome yet), every client logging in to the pool gets that
+// error (kill_pool_logins). Otherwise no one fails: clients waiting for a
+// server stay queued while the janitor tries again, server_login_retry
+// later, within query_wait_timeout - a PostgreSQL restarting ("the
+// database system is shutting down / starting up", connection refused)
+// costs them only the wait. Meanwhile a client that needs a server while
+// the pool has none is refused at once (failingFast, PgBouncer's
+// check_fast_fail). A login that failed without an answer (connection
+// refused, server_connect_timeout) fails no one either: clients logging
+// in wait for the next attempt within client_login_timeout.
 func (p *pool) loginFailed(err error) {
 	p.logLoginFailure(err) // loginlog.go
 	var pe *pgconn.PgError
-	failAll := p.queue.LoginFailed(errors.As(err, &pe))
+	answered := errors.As(err, &pe)
+	p.queue.LoginFailed(answered) // its waiters stay queued, whatever it says
 	p.loginFailing = true
 	p.db.n.Add(-1)
 	p.user.n.Add(-1)
 	p.px.serverClosed()
-	if failAll {
+	if answered && p.params == nil {
 		welcomeQ := p.welcomeQ
 		p.welcomeQ = nil
-		for {
-			c, _, ok := p.queue.Next()
-			if !ok {
-				break
-			}
-			c.failWait(serverErrorResponse(err))
-		}
 		for _, ch := range welcomeQ {
 			ch <- err
 		}
