@@ -196,7 +196,12 @@ func (q *Queue[C, S]) LoginDone() { q.login = false }
 // PostgreSQL answered it with an error (as opposed to a refused or
 // timed-out connection). It reports whether the waiting clients must fail
 // with that error: answered, and the pool has no server left to serve
-// them. The caller then takes them off with Next.
+// them. The caller then takes them off with Next. The model follows this;
+// the proxy (proxy/pooler, loginFailed) follows PgBouncer 1.18 further:
+// only before the pool's first successful login (its welcome) does a
+// refused login fail anyone, and then only the clients logging in, while
+// queued clients wait for the retry server_login_retry later - which the
+// model, having no server_login_retry, cannot do yet.
 func (q *Queue[C, S]) LoginFailed(answered bool) (failWaiters bool) {
 	q.login = false
 	q.servers--
