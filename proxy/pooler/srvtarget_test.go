@@ -68,6 +68,10 @@ func srvTargetsFor(ctx context.Context, t *testing.T, dbs []string, mode poolmod
 	}
 	cfg, _ := FromSettings(s)
 	cfg.Listen = "127.0.0.1:0"
+	// An ini's unix_socket_dir defaults to /tmp with listen_port 6432:
+	// the tests' proxies listen on a free TCP port only, so that neither
+	// another test nor a pooler on this machine holds their socket.
+	cfg.UnixSocketDir = ""
 	cfg.ShutdownTimeout = 2 * time.Second
 	lb := &logBuf{t: t}
 	cfg.Logf = lb.logf
