@@ -93,11 +93,19 @@ func (p *Proxy) forwardCancel(c *client, to int, pid, secret uint32) {
 	ctx, stop := context.WithTimeout(p.base, cancelTimeout)
 	defer stop()
 	pp := p.peerPools.get(to)
-	if !pp.acquire(ctx, size) {
-		closing("cancel_wait_timeout")
-		return
+	defer context.AfterFunc(pp.removed, stop)() // RELOAD without the peer ends it
+	var err error
+	if pp.acquire(ctx, size) {
+		if err = sendPeerCancel(ctx, conf.ServerConnectTimeout, peer, pid, secret, pp); err == nil {
+			return
+		}
 	}
-	if err := sendPeerCancel(ctx, conf.ServerConnectTimeout, peer, pid, secret, pp); err != nil {
+	switch {
+	case pp.removed.Err() != nil:
+		closing("peer removed")
+	case ctx.Err() != nil:
+		closing("cancel_wait_timeout")
+	default:
 		p.logf("WARNING: forwarding cancel request to peer %d (%s): %v", to, peerAddr(peer), err)
 		closing("failed to send cancel request")
 	}
@@ -140,7 +148,7 @@ func sendPeerCancel(ctx context.Context, connectTimeout time.Duration, pe poolco
 	pp.sent()
 	active = true
 	_, _ = io.Copy(io.Discard, conn)
-	return nil
+	return ctx.Err() // the peer closed, or the time limit (or a reload) closed it
 }
 
 // peerPools is the cancel requests in flight to each peer, by peer id:
@@ -158,6 +166,10 @@ type peerPool struct {
 	mu                     sync.Mutex
 	waiting, login, active int
 	wake                   chan struct{} // closed, and replaced, when a slot frees
+	// removed ends when a reload drops the peer from [peers]: its
+	// requests close ("peer removed"), as PgBouncer 1.19's kill_peer_pool.
+	removed context.Context
+	remove  context.CancelFunc
 }
 
 func (pp *peerPools) get(id int) *peerPool {
@@ -169,9 +181,29 @@ func (pp *peerPools) get(id int) *peerPool {
 	pl := pp.pools[id]
 	if pl == nil {
 		pl = &peerPool{wake: make(chan struct{})}
+		pl.removed, pl.remove = context.WithCancel(context.Background())
 		pp.pools[id] = pl
 	}
 	return pl
+}
+
+// dropRemovedPeers is a reload's part (PgBouncer 1.19's kill_peer): each peer
+// of old that is not in next is logged as dropped, and the requests in
+// flight to it end.
+func (p *Proxy) dropRemovedPeers(old, next []poolconf.Peer) {
+	pp := &p.peerPools
+	for _, pe := range old {
+		if slices.ContainsFunc(next, func(n poolconf.Peer) bool { return n.ID == pe.ID }) {
+			continue
+		}
+		p.logf("WARNING: dropping peer %d as it does not exist anymore", pe.ID)
+		pp.mu.Lock()
+		if pl := pp.pools[pe.ID]; pl != nil {
+			pl.remove()
+			delete(pp.pools, pe.ID)
+		}
+		pp.mu.Unlock()
+	}
 }
 
 // acquire waits for one of size slots; false when ctx ends first.
@@ -235,8 +267,7 @@ func (p *Proxy) showPeers() *table {
 // in flight to each peer a request has been forwarded to. A request is
 // waiting (cl_waiting_cancel_req) until it has been sent to the peer, and
 // the peer's connection in login (sv_login) while it connects; once sent,
-// the request and its connection are active until the peer closes it. The
-// pool of a peer no longer in [peers] goes once it is idle.
+// the request and its connection are active until the peer closes it.
 func (p *Proxy) showPeerPools() *table {
 	t := newTable("iiiii", "peer_id", "cl_active_cancel_req", "cl_waiting_cancel_req", "sv_active_cancel", "sv_login")
 	peers := p.conf().Peers
@@ -248,6 +279,7 @@ func (p *Proxy) showPeerPools() *table {
 		idle := pl.waiting+pl.login+pl.active == 0
 		pl.mu.Unlock()
 		if idle && !slices.ContainsFunc(peers, func(pe poolconf.Peer) bool { return pe.ID == id }) {
+			pl.remove()
 			delete(pp.pools, id)
 			continue
 		}

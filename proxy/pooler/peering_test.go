@@ -430,3 +430,37 @@ func TestPeeringConsole(t *testing.T) {
 	}
 	admin.run(ctx, t, "RESUME")
 }
+
+// TestPeeringReloadDropsPeer: a reload whose [peers] no longer names a
+// peer logs PgBouncer 1.19's "dropping peer N as it does not exist
+// anymore" and ends the requests in flight to it ("peer removed") at once,
+// not at the cancel's time limit.
+func TestPeeringReloadDropsPeer(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	dir, fakeDir := peerDir(t), peerDir(t)
+	fake := startFakePeer(t, fakeDir)
+	var lg logLines
+	lg.t = t
+	tp := startPeer(t, 1, dir, "127.0.0.1:0", []poolconf.Peer{peerAt(2, fakeDir), peerAt(3, fakeDir)}, func(c *Config) { c.Logf = lg.logf })
+
+	pid, secret := keyFor(2, 3)
+	conn := sendCancelKey(t, "tcp", tp.Addr().String(), pid, secret)
+	fake.next(t) // in flight: the fake peer keeps its connection open
+	next := *tp.conf()
+	next.Peers = []poolconf.Peer{peerAt(3, fakeDir)}
+	if _, _, err := tp.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	waitEOF(t, conn, cancelTimeout/2)
+	text := func() string { return lg.text() }
+	if !waitFor(ctx, func() bool { return strings.Contains(text(), " closing because: peer removed (age=0s)") }) {
+		t.Errorf("no 'closing because: peer removed' line:\n%s", text())
+	}
+	if !strings.Contains(text(), "WARNING: dropping peer 2 as it does not exist anymore") || strings.Contains(text(), "dropping peer 3") {
+		t.Errorf("want peer 2 (only) logged as dropped:\n%s", text())
+	}
+	admin := openConsole(ctx, t, tp.adminDSN())
+	if row := peerPoolRow(ctx, t, admin, 2); row != nil {
+		t.Errorf("SHOW PEER_POOLS still lists the removed peer 2: %v", row)
+	}
+}
