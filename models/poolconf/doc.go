@@ -1,7 +1,8 @@
 // Package poolconf is a pooler's settings as PgBouncer names them: the
 // [pgbouncer] section of pgbouncer.ini as one Go type (Settings), its
 // [databases] entries (Database) and [users] entries (User), PgBouncer
-// 1.18's defaults (Defaults), and a reader for the ini file itself (Load,
+// 1.19's peer_id and [peers] entries (Peer), PgBouncer 1.18's defaults
+// (Defaults), and a reader for the ini file itself (Load,
 // with %include), so a user's existing pgbouncer.ini can be read as it is.
 //
 // Pooling, embedded in Settings, is the part that says how the pools

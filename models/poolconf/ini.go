@@ -98,7 +98,7 @@ func (r *reader) text(name string, text []byte, stack []string) error {
 			switch r.section {
 			case "databases", "users", "pgbouncer", "peers":
 			default:
-				return bad("unknown section [%s]: want [databases], [users] or [pgbouncer]", r.section)
+				return bad("unknown section [%s]: want [databases], [users], [peers] or [pgbouncer]", r.section)
 			}
 			continue
 		}
@@ -121,7 +121,7 @@ func (r *reader) text(name string, text []byte, stack []string) error {
 		case "users":
 			err = r.s.addUser(unquoteName(key), value)
 		case "peers":
-			err = errors.New("[peers] is PgBouncer 1.19+ and not supported")
+			err = r.s.addPeer(key, value)
 		}
 		if err != nil {
 			return bad("%s: %v", key, err)
@@ -252,6 +252,46 @@ func (s *Settings) addUser(name, conn string) error {
 		return nil
 	}
 	s.Users = append(s.Users, u)
+	return nil
+}
+
+// addPeer stores one [peers] entry (PgBouncer 1.19's parse_peer): the key
+// is the peer's id, the value host (required), port and pool_size. A later
+// entry for the same id replaces the earlier one.
+func (s *Settings) addPeer(name, conn string) error {
+	id, err := strconv.Atoi(name)
+	if err != nil || id < 1 || id > 65535 {
+		return fmt.Errorf("peer id %q: want a number from 1 to 65535", name)
+	}
+	pe := Peer{ID: id, Port: 6432, PoolSize: Unset}
+	pairs, err := connPairs(conn)
+	if err != nil {
+		return err
+	}
+	for _, kv := range pairs {
+		switch kv[0] {
+		case "host":
+			pe.Host = kv[1]
+		case "port":
+			pe.Port, err = parseInt(kv[1])
+		case "pool_size":
+			pe.PoolSize, err = parseInt(kv[1])
+		default:
+			return fmt.Errorf("unknown peer option %q: want host, port or pool_size", kv[0])
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", kv[0], err)
+		}
+	}
+	if pe.Host == "" {
+		return fmt.Errorf("host was not provided for peer %d", id)
+	}
+	i, found := slices.BinarySearchFunc(s.Peers, id, func(p Peer, id int) int { return p.ID - id })
+	if found {
+		s.Peers[i] = pe
+	} else {
+		s.Peers = slices.Insert(s.Peers, i, pe)
+	}
 	return nil
 }
 

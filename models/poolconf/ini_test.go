@@ -100,11 +100,51 @@ func TestLoadErrors(t *testing.T) {
 		{"[pgbouncer]\nauth_type = sometimes\n", "auth_type"},
 		{"[pgbouncer]\nquery_wait_timeout = -1\n", "query_wait_timeout"},
 		{"[users]\nbob = max_user_connections=x\n", "max_user_connections"},
+		{"[peers]\n0 = host=/tmp\n", `peer id "0": want a number from 1 to 65535`},
+		{"[peers]\nx = host=/tmp\n", `peer id "x"`},
+		{"[peers]\n1 = port=6432\n", "host was not provided for peer 1"},
+		{"[peers]\n1 = host=/tmp dbname=x\n", `unknown peer option "dbname"`},
+		{"[peers]\n1 = host=/tmp port=0\n", "[peers] 1: port 0"},
+		{"[peers]\n1 = host=/tmp pool_size=many\n", "pool_size"},
+		{"[pgbouncer]\npeer_id = 16384\n", "peer_id: 16384: want 0 (no peering) to 16383"},
+		{"[pgbouncer]\npeer_id = -1\n", "peer_id"},
 	} {
 		_, err := Parse("x.ini", []byte(tc.text))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrSyntax) {
 			t.Errorf("Parse(%q) = %v, want an ErrSyntax naming %q", tc.text, err, tc.want)
 		}
+	}
+}
+
+// TestPeers: PgBouncer 1.19's peer_id and [peers] section are read -
+// entries in id order, a later one for an id replacing the earlier one,
+// port 6432 and pool_size Unset when not given.
+func TestPeers(t *testing.T) {
+	s, err := Parse("x.ini", []byte(`[peers]
+3 = host=/tmp/pgb3 port=7000 pool_size=4
+1 = host=10.0.0.1
+2 = host=old
+2 = host=@abstract port=6500
+
+[pgbouncer]
+peer_id = 2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Peer{
+		{ID: 1, Host: "10.0.0.1", Port: 6432, PoolSize: Unset},
+		{ID: 2, Host: "@abstract", Port: 6500, PoolSize: Unset},
+		{ID: 3, Host: "/tmp/pgb3", Port: 7000, PoolSize: 4},
+	}
+	if s.PeerID != 2 || !slices.Equal(s.Peers, want) {
+		t.Errorf("peer_id %d, peers %+v; want 2, %+v", s.PeerID, s.Peers, want)
+	}
+	if v, ok := s.Text("peer_id"); !ok || v != "2" {
+		t.Errorf("Text(peer_id) = %q, %v", v, ok)
+	}
+	if d := Defaults(); d.PeerID != 0 || d.Peers != nil {
+		t.Errorf("defaults: peer_id %d, peers %v; want peering off", d.PeerID, d.Peers)
 	}
 }
 

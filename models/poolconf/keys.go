@@ -113,6 +113,11 @@ var MaxPreparedStatementsKey = Key{Name: "max_prepared_statements", Default: "0"
 // runs auth_query; NULL by default (the client's own database).
 var AuthDBNameKey = Key{Name: "auth_dbname", Null: true, Changeable: true}
 
+// PeerIDKey is peer_id (PgBouncer 1.19+): this process's id in a group
+// of peered poolers ([peers]); 0, peering off, by default. 1.19 lists it
+// in SHOW CONFIG as a setting that can change.
+var PeerIDKey = Key{Name: "peer_id", Default: "0", Changeable: true}
+
 // LookupKey finds a [pgbouncer] key poolsim knows (case-sensitive, as
 // PgBouncer's names are lower case).
 func LookupKey(name string) (Key, bool) {
@@ -121,6 +126,9 @@ func LookupKey(name string) (Key, bool) {
 	}
 	if name == AuthDBNameKey.Name {
 		return AuthDBNameKey, true
+	}
+	if name == PeerIDKey.Name {
+		return PeerIDKey, true
 	}
 	for _, k := range Keys18 {
 		if k.Name == name {

@@ -77,6 +77,12 @@ type Settings struct {
 	Databases []Database
 	// Users is the [users] section in file order.
 	Users []User
+	// PeerID is peer_id (PgBouncer 1.19+): this pooler's id among the
+	// poolers of Peers, 1..MaxPeerID; 0 turns peering off.
+	PeerID int `ini:"peer_id"`
+	// Peers is the [peers] section (PgBouncer 1.19+) in id order: where a
+	// cancel request carrying another pooler's peer id is forwarded.
+	Peers []Peer
 	// Other holds the [pgbouncer] keys PgBouncer knows that have no field
 	// here (logfile, pidfile, tcp_keepalive, ...), as written.
 	Other map[string]string
@@ -132,6 +138,21 @@ type Database struct {
 	ClientEncoding   string        // client_encoding
 	DateStyle        string        // datestyle
 	TimeZone         string        // timezone
+}
+
+// MaxPeerID is the largest peer_id (PgBouncer 1.19's bound: the id takes
+// 14 bits of the cancel key's process id, which stays positive).
+const MaxPeerID = 16383
+
+// Peer is one [peers] entry (PgBouncer 1.19+): "ID = host=... port=...
+// pool_size=...".
+type Peer struct {
+	ID   int    // the key: the peer's peer_id, 1..65535 as 1.19 reads it
+	Host string // host name, IP address, or a Unix socket directory ("/...", or "@..." in the abstract namespace)
+	Port int    // port, 6432 when not given
+	// PoolSize is pool_size: the cancel requests in flight to the peer at
+	// once; Unset = default_pool_size.
+	PoolSize int
 }
 
 // User is one [users] entry.
@@ -352,6 +373,17 @@ func (s *Settings) Validate() error {
 			if n.v < Unset {
 				return fmt.Errorf("[databases] %s: %s %d: want 0 or more", d.Name, n.key, n.v)
 			}
+		}
+	}
+	if s.PeerID < 0 || s.PeerID > MaxPeerID {
+		return fmt.Errorf("peer_id: %d: want 0 (no peering) to %d", s.PeerID, MaxPeerID)
+	}
+	for _, p := range s.Peers {
+		if p.Port < 1 || p.Port > 65535 {
+			return fmt.Errorf("[peers] %d: port %d: want 1..65535", p.ID, p.Port)
+		}
+		if p.PoolSize < Unset {
+			return fmt.Errorf("[peers] %d: pool_size %d: want 0 or more", p.ID, p.PoolSize)
 		}
 	}
 	for _, u := range s.Users {

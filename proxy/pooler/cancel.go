@@ -17,22 +17,30 @@ const cancelTimeout = 10 * time.Second
 // gave out and that client has a linked server, a CancelRequest with the
 // server's real key goes to PostgreSQL over a new connection. The server is
 // kept from reuse until the cancel has settled. Unknown keys and idle
-// clients are ignored, as PgBouncer does. It runs on the cancel
-// connection's own goroutine.
-func (p *Proxy) cancel(pid, secret uint32) {
+// clients are ignored, as PgBouncer does. With peer_id set, a key that
+// names another peer is forwarded to it (peering.go). It runs on the
+// cancel connection c's own goroutine.
+func (p *Proxy) cancel(c *client, pid, secret uint32) {
+	if id := p.conf().PeerID; id > 0 {
+		if to := keyPeerID(pid); to != id {
+			p.forwardCancel(c, to, pid, secret)
+			return
+		}
+		secret |= cancelTTLMask // the keys given out have a full TTL
+	}
 	p.mu.Lock()
-	c := p.keys[cancelKey(pid, secret)]
+	target := p.keys[cancelKey(pid, secret)]
 	p.mu.Unlock()
-	if c == nil {
+	if target == nil {
 		return
 	}
 	var s *server
 	var conf *pgconn.Config
 	p.loop.call(func() {
-		if c.gone || c.server == nil || c.server.closed {
+		if target.gone || target.server == nil || target.server.closed {
 			return
 		}
-		s = c.server
+		s = target.server
 		s.cancels++
 		conf = s.pool.conf // a reload may replace it
 	})

@@ -53,6 +53,13 @@ type Config struct {
 	// SOReuseport is so_reuseport: SO_REUSEPORT on the TCP listeners, so
 	// that several proxies listen on one port side by side.
 	SOReuseport bool
+	// PeerID is peer_id and Peers the [peers] section (PgBouncer 1.19+):
+	// with PeerID > 0 every cancel key the proxy gives out carries PeerID,
+	// and a cancel request carrying another peer's id - so_reuseport or a
+	// load balancer sent it to the wrong process - is forwarded to that
+	// peer's address (peering.go). 0 (the default) is 1.18's behaviour.
+	PeerID int
+	Peers  []poolconf.Peer
 	// Upstream is the PostgreSQL server as a pgconn connection string (URL or
 	// keyword/value). It supplies host, port, password and TLS settings; the
 	// database and user always come from the client's StartupMessage. It is
@@ -401,6 +408,7 @@ func (c *Config) settings() poolconf.Settings {
 	s.Pooling = c.Pooling
 	s.AuthType = "trust" // checked on its own below
 	s.Databases, s.Users = c.Databases, c.Users
+	s.PeerID, s.Peers = c.PeerID, c.Peers
 	return s
 }
 
@@ -458,6 +466,7 @@ func FromSettings(s poolconf.Settings) (Config, []string) {
 	c.ServerRoundRobin = s.ServerRoundRobin
 	c.IgnoreStartupParameters = s.IgnoreStartupParameters
 	c.Databases, c.Users = s.Databases, s.Users
+	c.Peers = s.Peers // peer_id: configFields
 	c.StatsPeriod = s.StatsPeriod
 	if len(s.Files) > 0 {
 		c.ConfFile = s.Files[0]

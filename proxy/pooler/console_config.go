@@ -115,6 +115,7 @@ var configFields = map[string]configField{
 	"autodb_idle_timeout": durField(func(c *Config) *time.Duration { return &c.AutodbIdleTimeout },
 		func(s *poolconf.Settings) time.Duration { return s.AutodbIdleTimeout }),
 	"pkt_buf":         otherInt("pkt_buf", func(c *Config) *int { return &c.PktBuf }),
+	"peer_id":         field(func(c *Config) any { return &c.PeerID }), // PgBouncer 1.19+ (peering.go)
 	"max_packet_size": otherInt("max_packet_size", func(c *Config) *int { return &c.MaxPacketSize }),
 	"auth_file": {
 		get: func(c *Config) any { return orNull(c.AuthFile) },
@@ -222,11 +223,12 @@ func init() {
 	}
 }
 
-// configKeys is SHOW CONFIG's rows: PgBouncer 1.18's keys and
-// max_prepared_statements, in name order.
+// configKeys is SHOW CONFIG's rows: PgBouncer 1.18's keys,
+// max_prepared_statements and peer_id (PgBouncer 1.19 lists it), in name
+// order.
 func configKeys() []poolconf.Key {
 	keys := append([]poolconf.Key(nil), poolconf.Keys18...)
-	keys = append(keys, poolconf.MaxPreparedStatementsKey)
+	keys = append(keys, poolconf.MaxPreparedStatementsKey, poolconf.PeerIDKey)
 	sortBy(keys, func(k poolconf.Key) string { return k.Name })
 	return keys
 }

@@ -47,6 +47,9 @@ func init() {
 		"active_sockets": {table: func(p *Proxy) *table { return p.showSockets(showActiveSockets) }},
 		"users":          {table: (*Proxy).showUsers},
 		"lists":          {table: (*Proxy).showLists},
+		"peers":          {table: (*Proxy).showPeers},     // PgBouncer 1.19 (peering.go)
+		"peer_pools":     {table: (*Proxy).showPeerPools}, // PgBouncer 1.19
+		"state":          {table: (*Proxy).showState},     // PgBouncer 1.19
 		"mem":            {table: (*Proxy).showMem},
 		"fds":            {table: (*Proxy).showFDs, admin: true},
 		"dns_hosts":      {table: func(*Proxy) *table { return newTable("sqs", "hostname", "ttl", "addrs") }},
@@ -65,6 +68,24 @@ func showHelp() []byte {
 func showVersion(*Proxy) *table {
 	t := newTable("s", "version")
 	t.row(Version)
+	return t
+}
+
+// showState is SHOW STATE (PgBouncer 1.19): whether the pooler is
+// active, paused (PAUSE of everything) or suspended, yes or no each.
+func (p *Proxy) showState() *table {
+	var paused, suspended bool
+	p.loop.call(func() { paused, suspended = p.pause.on, p.pause.suspend })
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	t := newTable("ss", "key", "value")
+	t.row("active", yes(!paused && !suspended))
+	t.row("paused", yes(paused))
+	t.row("suspended", yes(suspended))
 	return t
 }
 

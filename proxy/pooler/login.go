@@ -3,7 +3,6 @@ package pooler
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -201,10 +200,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		}
 		return
 	}
-	var key [8]byte
-	_, _ = rand.Read(key[:])
-	c.pid = binary.BigEndian.Uint32(key[:4]) &^ (1 << 31)
-	c.secret = binary.BigEndian.Uint32(key[4:])
+	p.newCancelKey(c) // with peer_id, PgBouncer 1.19's layout (peering.go)
 
 	if db == adminDB {
 		role := p.consoleRole(user)
@@ -340,7 +336,7 @@ func (p *Proxy) startup(c *client, timedOut func(error) bool) (map[string]string
 		case code == codeCancelRequest:
 			var cr pgproto3.CancelRequest
 			if cr.Decode(buf) == nil && len(cr.SecretKey) == 4 {
-				p.cancel(cr.ProcessID, binary.BigEndian.Uint32(cr.SecretKey))
+				p.cancel(c, cr.ProcessID, binary.BigEndian.Uint32(cr.SecretKey))
 			}
 			return nil, false
 		case code>>16 == 3:

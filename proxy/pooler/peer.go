@@ -1,8 +1,6 @@
 package pooler
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"os"
 	osuser "os/user"
@@ -27,10 +25,7 @@ func (p *Proxy) ownConsoleUser(c *client, db, user string) bool {
 // consoleAsOwnUser logs c in to the console as ownConsoleUser allows.
 func (p *Proxy) consoleAsOwnUser(c *client, user string) {
 	p.clientLogf(c, "pgbouncer access from unix socket")
-	var key [8]byte
-	_, _ = rand.Read(key[:])
-	c.pid = binary.BigEndian.Uint32(key[:4]) &^ (1 << 31)
-	c.secret = binary.BigEndian.Uint32(key[4:])
+	p.newCancelKey(c)
 	p.admin(c, consoleUser{name: user, role: roleAdmin})
 }
 

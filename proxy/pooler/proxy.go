@@ -76,6 +76,9 @@ type Proxy struct {
 
 	stats proxyStats
 
+	// peerPools: cancel requests forwarded to each [peers] entry (peering.go).
+	peerPools peerPools
+
 	// ps is the proxy-wide registry of prepared statements, used by the
 	// pools that track them (pool.psOn).
 	ps psRegistry
@@ -655,7 +658,7 @@ func (p *Proxy) addClient(c *client) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.keys[cancelKey(c.pid, c.secret)] != nil { // keys name clients: no two alike
-		c.secret++
+		c.secret += cancelTTLMask + 1 // the peering TTL bits stay (peering.go)
 	}
 	p.keys[cancelKey(c.pid, c.secret)] = c
 }

@@ -41,6 +41,7 @@ func (p *Proxy) Reload(cfg Config) (changed, kept []string, err error) {
 	if err := p.setConfig(&cfg); err != nil {
 		return nil, nil, fmt.Errorf("proxy reload: %w", err)
 	}
+	p.dropRemovedPeers(old.Peers, cfg.Peers) // [peers] (peering.go)
 	var errs []string
 	if p.running() { // before Serve there is no pool to reconfigure
 		p.loop.call(func() {
