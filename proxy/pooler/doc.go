@@ -129,7 +129,13 @@
 //
 // A CancelRequest carrying a key the proxy gave out is forwarded, with the
 // linked server's real key, over a new upstream connection; the server is
-// held back from reuse until the cancel has settled.
+// held back from reuse until the cancel has settled. With peer_id set
+// (PgBouncer 1.19's peering, peering.go), every cancel key carries the peer
+// id in its first two bytes and a time-to-live in the two low bits of its
+// last byte; a CancelRequest naming another peer is forwarded to that
+// peer's [peers] address with the TTL one less, at most pool_size at a
+// time per peer, and SHOW PEERS / SHOW PEER_POOLS show the peers and the
+// requests in flight. SHOW STATE is 1.19's too.
 //
 // The virtual database "pgbouncer" is PgBouncer 1.18's admin console
 // (console.go, console_show.go, console_cmds.go, console_config.go), for
