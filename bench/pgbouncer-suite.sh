@@ -54,6 +54,7 @@ proxy | pgbouncer) poolers=$pooler ;;
 both) poolers="pgbouncer proxy" ;;
 *) echo "bench/pgbouncer-suite.sh: --pooler $pooler: want proxy, pgbouncer or both" >&2; exit 2 ;;
 esac
+[ -z "$gate" ] || [ -r "$gate" ] || { echo "bench/pgbouncer-suite.sh: --gate $gate: no such file" >&2; exit 2; }
 suite=${SUITE:-$root/third_party/pgbouncer-suite}
 [ -d "$suite/test" ] || { echo "bench/pgbouncer-suite.sh: no suite at $suite (set SUITE)" >&2; exit 2; }
 py=/usr/bin/python3 # Debian's, with the suite's packages
@@ -145,7 +146,7 @@ for p in $poolers; do
   if [ -n "$gate" ]; then
     # The gate: no failure or error outside the list; a run that counted
     # nothing (pytest did not start, a collection error) fails it too.
-    listed=$(grep -v '^#' "$gate" | cut -f1 | sed '/^$/d' | sort -u)
+    listed=$( (grep -v '^#' "$gate" || true) | cut -f1 | sed '/^$/d' | sort -u)
     bad=$(grep -E '^(FAILED|ERROR) ' <<<"$lines" | awk '{print $2}' | sort -u | comm -23 - <(echo "$listed") || true)
     passed=$(grep -E '^PASSED ' <<<"$lines" | awk '{print $2}' | sort -u)
     stale=$(comm -12 <(echo "$passed") <(echo "$listed") || true)
