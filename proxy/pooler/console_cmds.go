@@ -183,9 +183,13 @@ func (x *consoleCmd) reconnect(arg string) consoleReply {
 	return ready("RECONNECT")
 }
 
-// tagDirty is PgBouncer's tag_pool_dirty: every server closes when next
-// released, idle ones now. It runs on the loop.
+// tagDirty is PgBouncer's tag_pool_dirty: the pool's welcome is dropped
+// (the next clients wait for a new server's), every server closes when
+// next released, idle ones now, and a login in flight is not used
+// (loggedIn). It runs on the loop.
 func (p *pool) tagDirty() {
+	p.params = nil
+	p.dirtyGen++
 	for s := range p.servers {
 		s.closeNeeded = true
 	}

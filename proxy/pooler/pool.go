@@ -33,8 +33,11 @@ type pool struct {
 	px   *Proxy
 	key  poolKey
 	conf *pgconn.Config // upstream settings with the pool's database and user
-	db   *dbCount
-	user *dbCount // the user's server connections, for max_user_connections
+	// dirtyGen counts tagDirty: a login begun at an older count is not
+	// used when it completes.
+	dirtyGen uint64
+	db       *dbCount
+	user     *dbCount // the user's server connections, for max_user_connections
 
 	// The pool's settings (poolconf.Settings.PoolFor), replaced on reload.
 	mode    poolmode.Mode
@@ -342,14 +345,14 @@ func (p *pool) startLogin(evict bool) {
 	p.lastLaunch = now
 	p.px.serverOpened()
 	p.px.wg.Add(1)
-	go p.connect(p.conf, p.entry.ConnectQuery)
+	go p.connect(p.conf, p.entry.ConnectQuery, p.dirtyGen)
 }
 
 // connect opens one server connection on its own goroutine; it is the
 // pool's only login in flight. The loop then takes the connection over:
 // on success the server is released to the pool (and so to the oldest
 // waiter); on failure, loginFailed decides who is told (as in PgBouncer).
-func (p *pool) connect(conf *pgconn.Config, connectQuery string) {
+func (p *pool) connect(conf *pgconn.Config, connectQuery string, gen uint64) {
 	defer p.px.wg.Done()
 	timeout := p.px.conf().ServerConnectTimeout
 	ctx, cancel := context.WithTimeout(p.px.base, timeout)
@@ -362,7 +365,7 @@ func (p *pool) connect(conf *pgconn.Config, connectQuery string) {
 				p.loginFailed(fmt.Errorf("register server connection: %w", err))
 				return
 			}
-			p.loggedIn(s, params, conf != p.conf)
+			p.loggedIn(s, params, gen != p.dirtyGen)
 		})
 		if !posted {
 			_ = sysClose(s.fd)
@@ -415,11 +418,11 @@ func (p *pool) loginFailed(err error) {
 	p.px.kickDB(p)
 }
 
-// loggedIn takes a new server into the pool. stale: its login began under
-// connection settings that a RELOAD or SET has changed since (server TLS,
-// the database entry); it is closed at once instead of being used, as
-// PgBouncer's tag_pool_dirty marks logins in flight too, and the pool
-// logs in again under the new settings.
+// loggedIn takes a new server into the pool. stale: the pool was tagged
+// dirty (RECONNECT, or a RELOAD or SET that changed its connection
+// settings: server TLS, the database entry) while the login was in
+// flight; it is closed at once instead of being used, as PgBouncer's
+// tag_pool_dirty drops logins in flight, and the pool logs in again.
 func (p *pool) loggedIn(s *server, params map[string]string, stale bool) {
 	p.queue.LoginDone()
 	p.loginFailing = false

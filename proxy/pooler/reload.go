@@ -85,6 +85,7 @@ func (p *Proxy) reconfigure(pl *pool, cfg *Config) string {
 		// as PgBouncer drops the pool's welcome (tag_pool_dirty), instead
 		// of being refused at once while logins with the old ones fail.
 		pl.params = nil
+		pl.dirtyGen++ // a login in flight is not used (loggedIn)
 		for s := range pl.servers {
 			s.closeNeeded = true
 		}

@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -10,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
 	"github.com/poolsim/poolsim/models/poolconf"
+	"github.com/poolsim/poolsim/models/poolmode"
 )
 
 // gate is a TCP relay to PostgreSQL that holds each connection until
@@ -123,5 +127,44 @@ func TestReloadDuringServerLogin(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("no answer")
+	}
+}
+
+// TestReconnectDropsWelcome: RECONNECT is PgBouncer's tag_pool_dirty,
+// which drops the pool's welcome, so a server login PostgreSQL then
+// refuses reaches the next client as its error at once, through both
+// poolers - the clients do not wait for a retry as they would behind a
+// pool that still has its welcome (a PostgreSQL restart's refusals).
+func TestReconnectDropsWelcome(t *testing.T) {
+	c := pgclustertest.Need(t, cluster)
+	ctx := testCtx(t, 120*time.Second)
+	su, err := pgconn.Connect(ctx, c.SuperuserDSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close(context.Background())
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := su.Exec(ctx, sql).ReadAll(); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec("DROP ROLE IF EXISTS rc_limited; CREATE ROLE rc_limited LOGIN")
+	t.Cleanup(func() { _, _ = su.Exec(context.Background(), "DROP ROLE IF EXISTS rc_limited").ReadAll() })
+	dbs := []string{fmt.Sprintf("rc = host=127.0.0.1 port=%d dbname=poolsim user=rc_limited", c.Port())}
+	for _, tg := range srvTargetsFor(ctx, t, dbs, poolmode.Transaction, 2, map[string]string{"server_login_retry": "1"}) {
+		exec("ALTER ROLE rc_limited CONNECTION LIMIT -1")
+		if got, err := tg.queryOne(ctx, "rc", "select current_user", 15*time.Second); err != nil || got != "rc_limited" {
+			t.Fatalf("%s: first query: %q, %v", tg.name, got, err)
+		}
+		exec("ALTER ROLE rc_limited CONNECTION LIMIT 0")
+		tg.exec(ctx, t, "RECONNECT rc")
+		start := time.Now()
+		_, err := tg.queryOne(ctx, "rc", "select current_user", 20*time.Second)
+		if err == nil || !strings.Contains(err.Error(), "too many connections for role") {
+			t.Errorf("%s: after RECONNECT with the role's logins refused: %v; want PostgreSQL's refusal", tg.name, err)
+		} else if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%s: the refusal came after %v; want it at the first login, not after retries", tg.name, d)
+		}
 	}
 }
