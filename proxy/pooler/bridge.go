@@ -9,16 +9,6 @@ import (
 	"syscall"
 )
 
-// isPlain reports whether conn is a bare socket whose descriptor the loop
-// can take over.
-func isPlain(conn net.Conn) bool {
-	switch conn.(type) {
-	case *net.TCPConn, *net.UnixConn:
-		return true
-	}
-	return false
-}
-
 // bridge gives the loop a socket for a connection it cannot take over (a
 // TLS connection to the server): one end of a socket pair goes to the loop,
 // two goroutines copy between the other end and conn. Both end when either

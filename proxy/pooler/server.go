@@ -342,3 +342,13 @@ func (s *server) reset(query string) {
 	s.resetting = true
 	s.pool.px.loop.send(&s.sk, b)
 }
+
+// isPlain reports whether conn is a bare socket whose descriptor the loop
+// can take over.
+func isPlain(conn net.Conn) bool {
+	switch conn.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		return true
+	}
+	return false
+}
