@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"sync/atomic"
@@ -356,8 +357,18 @@ func (p *pool) connect(conf *pgconn.Config, connectQuery string, gen uint64) {
 	defer p.px.wg.Done()
 	timeout := p.px.conf().ServerConnectTimeout
 	ctx, cancel := context.WithTimeout(p.px.base, timeout)
+	deadline, _ := ctx.Deadline()
 	s, params, err := dialServer(ctx, p, conf, connectQuery)
 	cancel()
+	// A read or write bounded by the same deadline (the proxy's own login
+	// exchange, serverauth.go) fails with an i/o timeout, which may come
+	// just before the context itself is done: server_connect_timeout
+	// fired either way.
+	var ne net.Error
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && p.px.base.Err() == nil &&
+		(!time.Now().Before(deadline) || errors.As(err, &ne) && ne.Timeout()) {
+		err = fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
+	}
 	if err == nil {
 		posted := p.px.loop.post(func() {
 			if err := p.px.loop.add(&s.sk, s.fd); err != nil {
