@@ -125,6 +125,7 @@ type PgBouncer struct {
 	proc       *childproc.Process
 	logf       func(string, ...any)
 	ini        string // the pgbouncer.ini it runs on (Reboot)
+	sockDir    string // its unix_socket_dir, "" for none or unknown (StartINI)
 
 	stopOnce sync.Once
 	stopErr  error
@@ -357,6 +358,7 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 			return nil, fmt.Errorf("pgbouncer: write pgbouncer.ini: %w", err)
 		}
 		p.port = port
+		p.sockDir = settings["unix_socket_dir"]
 		err = p.run(ctx, acct, ini, cfg.SoReuseport && cfg.ListenPort != 0)
 		if err == nil {
 			break
@@ -374,7 +376,9 @@ func Start(ctx context.Context, cfg Config) (*PgBouncer, error) {
 	return p, nil
 }
 
-// waitReady waits until the port accepts connections. When shared is set
+// waitReady waits until the port and the Unix socket (when it knows the
+// socket's folder) accept connections.
+// When shared is set
 // (so_reuseport on a port a sibling may already serve) it also waits for
 // this process's own "listening on 127.0.0.1:<port>" log line.
 func (p *PgBouncer) waitReady(ctx context.Context, shared bool) error {
@@ -388,6 +392,16 @@ func (p *PgBouncer) waitReady(ctx context.Context, shared bool) error {
 			return err
 		}
 		conn.Close()
+		// The Unix socket too: PgBouncer may bind it and listen on it
+		// after the TCP port, and a client that dials it in between is
+		// refused.
+		if p.sockDir != "" {
+			sock := filepath.Join(p.sockDir, ".s.PGSQL."+strconv.Itoa(p.port))
+			if conn, err = d.DialContext(cctx, "unix", sock); err != nil {
+				return err
+			}
+			conn.Close()
+		}
 		if !shared {
 			return nil
 		}
