@@ -565,8 +565,12 @@ func TestValidatePool1Arrangements(t *testing.T) {
 		// loaded machine a half-second loop may end before it samples.
 		if a.Placement == nil {
 			t.Logf("%s: no placement sample in the loop", a.name())
-		} else if a.Placement.Shared != want {
-			t.Errorf("%s: placement %+v, want the server on PgBouncer's core in a share %v of the samples (the pinning held)", a.name(), a.Placement, want)
+		} else if math.Abs(a.Placement.Shared-want) > 0.05 {
+			// A sample taken before a pinned process has run since its
+			// pinning reads its last core, the old one: on a busy machine
+			// a few may (2 of 104 in one CI run). Pinning that did not
+			// hold reads about half.
+			t.Errorf("%s: placement %+v, want the server on PgBouncer's core in a share %v of the samples, within 0.05 (the pinning held)", a.name(), a.Placement, want)
 		}
 		if !(a.TPS > 0) || a.Pooler <= 0 || a.Server <= 0 || !(a.Model.TPS > 0) {
 			t.Errorf("%s: %+v: want its rate, PgBouncer's and the server's CPU measured, and its model run", a.name(), *a)
