@@ -93,15 +93,9 @@ func (c *Config) clientTLSConfig() (*tls.Config, error) {
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if c.ClientTLSCAFile != "" {
-		pem, err := os.ReadFile(c.ClientTLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("client_tls_ca_file: %w", err)
+		if tc.ClientCAs, err = loadCAFile("client_tls_ca_file", c.ClientTLSCAFile); err != nil {
+			return nil, err
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("client_tls_ca_file: %s: no PEM certificate in it", c.ClientTLSCAFile)
-		}
-		tc.ClientCAs = pool
 	}
 	switch mode {
 	case SSLVerifyCA, SSLVerifyFull:
@@ -147,4 +141,18 @@ func (c *client) tlsInfo() string {
 	}
 	v := strings.Replace(tls.VersionName(c.tlsVersion), "TLS 1.", "TLSv1.", 1)
 	return v + "/" + tls.CipherSuiteName(c.tlsSuite)
+}
+
+// loadCAFile reads the PEM certificates of a *_tls_ca_file setting, key
+// naming it in the error.
+func loadCAFile(key, path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: %s: no PEM certificate in it", key, path)
+	}
+	return pool, nil
 }

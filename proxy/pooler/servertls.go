@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -124,13 +123,9 @@ func (c *Config) serverTLSConfig() (*serverTLS, error) {
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	if c.ServerTLSCAFile != "" {
-		pem, err := os.ReadFile(c.ServerTLSCAFile)
+		pool, err := loadCAFile("server_tls_ca_file", c.ServerTLSCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("server_tls_ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("server_tls_ca_file: %s: no PEM certificate in it", c.ServerTLSCAFile)
+			return nil, err
 		}
 		tc.RootCAs = pool
 	}

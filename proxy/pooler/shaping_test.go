@@ -231,7 +231,7 @@ func TestServerRoundRobin(t *testing.T) {
 // keeps such a server.)
 func TestServerCheckQueryFails(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
-	lb := &logBuf{t: t}
+	lb := &logLines{t: t}
 	tp := startProxy(t, func(c *Config) {
 		c.ServerCheckQuery, c.ServerCheckDelay = "select 1/0", 0
 		c.DefaultPoolSize = 1

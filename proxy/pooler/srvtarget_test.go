@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,27 +25,6 @@ type srvTarget struct {
 	dsn   func(db string) string // the poolsim user's URL for db
 	admin string                 // the console's URL
 	log   func() string          // everything logged so far
-}
-
-// logBuf keeps a proxy's log lines for a test to read.
-type logBuf struct {
-	t     testing.TB
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logBuf) logf(format string, args ...any) {
-	s := fmt.Sprintf(format, args...)
-	l.mu.Lock()
-	l.lines = append(l.lines, s)
-	l.mu.Unlock()
-	l.t.Log(s)
-}
-
-func (l *logBuf) text() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
 }
 
 // srvTargetsFor starts a PgBouncer and a proxy with the same [databases]
@@ -73,7 +51,7 @@ func srvTargetsFor(ctx context.Context, t *testing.T, dbs []string, mode poolmod
 	// another test nor a pooler on this machine holds their socket.
 	cfg.UnixSocketDir = ""
 	cfg.ShutdownTimeout = 2 * time.Second
-	lb := &logBuf{t: t}
+	lb := &logLines{t: t}
 	cfg.Logf = lb.logf
 	cfg.PlainIO = plainIOFor(t)
 	tp := serveProxy(t, cfg)
