@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -344,25 +343,20 @@ func (p *Proxy) startup(c *client, timedOut func(error) bool) (map[string]string
 				sendFatal(c.lg.w, poolerError("SSL required"))
 				return nil, false
 			}
-			var sm pgproto3.StartupMessage
-			if err := sm.Decode(buf); err != nil {
-				sendFatal(c.lg.w, poolerError("bad startup packet"))
+			params, opts, bad := decodeStartup(buf)
+			if bad != "" {
+				sendFatal(c.lg.w, poolerError(bad))
 				return nil, false
 			}
 			// Minor versions above 3.0 and _pq_ options are declined, so the
-			// client speaks 3.0 with us, as with the server behind us.
-			var unknown []string
-			for k := range sm.Parameters {
-				if strings.HasPrefix(k, "_pq_.") {
-					unknown = append(unknown, k)
-				}
+			// client speaks 3.0 with us, as with the server behind us
+			// (negotiate.go).
+			if npv := negotiation(code, opts); npv != nil {
+				_ = send(c.lg.w, npv)
 			}
-			if code != protocol30 || len(unknown) > 0 {
-				_ = send(c.lg.w, &pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknown})
-			}
-			return sm.Parameters, true
+			return params, true
 		default:
-			sendFatal(c.lg.w, poolerError("unsupported startup parameter or protocol version"))
+			sendRefusal(c.lg.w, code, unsupportedProtocol(code))
 			return nil, false
 		}
 	}
