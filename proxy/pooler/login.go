@@ -233,7 +233,16 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	p.addClient(c)
 
 	wait, why := welcomeWait(p.conf(), time.Now(), deadline) // janitor.go
-	params, err := pl.awaitWelcome(p.base, wait)
+	waitCtx, cancelWait := context.WithCancel(p.base)
+	stopWatch := watchHangup(conn, c.lg.r, deadline, cancelWait) // hangup.go
+	params, err := pl.awaitWelcome(waitCtx, wait)
+	hungUp := stopWatch()
+	cancelWait()
+	if hungUp {
+		p.clientLogf(c, "closing because: %s (age=%ds)", reasonClientEOF, int64(time.Since(c.connectTime.time()).Seconds()))
+		p.dropClient(c)
+		return
+	}
 	if err != nil {
 		if errors.Is(err, errLoginTimeout) {
 			// PgBouncer's janitor: the pool never got a server to take its
