@@ -123,6 +123,9 @@ func (p *Proxy) authenticate(c *client, db string, u loginUser) error {
 	if method == AuthMD5 && u.found && kind == secretSCRAM {
 		method = AuthSCRAM // PgBouncer's finish_set_pool
 	}
+	if method == AuthMD5 && !u.found && mockAsSCRAM(p.secrets.Load()) {
+		method = AuthSCRAM // as most known users are asked (scrammock.go)
+	}
 	failed := errors.New("password authentication failed")
 	switch method {
 	case AuthAny:

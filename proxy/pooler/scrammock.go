@@ -104,3 +104,36 @@ func plainSecret(user, password string) (scramSecret, error) {
 	m.mu.Unlock()
 	return sec, nil
 }
+
+// Under auth_type md5 a known user whose secret is a SCRAM verifier is
+// asked for SCRAM-SHA-256 (PgBouncer's finish_set_pool), so asking every
+// unknown user for md5, as PgBouncer does, tells the two apart. As
+// PostgreSQL asks an unknown user for what password_encryption would have
+// stored (CheckPWChallengeAuth), the proxy asks an unknown user for what
+// most of auth_file's users are asked: SCRAM-SHA-256 when at least half of
+// its secrets are SCRAM verifiers, or when it has none (a user auth_query
+// finds in PostgreSQL 14 or later has one), else md5.
+
+// mockKind remembers mockAsSCRAM's answer for one auth_file's secrets.
+var mockKind struct {
+	sync.Mutex
+	secrets *map[string]string
+	scram   bool
+}
+
+// mockAsSCRAM reports whether an unknown user is asked for SCRAM-SHA-256
+// under auth_type md5, given auth_file's secrets (counted once per load).
+func mockAsSCRAM(secrets *map[string]string) bool {
+	mockKind.Lock()
+	defer mockKind.Unlock()
+	if mockKind.secrets != secrets {
+		n := 0
+		for _, s := range *secrets {
+			if kindOf(s) == secretSCRAM {
+				n++
+			}
+		}
+		mockKind.secrets, mockKind.scram = secrets, len(*secrets) == 0 || 2*n >= len(*secrets)
+	}
+	return mockKind.scram
+}

@@ -1,7 +1,9 @@
 package pooler
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -137,6 +139,81 @@ func TestSCRAMUnknownUser(t *testing.T) {
 			wrong, nobody := tryQuery(ctx, tg.dsn("poolsim", "scr_known", "wrong")), tryQuery(ctx, tg.dsn("poolsim", "scr_nobody", "hunter2"))
 			if wrong != "SASL authentication failed" || nobody != wrong {
 				t.Errorf("wrong password: %q; unknown user: %q; want both %q", wrong, nobody, "SASL authentication failed")
+			}
+		})
+	}
+}
+
+// authRequest is the code of the first authentication request addr sends
+// a StartupMessage for user (5 md5, 10 SASL, 0 none).
+func authRequest(t *testing.T, addr, user string) uint32 {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write(startupFor(user, "poolsim")); err != nil {
+		t.Fatal(err)
+	}
+	var h [9]byte
+	if _, err := io.ReadFull(conn, h[:]); err != nil || h[0] != 'R' {
+		t.Fatalf("%s: %q, %v: want an authentication request", user, h, err)
+	}
+	return binary.BigEndian.Uint32(h[5:])
+}
+
+// TestMD5UnknownUserMethod: under auth_type md5 an unknown user is asked
+// for what most of auth_file's users are asked - SCRAM-SHA-256 when most
+// secrets are SCRAM verifiers, md5 when most are md5 hashes - so the
+// request does not tell it from a known user. PgBouncer 1.18 asks every
+// unknown user for md5 (checked as what it does).
+func TestMD5UnknownUserMethod(t *testing.T) {
+	scramOf := func(pw string) string {
+		sec, err := secretFor(pw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "SCRAM-SHA-256$4096:" + b64(sec.salt) + "$" + b64(sec.storedKey) + ":" + b64(sec.serverKey)
+	}
+	const md5Req, saslReq = 5, 10
+	for _, tc := range []struct {
+		name  string
+		users map[string]string
+		want  uint32
+	}{
+		{"mostly scram", map[string]string{"poolsim": "poolsim", "m_a": scramOf("a"), "m_b": scramOf("b")}, saslReq},
+		{"mostly md5", map[string]string{"poolsim": "md5" + md5hex("poolsimpoolsim"), "m_a": "md5" + md5hex("am_a"), "m_b": scramOf("b")}, md5Req},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var file strings.Builder
+			for _, u := range []string{"poolsim", "m_a", "m_b"} {
+				fmt.Fprintf(&file, "%q %q\n", u, tc.users[u])
+			}
+			path := filepath.Join(t.TempDir(), "userlist.txt")
+			if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, tg := range []authTarget{
+				proxyTarget(t, AuthMD5, path, nil, nil),
+				bouncerTarget(t, AuthMD5, tc.users, nil, nil),
+			} {
+				u, err := url.Parse(tg.dsn("poolsim", "x", "x"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				known, unknown := authRequest(t, u.Host, "m_b"), authRequest(t, u.Host, "m_nobody")
+				if known != saslReq {
+					t.Errorf("%s: known user with a SCRAM secret asked for %d, want %d", tg.name, known, saslReq)
+				}
+				want := tc.want
+				if tg.name == "pgbouncer" {
+					want = md5Req
+				}
+				if unknown != want {
+					t.Errorf("%s: unknown user asked for %d, want %d", tg.name, unknown, want)
+				}
 			}
 		})
 	}
