@@ -10,13 +10,17 @@ import (
 // SCRAM for users the proxy does not know must not tell them from users it
 // does. As PostgreSQL's scram_mock_salt (auth-scram.c) and PgBouncer's
 // build_mock_scram_secret: an unknown user gets a salt derived from its
-// name and a secret key made once per process, so that two SASL starts for
-// the same name show the same salt and iteration count, and no key
-// derivation is done for it, so that its SASL start takes as long as a
-// known user's whose secret is a stored SCRAM verifier. Its StoredKey and
-// ServerKey are random keys made with the secret key: no proof matches
-// them, and the exchange is failed anyway, with the text a wrong password
-// gets.
+// name and a 32-byte secret nonce made once per process (HMAC-SHA-256 of
+// the name keyed with the nonce; PostgreSQL and PgBouncer hash the two
+// together), so that two SASL starts for the same name show the same salt
+// and PostgreSQL's 4,096 iterations, and no key derivation is done for it,
+// so that its SASL start takes as long as a known user's whose secret is a
+// stored SCRAM verifier. Its StoredKey and ServerKey are derived from the
+// nonce once (precomputed): no proof matches them, and the exchange is
+// failed anyway, with the text a wrong password gets ("SASL authentication
+// failed", PgBouncer's). As in PgBouncer, and unlike PostgreSQL (whose
+// nonce is kept in pg_control), the nonce is new in each process: after a
+// restart, or across so_reuseport peers, an unknown user's salt differs.
 //
 // A known user whose auth_file or auth_query secret is a clear-text
 // password gets a verifier built from it (PgBouncer's "ad hoc" secret).
