@@ -129,8 +129,8 @@ func TestRunExplain(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Little's law says L = λW") || !strings.Contains(out, "Erlang C gives") {
 		t.Errorf("run erlang-c --explain: exit %d, stderr %q, output:\n%s", code, errOut, out)
 	}
-	if code, _, errOut := runCmd("run", "erlang-c", "--explain", "--format", "json"); code != exitUsage || !strings.Contains(errOut, "--explain") {
-		t.Errorf("--explain with json: exit %d, stderr %q; want a usage error", code, errOut)
+	if code, _, errOut := runCmd("run", "erlang-c", "--explain", "--format", "csv"); code != exitUsage || !strings.Contains(errOut, "--explain") {
+		t.Errorf("--explain with csv: exit %d, stderr %q; want a usage error", code, errOut)
 	}
 }
 

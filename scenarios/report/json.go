@@ -93,15 +93,17 @@ type jsonClass struct {
 }
 
 // WriteJSON writes {"scenario", "seed", "rows": [{"params", "replications",
-// "metrics", "compat"}]}.
+// "metrics", "compat"}]}, and "explanation" (an Explanation) when the
+// report has one.
 func WriteJSON(w io.Writer, r Report) error {
 	out := struct {
-		Scenario    string    `json:"scenario"`
-		Seed        uint64    `json:"seed"`
-		Incomplete  string    `json:"incomplete,omitempty"`
-		Assumptions []string  `json:"assumptions"`
-		Rows        []jsonRow `json:"rows"`
-	}{Scenario: r.Scenario, Seed: r.Seed, Assumptions: r.assumptions(), Rows: make([]jsonRow, len(r.Rows))}
+		Scenario    string       `json:"scenario"`
+		Seed        uint64       `json:"seed"`
+		Incomplete  string       `json:"incomplete,omitempty"`
+		Assumptions []string     `json:"assumptions"`
+		Rows        []jsonRow    `json:"rows"`
+		Explanation *Explanation `json:"explanation,omitempty"`
+	}{Scenario: r.Scenario, Seed: r.Seed, Assumptions: r.assumptions(), Rows: make([]jsonRow, len(r.Rows)), Explanation: r.Explanation}
 	if out.Assumptions == nil {
 		out.Assumptions = []string{}
 	}
