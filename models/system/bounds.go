@@ -103,21 +103,48 @@ func (c Config) boundOf(cl Class) classBound {
 	a := w.AppPause().MeanValue().Seconds()
 	// The unit's statements, with the App pauses between them.
 	b.r0 = b.txns*n*(q+h) + (b.txns*n-1)*a
-	s, perTxn := hold(c, w, mode)
 	usable := c.Server.Usable()
+	connCPU := 0.0 // start-up CPU per transaction
 	servers, name := usable, "the backends (max_connections)"
-	b.clients = min(w.Clients, usable)
 	if mode.Pooled() {
 		per := min(c.share(size), usable)
 		if c.Pooler.MaxDBConnections > 0 {
 			per = min(per, c.share(c.Pooler.MaxDBConnections))
 		}
 		servers, name = min(per*c.Pooler.Processes, usable), "the pool's servers"
-		b.clients = min(w.Clients, c.Pooler.MaxClientConn*c.Pooler.Processes)
 	}
-	b.dPool, b.pool = s*perTxn/float64(servers), name
+	if cl.AppPool.Mode == NoAppPool {
+		// Each client holds its own connection: only so many connect.
+		b.clients = min(w.Clients, usable)
+		if mode.Pooled() {
+			b.clients = min(w.Clients, c.Pooler.MaxClientConn*c.Pooler.Processes)
+		}
+		s, perTxn := hold(c, w, mode)
+		b.dPool, b.pool = s*perTxn/float64(servers), name
+	} else {
+		// Every client cycles, borrowing a connection per transaction: a
+		// server is held at least for the transaction (longer in session
+		// mode, where it stays linked to the borrowed connection), and a
+		// queue pool's connections are a resource of their own.
+		b.clients = w.Clients
+		txn := n*q + (n-1)*(a+h)
+		if cl.AppPool.Mode == NullPool && mode == poolmode.Direct {
+			// A new backend for every transaction: its start-up is in
+			// the transaction's time, and on the cores when there are.
+			conn := c.Server.Connect.MeanValue().Seconds()
+			txn += conn
+			b.r0 += b.txns * conn
+			connCPU = conn
+		}
+		b.dPool, b.pool = txn/float64(servers), name
+		if cl.AppPool.Mode == QueuePool {
+			if d := txn / float64(cl.AppPool.Size+cl.AppPool.MaxOverflow); d > b.dPool {
+				b.dPool, b.pool = d, "the application pool's connections"
+			}
+		}
+	}
 	if c.Server.Cores > 0 {
-		b.dCPU = n * w.CPU.MeanValue().Seconds() / float64(c.Server.Cores)
+		b.dCPU = (n*w.CPU.MeanValue().Seconds() + connCPU) / float64(c.Server.Cores)
 	}
 	return b
 }
@@ -125,18 +152,14 @@ func (c Config) boundOf(cl Class) classBound {
 // closedBounds gives a closed workload's asymptotic bounds: throughput at
 // most N·T/(R0+Z) (nobody waits) and at most the bottleneck's capacity;
 // the knee N* is where they cross. With classes, each class is bounded by
-// its own clients and pool and all together by the shared cores. A
-// workload with an application pool has none (false).
+// its own clients and pool and all together by the shared cores. An open
+// workload has none (false): its throughput is what arrives, and the
+// Erlang paragraph says whether the servers keep up.
 func closedBounds(c Config, m Metrics) (Paragraph, bool) {
 	if c.Open() {
 		return Paragraph{}, false
 	}
 	classes := c.ClassList()
-	for _, cl := range classes {
-		if cl.AppPool.Mode != NoAppPool {
-			return Paragraph{}, false
-		}
-	}
 	p := Paragraph{Kind: KindClosedBounds, Title: "Bounds for a closed system"}
 	if len(classes) > 1 {
 		return multiBounds(c, m, classes, p), true
