@@ -20,15 +20,15 @@ import (
 
 // classBound is one closed class's bounds, per transaction.
 type classBound struct {
-	name       string
-	clients    int     // N: clients that can be connected at once
-	request    bool    // the unit is a request (else a transaction)
-	txns       float64 // T: mean transactions per unit
-	units      float64 // K: units per session
-	r0, z      float64 // the unit's time with nobody waiting; the think time between units
-	dPool      float64 // demand per transaction on its pool's servers (or the backends): hold / servers
-	pool       string  // what those servers are, for the text
-	dCPU       float64 // demand per transaction on the server's cores: CPU / cores (0 without cores)
+	name    string
+	clients int     // N: clients that can be connected at once
+	request bool    // the unit is a request (else a transaction)
+	txns    float64 // T: mean transactions per unit
+	units   float64 // K: units per session
+	r0, z   float64 // the unit's time with nobody waiting; the think time between units
+	dPool   float64 // demand per transaction on its pool's servers (or the backends): hold / servers
+	pool    string  // what those servers are, for the text
+	dCPU    float64 // demand per transaction on the server's cores: CPU / cores (0 without cores)
 }
 
 // population is the bound N·T/(R0+Z) in transactions per second, for
