@@ -136,7 +136,11 @@ func (c Config) boundOf(cl Class) classBound {
 			b.r0 += b.txns * conn
 			connCPU = conn
 		}
-		b.dPool, b.pool = txn/float64(servers), name
+		held := txn
+		if mode == poolmode.Statement { // a server per statement, not per transaction
+			held = n * q
+		}
+		b.dPool, b.pool = held/float64(servers), name
 		if cl.AppPool.Mode == QueuePool {
 			if d := txn / float64(cl.AppPool.Size+cl.AppPool.MaxOverflow); d > b.dPool {
 				b.dPool, b.pool = d, "the application pool's connections"

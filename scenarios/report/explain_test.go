@@ -58,7 +58,7 @@ pooler: {mode: transaction, hop: 40us, default_pool_size: 5}
 server: {max_connections: 30, cores: 2, connect: 1ms}
 sweep:
   app_pool.mode: [queue, null]
-  pooler.mode: [direct, session, transaction]
+  pooler.mode: [direct, session, transaction, statement]
 `,
 	"classes": `name: classes
 seed: 4
