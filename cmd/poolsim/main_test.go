@@ -23,24 +23,44 @@ func runCmd(args ...string) (code int, stdout, stderr string) {
 
 func TestRunGolden(t *testing.T) {
 	for _, format := range report.Formats {
-		code, out, errOut := runCmd("run", "pgbouncer-modes", "--format", format)
-		if code != 0 {
-			t.Fatalf("run pgbouncer-modes --format %s: exit %d: %s", format, code, errOut)
+		checkGolden(t, "pgbouncer-modes."+format, "run", "pgbouncer-modes", "--format", format)
+	}
+}
+
+// TestRunExplainGolden holds --explain's text and JSON: issue 54's request
+// workload, whose run is at its closed-system bound (not 488.9 % of it),
+// and erlang-c's Little's law and Erlang C.
+func TestRunExplainGolden(t *testing.T) {
+	checkGolden(t, "request-bound.explain", "run", "testdata/request-bound.yaml", "--explain")
+	checkGolden(t, "request-bound.explain.json", "run", "testdata/request-bound.yaml", "--explain", "--format", "json")
+	checkGolden(t, "erlang-c.explain", "run", "erlang-c", "--explain")
+	_, out, _ := runCmd("run", "testdata/request-bound.yaml", "--explain")
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), "The simulation ran at 222.222/s (100.0% of the bound)") {
+		t.Errorf("the issue's run is not at its bound:\n%s", out)
+	}
+}
+
+// checkGolden runs poolsim with args and compares its output with
+// testdata/golden (-update rewrites the file instead).
+func checkGolden(t *testing.T, golden string, args ...string) {
+	t.Helper()
+	code, out, errOut := runCmd(args...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, errOut)
+	}
+	golden = filepath.Join("testdata", golden)
+	if *update {
+		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		golden := filepath.Join("testdata", "pgbouncer-modes."+format)
-		if *update {
-			if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatalf("%v (run 'go test ./cmd/poolsim -update' to create it)", err)
-		}
-		if out != string(want) {
-			t.Errorf("run pgbouncer-modes --format %s differs from %s:\n%s", format, golden, out)
-		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run 'go test ./cmd/poolsim -update' to create it)", err)
+	}
+	if out != string(want) {
+		t.Errorf("%v differs from %s:\n%s", args, golden, out)
 	}
 }
 
@@ -129,8 +149,8 @@ func TestRunExplain(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Little's law says L = λW") || !strings.Contains(out, "Erlang C gives") {
 		t.Errorf("run erlang-c --explain: exit %d, stderr %q, output:\n%s", code, errOut, out)
 	}
-	if code, _, errOut := runCmd("run", "erlang-c", "--explain", "--format", "json"); code != exitUsage || !strings.Contains(errOut, "--explain") {
-		t.Errorf("--explain with json: exit %d, stderr %q; want a usage error", code, errOut)
+	if code, _, errOut := runCmd("run", "erlang-c", "--explain", "--format", "csv"); code != exitUsage || !strings.Contains(errOut, "--explain") {
+		t.Errorf("--explain with csv: exit %d, stderr %q; want a usage error", code, errOut)
 	}
 }
 
