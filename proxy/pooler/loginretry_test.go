@@ -277,3 +277,66 @@ func TestLoginRetryWrongServerPassword(t *testing.T) {
 		t.Logf("%s: first client refused in %v, the next in %v", tg.name, r.firstIn.Round(time.Millisecond), r.secondIn.Round(time.Millisecond))
 	}
 }
+
+// TestLoginRetryPaused: while logins fail and the pool has no server, a
+// paused database fails no client fast - PgBouncer's find_server skips
+// check_fast_fail under PAUSE: the client waits for RESUME. Once
+// PostgreSQL is back and the database resumed, the next login (a window
+// after the last) serves the waiting clients.
+func TestLoginRetryPaused(t *testing.T) {
+	ctx := testCtx(t, 90*time.Second)
+	tc := pgclustertest.Start(t, pgcluster.Options{})
+	dbs := []string{fmt.Sprintf("poolsim = host=127.0.0.1 port=%d dbname=poolsim", tc.Port())}
+	tgs := srvTargetsFor(ctx, t, dbs, poolmode.Transaction, 2, map[string]string{"server_login_retry": "1"})
+	for _, tg := range tgs {
+		if err := giveUpQuery(ctx, tg.dsn("poolsim"), 10*time.Second); err != nil {
+			t.Fatalf("%s: a query while PostgreSQL is up: %v", tg.name, err)
+		}
+	}
+	if err := tc.Down(); err != nil {
+		t.Fatal(err)
+	}
+	var waiters [][]<-chan done
+	for _, tg := range tgs {
+		tg.waitNoServer(ctx, t)
+		before := tg.logCount(logConnectFailed)
+		first := async(func() error { return giveUpQuery(ctx, tg.dsn("poolsim"), 30*time.Second) })
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if !waitFor(tctx, func() bool { return tg.logCount(logConnectFailed) > before }) {
+			cancel()
+			t.Fatalf("%s: no server connection was tried for the waiting client", tg.name)
+		}
+		cancel()
+		if pe := pgErr(giveUpQuery(ctx, tg.dsn("poolsim"), 10*time.Second)); pe == nil || pe.Message != poolmode.ErrServerLoginFailing {
+			t.Fatalf("%s: a client needing a server while logins fail: %v, want %q", tg.name, pe, poolmode.ErrServerLoginFailing)
+		}
+		tg.exec(ctx, t, "PAUSE poolsim")
+		second := async(func() error { return giveUpQuery(ctx, tg.dsn("poolsim"), 30*time.Second) })
+		// Queued, not refused: a refused client is never counted waiting.
+		var refused *done
+		waitPool(ctx, t, tg.admin, tg.name+": the client needing a server while paused waits", func(r map[string]string) bool {
+			select {
+			case d := <-second:
+				refused = &d
+				return true
+			default:
+				return r["cl_waiting"] == "2"
+			}
+		})
+		if refused != nil {
+			t.Fatalf("%s: a client of a paused database while logins fail: %v, want it kept waiting", tg.name, refused.err)
+		}
+		waiters = append(waiters, []<-chan done{first, second})
+	}
+	if err := tc.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, tg := range tgs {
+		tg.exec(ctx, t, "RESUME poolsim")
+		for j, ch := range waiters[i] {
+			if d := await(ctx, t, tg.name+": a waiting client", ch); d.err != nil {
+				t.Errorf("%s: waiting client %d: %v, want its query run once PostgreSQL is back and the database resumed", tg.name, j, d.err)
+			}
+		}
+	}
+}

@@ -211,9 +211,11 @@ func (p *pool) awaitWelcome(ctx context.Context, deadline time.Time) (map[string
 // failingFast reports whether a client that needs a server must be refused
 // at once: the last login failed and the pool has no server (PgBouncer's
 // check_fast_fail). It starts a login if server_login_retry allows, as
-// nobody will wait for one.
+// nobody will wait for one. A paused pool fails no one fast: its clients
+// wait for RESUME, as PgBouncer's find_server skips check_fast_fail under
+// PAUSE.
 func (p *pool) failingFast() bool {
-	if !p.loginFailing {
+	if !p.loginFailing || p.paused() {
 		return false
 	}
 	servers := p.queue.Servers()
