@@ -340,3 +340,48 @@ func TestLoginRetryPaused(t *testing.T) {
 		}
 	}
 }
+
+// TestLoginRetryBackWithinWindow is the other side of the window:
+// PostgreSQL comes back while the window of a failed try still runs
+// (server_login_retry 5 s). A client arriving then waits for the window's
+// end - no login is tried before it - and is served by the next try.
+func TestLoginRetryBackWithinWindow(t *testing.T) {
+	const retry = 5 * time.Second
+	ctx := testCtx(t, 60*time.Second)
+	tc := downCluster(t, pgcluster.Options{})
+	dbs := []string{fmt.Sprintf("poolsim = host=127.0.0.1 port=%d dbname=poolsim", tc.Port())}
+	tgs := srvTargetsFor(ctx, t, dbs, poolmode.Transaction, 2, map[string]string{"server_login_retry": "5"})
+	tried := make([]time.Time, len(tgs))
+	for i, tg := range tgs {
+		tried[i] = time.Now() // the try is launched after this
+		if err := giveUpQuery(ctx, tg.dsn("poolsim"), 500*time.Millisecond); err == nil {
+			t.Fatalf("%s: a client logged in while PostgreSQL was down", tg.name)
+		}
+		if n := tg.logCount(logConnectFailed); n != 1 {
+			t.Fatalf("%s: %d server connections tried for the client, want 1", tg.name, n)
+		}
+	}
+	if err := tc.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, tg := range tgs {
+		if time.Since(tried[i]) >= retry-time.Second {
+			t.Skipf("%s: PostgreSQL took %v to come back, near the window of %v", tg.name, time.Since(tried[i]), retry)
+		}
+	}
+	runs := make([]<-chan done, len(tgs))
+	for i, tg := range tgs {
+		runs[i] = async(func() error { return giveUpQuery(ctx, tg.dsn("poolsim"), 10*time.Second) })
+	}
+	for i, tg := range tgs {
+		d := await(ctx, t, tg.name, runs[i])
+		at := d.at.Sub(tried[i])
+		if d.err != nil || at < retry || at > retry+2*time.Second {
+			t.Errorf("%s: a client arriving within the window: %v, served %v after the failed try, want served once the window of %v is over", tg.name, d.err, at.Round(time.Millisecond), retry)
+		}
+		if n := tg.logCount(logConnectFailed); n != 1 {
+			t.Errorf("%s: %d server connections failed, want only the first", tg.name, n)
+		}
+		t.Logf("%s: served %v after the failed try", tg.name, at.Round(time.Millisecond))
+	}
+}
