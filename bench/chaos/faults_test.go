@@ -171,16 +171,23 @@ func checkClean(t *testing.T, err error, port int) {
 // comes up; then it hangs (accepts, never answers). A client logging in
 // while it is down or hung gets FATAL "client_login_timeout (server down)"
 // after client_login_timeout, as from PgBouncer 1.18, with nothing of the
-// upstream in the message; once PostgreSQL is up, clients get through.
+// upstream in the message. Before PostgreSQL comes up, more clients try
+// and give up on their own (a 1 s connect timeout, as applications have):
+// once they are gone no server connection is tried, so when the
+// server_login_retry window of the last try has run out (PgBouncer's
+// default 15 s in the full run, 1 s in the short one) and PostgreSQL is
+// up, the next client gets through at once.
 func TestUpstreamDownHung(t *testing.T) {
-	const loginTimeout = 2 * time.Second
+	const loginTimeout, giveUps = 2 * time.Second, 3
+	retry := pick(time.Second, 15*time.Second)
 	up := newUpstream(t)
 	eachTarget(t, settings{upstreamPort: up.port, clientLoginTimeout: loginTimeout, serverConnectTimeout: time.Second,
-		serverLoginRetry: time.Second}, func(t *testing.T, tg *target) {
+		serverLoginRetry: retry}, func(t *testing.T, tg *target) {
 		up.set(t, "down")
 		for _, phase := range []string{"down at start", "up", "hung"} {
 			switch phase {
 			case "up":
+				giveUpWhileDown(t, tg, giveUps, retry)
 				up.set(t, "up")
 			case "hung":
 				up.set(t, "hung")
@@ -199,7 +206,7 @@ func TestUpstreamDownHung(t *testing.T) {
 				if err != nil {
 					t.Errorf("PostgreSQL up: no client got through in 20 s: %v", err)
 				}
-				figs.add("upstream down at start, then up, then hung", "up: first successful query after", tg.name, "%v", took.Round(10*time.Millisecond))
+				figs.add("upstream down at start, then up, then hung", fmt.Sprintf("up (after %d clients gave up while down, server_login_retry %v): first successful query after", giveUps, retry), tg.name, "%v", took.Round(10*time.Millisecond))
 				continue
 			}
 			// Another database when hung: a pool with a cached welcome
@@ -225,6 +232,39 @@ func TestUpstreamDownHung(t *testing.T) {
 		}
 		tg.mustLive(t, "upstream down at start, then up, then hung")
 	})
+}
+
+// giveUpWhileDown is the issue-55 case before PostgreSQL comes up: n
+// clients try to log in through tg and each gives up after a second, before
+// client_login_timeout. It returns once the pooler has closed them all
+// (client_login_timeout) and the server_login_retry window of any server
+// connection tried meanwhile - tried only while a client waited - has run
+// out, and records how many were tried while PostgreSQL was down.
+func giveUpWhileDown(t *testing.T, tg *target, n int, retry time.Duration) {
+	t.Helper()
+	const closed = "closing because: client_login_timeout (server down)"
+	before := strings.Count(tg.log(), closed)
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn, err := pgconn.Connect(ctx, tg.dsn())
+		cancel()
+		if err == nil {
+			conn.Close(context.Background())
+			t.Fatalf("client %d logged in while PostgreSQL was down", i)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(tg.log(), closed) < before+n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pooler never closed the %d clients that gave up (%q):\n%s", n, closed, tail(tg.log(), 15))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// No client waits from here on, so nothing is tried: the window of
+	// the last try, launched before now, runs out within retry.
+	time.Sleep(retry + 500*time.Millisecond)
+	tries := strings.Count(tg.log(), "closing because: connect failed")
+	figs.add("upstream down at start, then up, then hung", fmt.Sprintf("down: server connections tried (server_login_retry %v)", retry), tg.name, "%d", tries)
 }
 
 // TestClientKilledHoldingLock: a client dies (its socket reset) while its

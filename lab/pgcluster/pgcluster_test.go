@@ -371,3 +371,37 @@ func TestRestart(t *testing.T) {
 		t.Errorf("Stop after Restart: %v", err)
 	}
 }
+
+// TestDownUp: Down shuts PostgreSQL down and keeps its port and data: a
+// connection meanwhile is refused; Up starts it again on the same port
+// with the data kept; a second Up does nothing; the cluster still stops.
+func TestDownUp(t *testing.T) {
+	c := pgclustertest.Start(t, pgcluster.Options{})
+	ctx := ctxT(t)
+	port := c.Port()
+	if err := c.Down(); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	d := net.Dialer{Timeout: 2 * time.Second}
+	if conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(c.Host(), strconv.Itoa(port))); err == nil {
+		conn.Close()
+		t.Error("a connection to a cluster that is down was accepted, want it refused")
+	} else if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("a connection to a cluster that is down: %v, want connection refused", err)
+	}
+	if err := c.Up(ctx); err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	if err := c.Up(ctx); err != nil {
+		t.Fatalf("Up while up: %v", err)
+	}
+	if c.Port() != port {
+		t.Errorf("port %d after Up, want %d", c.Port(), port)
+	}
+	if got := scalar(t, ctx, c, c.UserDSN(), "select current_user"); got != pgcluster.UserName {
+		t.Errorf("after Up current_user = %q, want %q", got, pgcluster.UserName)
+	}
+	if err := c.Stop(); err != nil {
+		t.Errorf("Stop after Up: %v", err)
+	}
+}

@@ -30,7 +30,8 @@
 //   - what stops a pool's logins after a refusal: the model marks the pool
 //     full until an eviction (PostgreSQL's max_connections), the proxy
 //     retries after server_login_retry and meanwhile refuses new clients of
-//     a pool with no server at once (check_fast_fail);
+//     a pool with no server at once (check_fast_fail), unless the pool's
+//     database is paused;
 //   - who else needs a login: the proxy also launches one for clients
 //     logging in before the pool has seen any server (CanLaunch without a
 //     waiter);

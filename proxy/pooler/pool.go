@@ -211,9 +211,11 @@ func (p *pool) awaitWelcome(ctx context.Context, deadline time.Time) (map[string
 // failingFast reports whether a client that needs a server must be refused
 // at once: the last login failed and the pool has no server (PgBouncer's
 // check_fast_fail). It starts a login if server_login_retry allows, as
-// nobody will wait for one.
+// nobody will wait for one. A paused pool fails no one fast: its clients
+// wait for RESUME, as PgBouncer's find_server skips check_fast_fail under
+// PAUSE.
 func (p *pool) failingFast() bool {
-	if !p.loginFailing {
+	if !p.loginFailing || p.paused() {
 		return false
 	}
 	servers := p.queue.Servers()
@@ -326,7 +328,13 @@ func (p *pool) start() {
 // startLogin starts a server login once the pool's own rules allow one:
 // unless server_login_retry holds it back or max_db_connections or
 // max_user_connections is reached; evict lets it close an idle server of
-// another pool of the database to make room.
+// another pool of the database to make room. The retry window is
+// PgBouncer 1.18's (launch_new_connection): after a login that failed -
+// refused, timed out or refused by PostgreSQL with an error - none starts
+// until ServerLoginRetry after the failed one started; a login that
+// succeeds ends it. Logins start only for someone who waits, so once no
+// client waits nothing is tried, and a client arriving after the window
+// gets a login at once (loginretry_test.go).
 func (p *pool) startLogin(evict bool) {
 	now := p.px.loop.now
 	if p.loginFailing && now.Sub(p.lastLaunch) < p.px.conf().ServerLoginRetry {
