@@ -1,8 +1,9 @@
 // Package wasmstamp says which sources the committed WebAssembly build
 // was made from: a SHA-256 over the Go version and, for every package of
 // this module the wasm command imports (as GOOS=js GOARCH=wasm builds it),
-// each Go and embedded file's path and bytes, and go.sum (the versions of
-// everything else). go generate ./web writes it beside the wasm; a test
+// each Go and embedded file's path and bytes, and the path and version of
+// every other module it imports from (the standard library's comes with
+// the Go version). go generate ./web writes it beside the wasm; a test
 // recomputes it and fails when they differ, i.e. when the wasm is stale.
 package wasmstamp
 
@@ -35,17 +36,25 @@ func Compute(goBin, root string) (string, error) {
 		return "", fmt.Errorf("wasmstamp: %w", err)
 	}
 	var files []string
+	mods := map[string]bool{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for dec.More() {
 		var p struct {
-			Dir                 string
-			Module              *struct{ Main bool }
+			Dir    string
+			Module *struct {
+				Main          bool
+				Path, Version string
+			}
 			GoFiles, EmbedFiles []string
 		}
 		if err := dec.Decode(&p); err != nil {
 			return "", fmt.Errorf("wasmstamp: go list: %w", err)
 		}
-		if p.Module == nil || !p.Module.Main {
+		if p.Module == nil {
+			continue // the standard library
+		}
+		if !p.Module.Main {
+			mods[p.Module.Path+"@"+p.Module.Version] = true
 			continue
 		}
 		for _, f := range append(p.GoFiles, p.EmbedFiles...) {
@@ -56,10 +65,17 @@ func Compute(goBin, root string) (string, error) {
 			files = append(files, filepath.ToSlash(rel))
 		}
 	}
-	files = append(files, "go.sum")
 	sort.Strings(files)
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n", strings.TrimSpace(string(ver)))
+	var deps []string
+	for m := range mods {
+		deps = append(deps, m)
+	}
+	sort.Strings(deps)
+	for _, m := range deps {
+		fmt.Fprintf(h, "module %s\n", m)
+	}
 	for _, f := range files {
 		data, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
