@@ -53,6 +53,10 @@ var formulas = map[string]formula{
 			x, k := queueing.Bounds(int(a[0]), a[1], a[2], a[3])
 			return []float64{x, k}
 		}},
+	// The interactive response time law, R = N/X − Z: a closed system's
+	// response time from its throughput (Little's law over the whole loop).
+	"response_time_law": {args: []string{"n", "X", "z"}, outs: []string{"R"},
+		eval: func(a []float64) []float64 { return []float64{a[0]/a[1] - a[2]} }},
 	"usl": {args: []string{"sigma", "kappa", "lambda", "n"}, outs: []string{"X", "R"},
 		eval: func(a []float64) []float64 {
 			m := usl.Model{Sigma: a[0], Kappa: a[1], Lambda: a[2]}
@@ -75,7 +79,7 @@ func Evaluate(fs []Formula) ([][]*float64, error) {
 	for i, f := range fs {
 		def, ok := formulas[f.Name]
 		if !ok {
-			return nil, fmt.Errorf("formulas: unknown formula %q: want one of little, erlang_b, erlang_c, mmc_timeout, pollaczek_khinchine, mva, closed_bounds, usl, usl_peak", f.Name)
+			return nil, fmt.Errorf("formulas: unknown formula %q: want one of little, erlang_b, erlang_c, mmc_timeout, pollaczek_khinchine, mva, closed_bounds, response_time_law, usl, usl_peak", f.Name)
 		}
 		if len(f.Args) != len(def.args) && !(def.variadic && len(f.Args) > len(def.args)) {
 			return nil, fmt.Errorf("formulas: %s takes %v, got %d arguments", f.Name, def.args, len(f.Args))

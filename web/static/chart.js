@@ -3,7 +3,7 @@
 // library: the page fetches nothing it does not carry.
 
 const NS = "http://www.w3.org/2000/svg";
-const W = 640, H = 340, M = { l: 64, r: 16, t: 30, b: 46 };
+const W = 640, H = 360, M = { l: 64, r: 16, t: 48, b: 46 };
 
 function svg(tag, attrs = {}, text) {
 	const e = document.createElementNS(NS, tag);
@@ -44,14 +44,14 @@ export function fmtNum(v) {
 export const colors = ["#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#a16207", "#0f766e"];
 
 // chart renders spec into the element host (replacing what it held):
-//   {title, x: {label, log}, y: {label, log, min}, series: [{label, color,
+//   {title, x: {label, log, min, max, ticks: [{x, label}]}, y: {label, log, min, max}, series: [{label, color,
 //    kind: "line" | "points", pts: [{x, y, lo, hi}]}], marks: [{x, label}]}
 // A y of null (an infinite wait) is left out of a line.
 export function chart(host, spec) {
 	const all = spec.series.flatMap((s) => s.pts).filter((p) => p.y !== null && isFinite(p.y));
 	const xs = all.map((p) => p.x).concat((spec.marks || []).map((m) => m.x));
 	const ys = all.flatMap((p) => [p.y, p.lo ?? p.y, p.hi ?? p.y]).filter(isFinite);
-	let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+	let [x0, x1] = [spec.x.min ?? Math.min(...xs), spec.x.max ?? Math.max(...xs)];
 	let [y0, y1] = [spec.y.min ?? Math.min(0, ...ys), spec.y.max ?? Math.max(...ys)];
 	if (!isFinite(x0)) [x0, x1] = [0, 1];
 	if (!isFinite(y1) || y1 <= y0) y1 = y0 + 1;
@@ -68,9 +68,10 @@ export function chart(host, spec) {
 		g.append(svg("line", { x1: M.l, x2: W - M.r, y1: fy(t), y2: fy(t), class: "grid" }));
 		g.append(svg("text", { x: M.l - 6, y: fy(t) + 4, "text-anchor": "end" }, fmtNum(t)));
 	}
-	for (const t of xl ? logTicks(x0, x1) : ticks(x0, x1, 6)) {
-		g.append(svg("line", { x1: fx(t), x2: fx(t), y1: H - M.b, y2: H - M.b + 5 }));
-		g.append(svg("text", { x: fx(t), y: H - M.b + 18, "text-anchor": "middle" }, fmtNum(t)));
+	const xt = spec.x.ticks || (xl ? logTicks(x0, x1) : ticks(x0, x1, 6)).map((v) => ({ x: v, label: fmtNum(v) }));
+	for (const t of xt) {
+		g.append(svg("line", { x1: fx(t.x), x2: fx(t.x), y1: H - M.b, y2: H - M.b + 5 }));
+		g.append(svg("text", { x: fx(t.x), y: H - M.b + 18, "text-anchor": "middle" }, t.label));
 	}
 	g.append(svg("line", { x1: M.l, x2: W - M.r, y1: H - M.b, y2: H - M.b }));
 	g.append(svg("line", { x1: M.l, x2: M.l, y1: M.t, y2: H - M.b }));
@@ -105,12 +106,12 @@ export function chart(host, spec) {
 	});
 	let lx = W - M.r;
 	for (const [label, color, kind, dash] of legend.reverse()) {
-		const t = svg("text", { x: lx, y: 18, "text-anchor": "end", class: "legend" }, label);
+		const t = svg("text", { x: lx, y: 38, "text-anchor": "end", class: "legend" }, label);
 		root.append(t);
 		const width = label.length * 6.6 + 26;
 		lx -= width;
-		if (kind === "line") root.append(svg("line", { x1: lx + 4, x2: lx + 18, y1: 14, y2: 14, stroke: color, "stroke-width": 2, "stroke-dasharray": dash || "" }));
-		else root.append(svg("circle", { cx: lx + 11, cy: 14, r: 4, fill: color }));
+		if (kind === "line") root.append(svg("line", { x1: lx + 4, x2: lx + 18, y1: 34, y2: 34, stroke: color, "stroke-width": 2, "stroke-dasharray": dash || "" }));
+		else root.append(svg("circle", { cx: lx + 11, cy: 34, r: 4, fill: color }));
 	}
 	host.replaceChildren(root);
 }

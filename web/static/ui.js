@@ -43,14 +43,17 @@ export function slider({ id, label, min, max, step = 1, value, unit = "", values
 
 // stat is "estimate ± half-width" of metric name in a row's metrics, with
 // the raw numbers in data- attributes for the browser test.
-export function stat(metrics, name, scale = 1, digits = 4) {
+// A figure of another run than the panel's (an aside) is tagged
+// data-aside-metric instead.
+export function stat(metrics, name, scale = 1, digits = 4, aside = false) {
 	const v = metrics[name], h = metrics[name + "_ci95"];
 	const text = fmtNum(+(v * scale).toPrecision(digits)) + (h !== undefined ? " ± " + fmtNum(+(h * scale).toPrecision(2)) : "");
-	return el("span", { class: "stat", "data-metric": name, "data-value": String(v) }, text);
+	return el("span", { class: "stat", [aside ? "data-aside-metric" : "data-metric"]: name, "data-value": String(v) }, text);
 }
 
-export function theory(v, scale = 1, digits = 4) {
-	return el("span", { class: "theory" }, v === null ? "∞ (no steady state)" : fmtNum(+(v * scale).toPrecision(digits)));
+// theory is a formula's value; null (infinite) reads as none.
+export function theory(v, scale = 1, digits = 4, none = "∞ (no steady state)") {
+	return el("span", { class: "theory" }, v === null ? none : fmtNum(+(v * scale).toPrecision(digits)));
 }
 
 // quote is a shell word: single-quoted when it holds anything but safe
