@@ -77,8 +77,8 @@ func TestWasmSameNumbers(t *testing.T) {
 		OK    api.RunAnswer
 		Error string
 	}
-	if err := json.Unmarshal(got, &ans); err != nil || ans.Error != "" || len(ans.OK.Rows) != 2 {
-		t.Fatalf("answer: %v %q, %d rows; want 2 rows", err, ans.Error, len(ans.OK.Rows))
+	if err := json.Unmarshal(got, &ans); err != nil || ans.Error != "" || len(ans.OK.Explanation.Rows) != 2 {
+		t.Fatalf("answer: %v %q, %d rows explained; want 2", err, ans.Error, len(ans.OK.Explanation.Rows))
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -106,6 +108,34 @@ func TestNothingFromTheNetwork(t *testing.T) {
 			if i := bytes.Index(data, []byte(s)); i >= 0 && !bytes.Contains(data[max(0, i-20):i], []byte("NS = ")) {
 				t.Errorf("%s refers to %q: the page must carry everything it uses", p, data[i:min(len(data), i+60)])
 			}
+		}
+		return nil
+	})
+}
+
+// TestScriptsParse has Node parse every script of the page (the modules
+// as modules), so a syntax error fails here and not only in a browser.
+func TestScriptsParse(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node is not installed; CI needs it to check the page's scripts")
+		}
+		t.Skip("node is not installed")
+	}
+	fs.WalkDir(Files(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".js") {
+			return err
+		}
+		data, _ := fs.ReadFile(Files(), p)
+		args := []string{"--check"}
+		if p != "worker.js" && p != "wasm_exec.js" { // classic scripts; the rest are ES modules
+			args = []string{"--input-type=module", "--check"}
+		}
+		cmd := exec.Command(node, args...)
+		cmd.Stdin = bytes.NewReader(data)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s does not parse: %v\n%s", p, err, out)
 		}
 		return nil
 	})

@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 )
@@ -83,6 +85,22 @@ func TestBrowser(t *testing.T) {
 	defer cancelBrowser()
 	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancel()
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+			msg := e.ExceptionDetails.Text
+			if x := e.ExceptionDetails.Exception; x != nil && x.Description != "" {
+				msg = x.Description
+			}
+			pageErrors.add(msg)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if errs := pageErrors.take(); len(errs) > 0 {
+			t.Errorf("the page threw: %s", strings.Join(errs, "\n"))
+		}
+	}()
 
 	for _, l := range browserLessons {
 		if err := chromedp.Do(ctx, chromedp.Navigate(base+"?lesson="+l.id+l.query)); err != nil {
@@ -138,6 +156,28 @@ func TestBrowser(t *testing.T) {
 	t.Logf("100,000-transaction run in the page: %.0f ms", big["ms"])
 }
 
+// pageErrors are the exceptions the page threw and did not catch.
+var pageErrors jsErrors
+
+type jsErrors struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (j *jsErrors) add(s string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.list = append(j.list, s)
+}
+
+func (j *jsErrors) take() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := j.list
+	j.list = nil
+	return out
+}
+
 // waitRun waits until lesson id has shown a run whose command is not
 // after (the run a moved slider started), and returns it.
 func waitRun(ctx context.Context, t *testing.T, id, after string) pageLast {
@@ -147,7 +187,7 @@ func waitRun(ctx context.Context, t *testing.T, id, after string) pageLast {
 		return s && s.dataset.state === "done" && l && l.lesson === %q && l.command !== %q && document.querySelector("[data-metric]") ? JSON.stringify(l) : null })()`, id, after)
 	raw, err := chromedp.Run(ctx, chromedp.Poll[string](js, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(60*time.Second)))
 	if err != nil {
-		t.Fatalf("%s: waiting for a run: %v", id, err)
+		t.Fatalf("%s: waiting for a run: %v; the page threw: %q", id, err, pageErrors.take())
 	}
 	var last pageLast
 	if err := json.Unmarshal([]byte(raw), &last); err != nil {

@@ -44,6 +44,43 @@ func TestRunGolden(t *testing.T) {
 	}
 }
 
+// TestRunExplainGolden holds --explain's text and JSON: issue 54's request
+// workload, whose run is at its closed-system bound (not 488.9 % of it),
+// and erlang-c's Little's law and Erlang C.
+func TestRunExplainGolden(t *testing.T) {
+	for _, tt := range []struct {
+		golden string
+		args   []string
+	}{
+		{"request-bound.explain", []string{"run", "testdata/request-bound.yaml", "--explain"}},
+		{"request-bound.explain.json", []string{"run", "testdata/request-bound.yaml", "--explain", "--format", "json"}},
+		{"erlang-c.explain", []string{"run", "erlang-c", "--explain"}},
+	} {
+		code, out, errOut := runCmd(tt.args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tt.args, code, errOut)
+		}
+		golden := filepath.Join("testdata", tt.golden)
+		if *update {
+			if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run 'go test ./cmd/poolsim -run TestRunExplainGolden -update' to create it)", err)
+		}
+		if out != string(want) {
+			t.Errorf("%v differs from %s:\n%s", tt.args, golden, out)
+		}
+	}
+	_, out, _ := runCmd("run", "testdata/request-bound.yaml", "--explain")
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), "The simulation ran at 222.222/s (100.0% of the bound)") {
+		t.Errorf("the issue's run is not at its bound:\n%s", out)
+	}
+}
+
 func TestRunIsByteIdentical(t *testing.T) {
 	skipUnderRace(t)
 	// JSON carries every metric, so two identical JSON runs of a built-in
@@ -129,8 +166,8 @@ func TestRunExplain(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Little's law says L = λW") || !strings.Contains(out, "Erlang C gives") {
 		t.Errorf("run erlang-c --explain: exit %d, stderr %q, output:\n%s", code, errOut, out)
 	}
-	if code, _, errOut := runCmd("run", "erlang-c", "--explain", "--format", "json"); code != exitUsage || !strings.Contains(errOut, "--explain") {
-		t.Errorf("--explain with json: exit %d, stderr %q; want a usage error", code, errOut)
+	if code, _, errOut := runCmd("run", "erlang-c", "--explain", "--format", "csv"); code != exitUsage || !strings.Contains(errOut, "--explain") {
+		t.Errorf("--explain with csv: exit %d, stderr %q; want a usage error", code, errOut)
 	}
 }
 

@@ -36,8 +36,8 @@ func TestPageRunIsCommandLine(t *testing.T) {
 		if ans.Report != out {
 			t.Errorf("%v: the page's JSON differs from the command line's:\npage: %.300s\ncli:  %.300s", c.args, ans.Report, out)
 		}
-		if strings.Count(out, `"params"`) != len(ans.Rows) {
-			t.Errorf("%v: %d explanations for %d rows", c.args, len(ans.Rows), strings.Count(out, `"params"`))
+		if n := len(ans.Explanation.Rows); strings.Count(out, `"params"`) != n || n == 0 || len(ans.Explanation.Rows[0].Paragraphs) == 0 {
+			t.Errorf("%v: %d explanations for %d rows", c.args, n, strings.Count(out, `"params"`))
 		}
 	}
 }

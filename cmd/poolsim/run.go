@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
 
-	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/scenarios"
 	"github.com/poolsim/poolsim/scenarios/report"
 	"github.com/spf13/pflag"
@@ -33,6 +31,7 @@ Examples:
   poolsim run my-app.yaml --set 'workload.query={dist: exp, mean: 2ms}' --seed 7
   poolsim run erlang-c --format json
   poolsim run erlang-c --explain         # Little's law and Erlang C beside the simulation
+  poolsim run erlang-c --explain --format json # the same, as the JSON's "explanation"
   poolsim run erlang-c --replications 20 # mean ± 95%% CI of every figure
   poolsim run erlang-c --precision 1%%    # as many replications as tps and p99 need
 
@@ -70,7 +69,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	format := fs.String("format", "table", "output format: table, json or csv")
 	seed := fs.Uint64("seed", 0, "random seed (default: the scenario's)")
 	sets := fs.StringArray("set", nil, "override a scenario value by its dotted key: --set workload.clients=500")
-	explain := fs.Bool("explain", false, "after the table, explain each row's queues: Little's law and the matching analytic result")
+	explain := fs.Bool("explain", false, "explain each row's queues - Little's law and the matching analytic result - after the table, or as the JSON's \"explanation\"")
 	sf := addStudyFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, runHelp, studyHelp, "  "+strings.Join(scenarios.Fields(), "\n  "), scenarios.DistHelp)
@@ -81,8 +80,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := report.CheckFormat(*format); err != nil {
 		return usage(err)
 	}
-	if *explain && *format != "table" {
-		return usagef("--explain prints text after the table: use it with --format table")
+	if *explain && *format == "csv" {
+		return usagef("--explain prints text after the table, or an \"explanation\" field in the JSON: use it with --format table or json")
 	}
 	if fs.NArg() != 1 {
 		return usagef("want exactly one SCENARIO (a file or a built-in name), got %d arguments; see 'poolsim run --help'", fs.NArg())
@@ -104,83 +103,23 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	rows, runErr := sf.run(ctx, points, st, stderr, "run "+sc.Name)
 	r := report.New(sc, st, rows)
+	var e report.Explanation
+	if *explain {
+		e = report.Explain(r.Rows)
+		if *format == "json" && runErr == nil {
+			r.Explanation = &e
+		}
+	}
 	if err := report.Write(stdout, *format, r); err != nil {
 		return err
 	}
 	if runErr != nil {
 		return runErr
 	}
-	if *explain {
-		return writeExplain(stdout, r.Rows)
+	if *explain && *format == "table" {
+		return report.WriteExplanation(stdout, e)
 	}
 	return nil
-}
-
-// writeExplain prints, for each row, the teaching view of its queues.
-func writeExplain(w io.Writer, rows []scenarios.Row) error {
-	for _, x := range rows {
-		title := x.Config.Pooler.PoolMode.String()
-		for _, p := range x.Params {
-			if p.Key != "pooler.mode" {
-				title += ", " + p.Key + "=" + p.Value
-			}
-		}
-		if _, err := fmt.Fprintf(w, "\n== %s ==\n", title); err != nil {
-			return err
-		}
-		for _, para := range system.Explain(x.Config, x.Metrics) {
-			fmt.Fprintf(w, "\n%s\n", wrap(para, 100))
-		}
-		if n := len(x.Reps); n > 1 {
-			fmt.Fprintf(w, "\n%s\n", wrap(replicationWords(&x), 100))
-		}
-	}
-	fmt.Fprintf(w, "\nAssumptions (the defaults in effect that change numbers, and what the model leaves out):\n")
-	for _, a := range report.Assumptions(rows) {
-		fmt.Fprintf(w, "  - %s\n", strings.ReplaceAll(wrap(a+".", 96), "\n", "\n    "))
-	}
-	return nil
-}
-
-// replicationWords says what the figures above are over replications, and
-// how sure the main ones are.
-func replicationWords(x *scenarios.Row) string {
-	var parts []string
-	for _, k := range []struct{ name, label, unit string }{
-		{"wait_W", "W", "ms"}, {"wait_L", "L", ""}, {"wait_lambda", "λ", "/s"}, {"wait_prob", "P(wait)", ""},
-		{"tps_steady", "tps_steady", "/s"}, {"p99_ms", "p99", "ms"},
-	} {
-		f, _ := system.FieldByName(k.name)
-		mean, half := x.Stat(f)
-		if k.name == "wait_W" {
-			mean, half = mean*1000, half*1000
-		}
-		parts = append(parts, fmt.Sprintf("%s = %.4g ± %.2g%s", k.label, mean, half, k.unit))
-	}
-	return fmt.Sprintf("These figures are over %d replications (independent seeds, the warm-up decided once): means, and "+
-		"p99 the percentile of all their samples together; with their 95%% confidence intervals (Student t, and for p99 "+
-		"a jackknife over the replications): %s.", len(x.Reps), strings.Join(parts, ", "))
-}
-
-// wrap breaks text into lines of at most width columns at spaces.
-func wrap(text string, width int) string {
-	var b strings.Builder
-	col := 0
-	for i, word := range strings.Fields(text) {
-		n := utf8.RuneCountInString(word)
-		if i > 0 {
-			if col+1+n > width {
-				b.WriteByte('\n')
-				col = 0
-			} else {
-				b.WriteByte(' ')
-				col++
-			}
-		}
-		b.WriteString(word)
-		col += n
-	}
-	return b.String()
 }
 
 // loadScenario loads a scenario and applies --seed and --set; every error

@@ -3,7 +3,10 @@
 // metrics (system.Fields) and, for the table, one list of columns held as
 // data; and the self-describing shards of a sweep split across machines,
 // with the merge that joins them into exactly the bytes of the unsharded
-// output.
+// output. The teaching view (run --explain) is one value, Explanation,
+// assembled by Explain from system.Explain's paragraphs: WriteExplanation
+// prints it as text, the JSON report carries it as "explanation", and the
+// browser page reads the same value.
 //
 // Numbers: a row with replications shows each metric as the study's
 // estimate with the half-width of its 95 % confidence interval - a mean

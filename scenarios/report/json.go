@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -31,6 +32,37 @@ func (p Params) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads the object MarshalJSON writes, keeping its keys'
+// order; numbers come back as their text.
+func (p *Params) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("read params: want a JSON object, got %.40s", data)
+	}
+	out := Params{}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("read params: %w", err)
+		}
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("read params: %q: %w", k, err)
+		}
+		text, ok := v.(string)
+		if n, isNum := v.(json.Number); isNum {
+			text, ok = n.String(), true
+		}
+		if !ok {
+			return fmt.Errorf("read params: %q: want a string or a number, got %v", k, v)
+		}
+		out = append(out, scenarios.Param{Key: k.(string), Value: text})
+	}
+	*p = out
+	return nil
 }
 
 // jsonValue writes a parameter as a JSON number when it is one, else as a
@@ -93,15 +125,17 @@ type jsonClass struct {
 }
 
 // WriteJSON writes {"scenario", "seed", "rows": [{"params", "replications",
-// "metrics", "compat"}]}.
+// "metrics", "compat"}]}, and "explanation" (an Explanation) when the
+// report has one.
 func WriteJSON(w io.Writer, r Report) error {
 	out := struct {
-		Scenario    string    `json:"scenario"`
-		Seed        uint64    `json:"seed"`
-		Incomplete  string    `json:"incomplete,omitempty"`
-		Assumptions []string  `json:"assumptions"`
-		Rows        []jsonRow `json:"rows"`
-	}{Scenario: r.Scenario, Seed: r.Seed, Assumptions: r.assumptions(), Rows: make([]jsonRow, len(r.Rows))}
+		Scenario    string       `json:"scenario"`
+		Seed        uint64       `json:"seed"`
+		Incomplete  string       `json:"incomplete,omitempty"`
+		Assumptions []string     `json:"assumptions"`
+		Rows        []jsonRow    `json:"rows"`
+		Explanation *Explanation `json:"explanation,omitempty"`
+	}{Scenario: r.Scenario, Seed: r.Seed, Assumptions: r.assumptions(), Rows: make([]jsonRow, len(r.Rows)), Explanation: r.Explanation}
 	if out.Assumptions == nil {
 		out.Assumptions = []string{}
 	}

@@ -39,6 +39,9 @@ type Report struct {
 	// Notes are the assumptions to print (nil: Assumptions(Rows), which
 	// needs the rows' configurations; a merge of shards carries them).
 	Notes []string
+	// Explanation, when set, goes into the JSON report as "explanation"
+	// (poolsim run --explain --format json); the table and CSV leave it out.
+	Explanation *Explanation
 }
 
 // assumptions are the report's assumption sentences.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/poolsim/poolsim/models/system"
 	"github.com/poolsim/poolsim/scenarios"
 	"github.com/poolsim/poolsim/scenarios/report"
 	"github.com/poolsim/poolsim/scenarios/vary"
@@ -26,18 +25,14 @@ type RunRequest struct {
 	Replications int      `json:"replications,omitempty"` // 0: the scenario's
 }
 
-// RowExtra is what the page shows beside a row of the report.
-type RowExtra struct {
-	// Explain is the row's explanation, one paragraph a string
-	// (system.Explain, the text `poolsim run --explain` prints).
-	Explain []string `json:"explain"`
-}
-
 // RunAnswer is a run's result.
 type RunAnswer struct {
 	// Report is exactly what `poolsim run --format json` (or sweep) writes.
-	Report string     `json:"report"`
-	Rows   []RowExtra `json:"rows"` // in the report's row order
+	Report string `json:"report"`
+	// Explanation is the rows' explanation (report.Explain), the source
+	// `poolsim run --explain` prints its text from, a row for each of the
+	// report's in order.
+	Explanation report.Explanation `json:"explanation"`
 }
 
 // MaxSeconds is the most work, in seconds of this machine's CPU as
@@ -46,7 +41,7 @@ type RunAnswer struct {
 // and no --yes).
 var MaxSeconds = 60.0
 
-// Run simulates req and returns the report and each row's explanation.
+// Run simulates req and returns the report and its explanation.
 func Run(ctx context.Context, req RunRequest) (RunAnswer, error) {
 	sc, err := load(req)
 	if err != nil {
@@ -76,11 +71,7 @@ func Run(ctx context.Context, req RunRequest) (RunAnswer, error) {
 	if runErr != nil {
 		return RunAnswer{}, fmt.Errorf("run: interrupted: %w", runErr)
 	}
-	ans := RunAnswer{Report: b.String(), Rows: make([]RowExtra, len(r.Rows))}
-	for i, x := range r.Rows {
-		ans.Rows[i].Explain = system.Explain(x.Config, x.Metrics)
-	}
-	return ans, nil
+	return RunAnswer{Report: b.String(), Explanation: report.Explain(r.Rows)}, nil
 }
 
 // load is req's scenario with its seed, sets and vary axes applied.

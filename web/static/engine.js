@@ -115,10 +115,10 @@ export class Engine {
 	}
 
 	// run simulates a RunRequest (web/api): report is the parsed JSON, raw
-	// its exact bytes, explain each row's paragraphs.
+	// its exact bytes, explanation the rows' report.Explanation.
 	async run(req, channel) {
 		const { ok, ms } = await this.call("run", req, channel);
-		return { raw: ok.report, report: JSON.parse(ok.report), rows: ok.rows, ms };
+		return { raw: ok.report, report: JSON.parse(ok.report), explanation: ok.explanation, ms };
 	}
 
 	// formulas evaluates [{name, args}] (web/api.Evaluate): one array of

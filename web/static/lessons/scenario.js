@@ -12,7 +12,7 @@ const columns = [
 ];
 
 export function render(root, ctx) {
-	const sim = panel(ctx, "your-scenario");
+	const sim = panel(ctx, "your-scenario", { openExplain: true });
 	const pick = el("select", { id: "pick" }, el("option", { value: "" }, "(your own YAML)"));
 	const yaml = el("textarea", { id: "yaml", rows: 14, spellcheck: "false" });
 	const seed = el("input", { type: "number", id: "seed", min: 0, placeholder: "the scenario's" });
