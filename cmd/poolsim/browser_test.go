@@ -27,7 +27,7 @@ var browserLessons = []struct{ id, slider, query string }{
 	{"erlang-c", "#lesson-lambda", ""},
 	{"closed", "#lesson-c", ""},
 	{"modes", "#lesson-n", ""},
-	{"usl", "#lesson-sigma", ""},
+	{"usl", "#lesson-kappa", "&set=server.contention=0.02&set=server.cores=8"},
 	{"your-scenario", "", "&scenario=pgbouncer-modes&seed=7&set=workload.clients=100"},
 }
 
@@ -114,6 +114,11 @@ func TestBrowser(t *testing.T) {
 		t.Logf("%s: simulator ready %.0f ms, first result %.0f ms after navigation; run %.0f ms for %.0f transactions",
 			l.id, stats["engineMs"], stats["firstResultMs"], last.MS, last.Txns)
 		sameAsCommandLine(ctx, t, l.id, last)
+		for _, kv := range strings.Split(l.query, "&") { // the URL reproduces the view
+			if set, ok := strings.CutPrefix(kv, "set="); ok && !strings.Contains(last.Command, "--set "+set) {
+				t.Errorf("%s: the URL sets %s, the page ran %s", l.id, set, last.Command)
+			}
+		}
 		if l.slider != "" {
 			err := chromedp.Do(ctx, chromedp.Focus(l.slider), chromedp.KeyEvent(kb.ArrowRight))
 			if err != nil {

@@ -15,7 +15,8 @@ export function render(root, ctx) {
 	const p = ctx.params;
 	let c = +(p.sets["pooler.default_pool_size"] || 4);
 	if (!(c >= 1 && c <= 10)) c = 4;
-	let z = 40; // think time, ms
+	const zm = /mean: *(\d+)ms/.exec(p.sets["workload.think"] || "");
+	let z = zm && +zm[1] <= 100 && +zm[1] % 10 === 0 ? +zm[1] : 40; // think time, ms
 	let n = 24;
 	let last = null;
 	const numbers = el("div", { class: "numbers", "aria-live": "polite" });

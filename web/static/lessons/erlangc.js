@@ -12,6 +12,7 @@ export function render(root, ctx) {
 	const sim = panel(ctx, "erlang-c");
 	const p = ctx.params;
 	let lambda = parseFloat(p.sets["workload.arrival_rate"] || "80");
+	lambda = Math.round(lambda / 10) * 10; // the slider's steps
 	if (!(lambda >= 10 && lambda <= 150)) lambda = 80;
 	let pick = 0; // which simulated pool size the numbers show
 	let last = null;
@@ -32,9 +33,9 @@ gives the probability that an arriving client must wait:</p>
 <p class="formula">W<sub>q</sub> = C(c, a) · S / (c − a)</p>
 <p>The lines are the formulas (computed by the same Go code the simulator's tests check against); the points are the
 simulator, each ± its 95 % interval over 4 replications of 20 s.</p>
-<p class="try">Try: at λ = 80/s (8 Erlangs) one connection more than the load already serves most clients at once,
-but the last few percent of waiting cost several more. Raise λ: the curve moves right, and its shape stays the same
-— a bigger pool runs closer to full for the same waiting (the economy of scale).</p>`),
+<p class="try">Try: at λ = 80/s (8 Erlangs), 9 connections leave about two clients in three waiting and 10 about two
+in five; each connection more roughly halves it. Raise λ: the curve moves right and keeps its shape, but a bigger
+pool runs busier for the same chance of waiting (the economy of scale: compare the "server busy" figure).</p>`),
 				el("div", { class: "controls" }, lS.root, cS.root), numbers),
 			el("div", {}, plotP, plotW)),
 		sim.root);

@@ -34,7 +34,7 @@ product of the first two.</p>
 waiting plus being served: L = throughput × mean latency, where L is the waiting L<sub>q</sub> plus the busy servers
 (utilisation × c).</p>
 <p class="try">Try: push ρ towards 0.95 and watch L and W grow together, far faster than the load. Then give the pool
-one more server: the same λ waits much less. Each point is 20 s of arrivals, replicated 5 times, so each figure is shown
+more servers at the same ρ: each is as busy as before, λ grows with them, yet W falls (that is Erlang C's lesson). Each point is 20 s of arrivals, replicated 5 times, so each figure is shown
 ± its 95 % interval.</p>`),
 				el("div", { class: "controls" }, cS.root, rS.root)),
 			el("div", {}, numbers, plot)),

@@ -18,13 +18,14 @@ export function render(root, ctx) {
 	const p = ctx.params;
 	let n = +(p.sets["workload.clients"] || 100);
 	if (!clientsValues.includes(n)) n = 100;
-	let pool = 20, prepared = false;
+	let pool = +(p.sets["pooler.default_pool_size"] || 20), prepared = p.sets["pooler.max_prepared_statements"] === "200";
+	if (!(pool >= 2 && pool <= 20)) pool = 20;
 	const table = el("div", { class: "table-wrap" });
 	const compat = el("div", { class: "table-wrap" });
 	const plotX = el("div"), plotW = el("div");
 	const nS = slider({ id: "lesson-n", label: "Clients", values: clientsValues, value: n, onInput: (v) => { n = v; run(); } });
 	const pS = slider({ id: "lesson-pool", label: "Pooler's server connections (default_pool_size)", min: 2, max: 20, value: pool, onInput: (v) => { pool = v; run(); } });
-	const prep = el("input", { type: "checkbox", id: "lesson-prepared", onchange: () => { prepared = prep.checked; run(); } });
+	const prep = el("input", { type: "checkbox", id: "lesson-prepared", checked: prepared, onchange: () => { prepared = prep.checked; run(); } });
 
 	root.replaceChildren(el("h2", {}, "Pool modes: what you gain, what breaks"),
 		el("div", { class: "cols" },

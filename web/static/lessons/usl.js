@@ -13,13 +13,16 @@ const dense = Array.from({ length: 64 }, (_, k) => k + 1);
 export function render(root, ctx) {
 	const sim = panel(ctx, "usl");
 	const p = ctx.params;
-	let sigma = 0.05, kappa = 0.002, cores = 64, n = 24;
+	// The URL's values when they are among the sliders' (a view is reproducible).
+	const from = (key, values, def) => (values.includes(+p.sets[key]) ? +p.sets[key] : def);
+	const sigmas = [0, 0.01, 0.02, 0.05, 0.1, 0.2], kappas = [0, 0.0002, 0.0005, 0.001, 0.002, 0.005], coreCounts = [2, 4, 8, 16, 32, 64];
+	let sigma = from("server.contention", sigmas, 0.05), kappa = from("server.coherency", kappas, 0.002), cores = from("server.cores", coreCounts, 64), n = 24;
 	const numbers = el("div", { class: "numbers", "aria-live": "polite" });
 	const plotX = el("div"), plotR = el("div");
 	let last = null;
-	const sS = slider({ id: "lesson-sigma", label: "Contention σ (server.contention)", values: [0, 0.01, 0.02, 0.05, 0.1, 0.2], value: sigma, onInput: (v) => { sigma = v; run(); } });
-	const kS = slider({ id: "lesson-kappa", label: "Coherency κ (server.coherency)", values: [0, 0.0002, 0.0005, 0.001, 0.002, 0.005], value: kappa, onInput: (v) => { kappa = v; run(); } });
-	const cS = slider({ id: "lesson-cores", label: "Server cores", values: [2, 4, 8, 16, 32, 64], value: cores, onInput: (v) => { cores = v; run(); } });
+	const sS = slider({ id: "lesson-sigma", label: "Contention σ (server.contention)", values: sigmas, value: sigma, onInput: (v) => { sigma = v; run(); } });
+	const kS = slider({ id: "lesson-kappa", label: "Coherency κ (server.coherency)", values: kappas, value: kappa, onInput: (v) => { kappa = v; run(); } });
+	const cS = slider({ id: "lesson-cores", label: "Server cores", values: coreCounts, value: cores, onInput: (v) => { cores = v; run(); } });
 	const nS = slider({ id: "lesson-n", label: "Show N clients", values: Ns, value: n, onInput: (v) => { n = v; show(); } });
 
 	root.replaceChildren(el("h2", {}, "CPU contention: the USL peak"),
