@@ -81,3 +81,15 @@ export function point(x, metrics, name, scale = 1) {
 	const y = metrics[name] * scale, h = metrics[name + "_ci95"];
 	return h === undefined ? { x, y } : { x, y, lo: y - h * scale, hi: y + h * scale };
 }
+
+// unlessReplaced wraps an async step of a lesson: a call replaced by a
+// newer one (a slider moved again) ends it quietly; other errors stay.
+export function unlessReplaced(step) {
+	return async (...args) => {
+		try {
+			await step(...args);
+		} catch (err) {
+			if (!err.replaced) throw err;
+		}
+	};
+}

@@ -4,7 +4,7 @@
 
 import { el, prose, slider, stat, theory, commandLine } from "../ui.js";
 import { chart } from "../chart.js";
-import { panel, point } from "../lesson.js";
+import { panel, point, unlessReplaced } from "../lesson.js";
 
 const S = 0.01; // mean transaction time on a server, 10 ms
 const Ns = [1, 2, 4, 8, 12, 16, 20, 24, 32, 40];
@@ -54,23 +54,19 @@ because each client asks for less.</p>`),
 			`workload.think={dist: exp, mean: ${z}ms}`, "pooler.mode=transaction", `pooler.default_pool_size=${c}`, "pooler.hop=0s"];
 	}
 
-	async function run() {
-		try {
-			const req = { scenario: "pgbouncer-modes", seed: p.seed ?? 1, replications: 3, sets: closedSets(),
-				vary: ["workload.clients=" + Ns.join(",")] };
-			const [bounds, ans] = await Promise.all([
-				// The last is N very large: its bound is the pool's capacity c/S.
-				ctx.engine.formulas(dense.concat([1e6]).map((k) => ({ name: "closed_bounds", args: [k, z / 1000, S, S / c] })), "closed-theory"),
-				sim.run(req)]);
-			if (!ans) return;
-			const law = await ctx.engine.formulas(ans.report.rows.map((r, k) => ({ name: "response_time_law", args: [Ns[k], r.metrics.tps_steady, z / 1000] })), "closed-theory");
-			last = { ans, bounds, law };
-			show();
-			runOpen();
-		} catch (err) {
-			if (!err.replaced) throw err;
-		}
-	}
+	const run = unlessReplaced(async () => {
+		const req = { scenario: "pgbouncer-modes", seed: p.seed ?? 1, replications: 3, sets: closedSets(),
+			vary: ["workload.clients=" + Ns.join(",")] };
+		const [bounds, ans] = await Promise.all([
+			// The last is N very large: its bound is the pool's capacity c/S.
+			ctx.engine.formulas(dense.concat([1e6]).map((k) => ({ name: "closed_bounds", args: [k, z / 1000, S, S / c] })), "closed-theory"),
+			sim.run(req)]);
+		if (!ans) return;
+		const law = await ctx.engine.formulas(ans.report.rows.map((r, k) => ({ name: "response_time_law", args: [Ns[k], r.metrics.tps_steady, z / 1000] })), "closed-theory");
+		last = { ans, bounds, law };
+		show();
+		runOpen();
+	});
 
 	function show() {
 		if (!last) return;

@@ -3,7 +3,7 @@
 
 import { el, prose, slider, stat, theory } from "../ui.js";
 import { chart } from "../chart.js";
-import { panel, point } from "../lesson.js";
+import { panel, point, unlessReplaced } from "../lesson.js";
 
 const S = 0.1; // the erlang-c scenario's mean statement time, 100 ms
 const SPAN = 6; // pool sizes simulated: the smallest stable one and the next five
@@ -45,24 +45,20 @@ pool runs busier for the same chance of waiting (the economy of scale: compare t
 		return Array.from({ length: SPAN }, (_, k) => c0 + k);
 	}
 
-	async function run() {
-		try {
-			const cs = sizes();
-			const req = { scenario: "erlang-c", seed: p.seed ?? 1, replications: 4,
-				sets: [`workload.arrival_rate=${lambda}/s`, "workload.duration=20s", "workload.warmup=5s"],
-				vary: ["pooler.default_pool_size=" + cs.join(",")] };
-			const dense = [];
-			for (let c = Math.max(1, cs[0] - 1); c <= cs[cs.length - 1] + 2; c++) dense.push(c);
-			const [curve, ans] = await Promise.all([
-				ctx.engine.formulas(dense.map((c) => ({ name: "erlang_c", args: [c, lambda, S] })), "erlang-c-theory"),
-				sim.run(req)]);
-			if (!ans) return;
-			last = { ans, dense, curve, cs };
-			show();
-		} catch (err) {
-			if (!err.replaced) throw err;
-		}
-	}
+	const run = unlessReplaced(async () => {
+		const cs = sizes();
+		const req = { scenario: "erlang-c", seed: p.seed ?? 1, replications: 4,
+			sets: [`workload.arrival_rate=${lambda}/s`, "workload.duration=20s", "workload.warmup=5s"],
+			vary: ["pooler.default_pool_size=" + cs.join(",")] };
+		const dense = [];
+		for (let c = Math.max(1, cs[0] - 1); c <= cs[cs.length - 1] + 2; c++) dense.push(c);
+		const [curve, ans] = await Promise.all([
+			ctx.engine.formulas(dense.map((c) => ({ name: "erlang_c", args: [c, lambda, S] })), "erlang-c-theory"),
+			sim.run(req)]);
+		if (!ans) return;
+		last = { ans, dense, curve, cs };
+		show();
+	});
 
 	function show() {
 		if (!last) return;

@@ -3,7 +3,7 @@
 
 import { el, prose, slider, stat, theory } from "../ui.js";
 import { chart } from "../chart.js";
-import { panel, point } from "../lesson.js";
+import { panel, point, unlessReplaced } from "../lesson.js";
 
 const S = 0.1; // the erlang-c scenario's mean statement time, 100 ms
 const rhos = [0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95];
@@ -42,15 +42,7 @@ more servers at the same ρ: each is as busy as before, λ grows with them, yet 
 
 	function rates() { return rhos.map((r) => +(r * c / S).toPrecision(4)); }
 
-	async function run() {
-		try {
-			await runInner();
-		} catch (err) {
-			if (!err.replaced) throw err;
-		}
-	}
-
-	async function runInner() {
+	const run = unlessReplaced(async () => {
 		const req = { scenario: "erlang-c", seed: p.seed ?? 1, replications: 5,
 			sets: ["workload.duration=20s", "workload.warmup=5s", `pooler.default_pool_size=${c}`],
 			vary: ["workload.arrival_rate=" + rates().map((l) => l + "/s").join(",")] };
@@ -62,17 +54,9 @@ more servers at the same ρ: each is as busy as before, λ grows with them, yet 
 		const prods = await ctx.engine.formulas(ans.report.rows.map((x) => ({ name: "little", args: [x.metrics.wait_lambda, x.metrics.wait_W] })), "little-theory");
 		last = { ans, products: prods.map((x) => x[0]), lq: lq.map((x, k) => (theoryOut[k][1] === null ? null : x[0])) };
 		show();
-	}
+	});
 
-	async function show() {
-		try {
-			await showInner();
-		} catch (err) {
-			if (!err.replaced) throw err;
-		}
-	}
-
-	async function showInner() {
+	const show = unlessReplaced(async () => {
 		if (!last) return;
 		const i = rhos.indexOf(rho);
 		const r = last.ans.report.rows[i];
@@ -103,6 +87,6 @@ more servers at the same ρ: each is as busy as before, λ grows with them, yet 
 				{ label: "λ×W measured", kind: "line", dash: "5 4", pts: last.products.map((y, k) => ({ x: xs[k], y })) },
 				{ label: "L measured ± 95 %", kind: "points", pts: rows.map((x, k) => point(xs[k], x.metrics, "wait_L")) },
 			], marks: [{ x: lambda, label: `ρ = ${rho}` }] });
-	}
+	});
 	run();
 }

@@ -4,7 +4,7 @@
 
 import { el, prose, slider, stat, theory } from "../ui.js";
 import { chart } from "../chart.js";
-import { panel, point } from "../lesson.js";
+import { panel, point, unlessReplaced } from "../lesson.js";
 
 const D = 0.001; // CPU per statement, 1 ms: λ = 1/D = 1000/s at N = 1
 const Ns = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64];
@@ -45,24 +45,20 @@ the simulation leaves the USL curve where N passes the cores.</p>`),
 			el("div", {}, plotX, plotR)),
 		sim.root);
 
-	async function run() {
-		try {
-			const req = { scenario: "pgbouncer-modes", seed: p.seed ?? 1, replications: 3,
-				sets: ["pooler.mode=direct", "server.max_connections=100", "workload.stmts_per_txn=1", "workload.query=0s", "workload.think=0s",
-					"workload.cpu={dist: exp, mean: 1ms}", `server.cores=${cores}`, `server.contention=${sigma}`, `server.coherency=${kappa}`,
-					"workload.txns_per_session=100"],
-				vary: ["workload.clients=" + Ns.join(",")] };
-			const [curve, ans] = await Promise.all([
-				ctx.engine.formulas(dense.map((k) => ({ name: "usl", args: [sigma, kappa, 1 / D, k] }))
-					.concat([{ name: "usl_peak", args: [sigma, kappa, 1 / D] }]), "usl-theory"),
-				sim.run(req)]);
-			if (!ans) return;
-			last = { ans, curve };
-			show();
-		} catch (err) {
-			if (!err.replaced) throw err;
-		}
-	}
+	const run = unlessReplaced(async () => {
+		const req = { scenario: "pgbouncer-modes", seed: p.seed ?? 1, replications: 3,
+			sets: ["pooler.mode=direct", "server.max_connections=100", "workload.stmts_per_txn=1", "workload.query=0s", "workload.think=0s",
+				"workload.cpu={dist: exp, mean: 1ms}", `server.cores=${cores}`, `server.contention=${sigma}`, `server.coherency=${kappa}`,
+				"workload.txns_per_session=100"],
+			vary: ["workload.clients=" + Ns.join(",")] };
+		const [curve, ans] = await Promise.all([
+			ctx.engine.formulas(dense.map((k) => ({ name: "usl", args: [sigma, kappa, 1 / D, k] }))
+				.concat([{ name: "usl_peak", args: [sigma, kappa, 1 / D] }]), "usl-theory"),
+			sim.run(req)]);
+		if (!ans) return;
+		last = { ans, curve };
+		show();
+	});
 
 	function show() {
 		if (!last) return;
