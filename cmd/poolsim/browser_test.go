@@ -20,15 +20,21 @@ import (
 	"github.com/chromedp/chromedp/kb"
 )
 
-// browserLessons are the lessons the browser test loads, with the slider
-// it moves (a CSS selector; "" for none) and a query string of its own.
-var browserLessons = []struct{ id, slider, query string }{
-	{"little", "#lesson-c", ""},
-	{"erlang-c", "#lesson-lambda", ""},
-	{"closed", "#lesson-c", ""},
-	{"modes", "#lesson-n", ""},
-	{"usl", "#lesson-kappa", "&set=server.contention=0.02&set=server.cores=8"},
-	{"your-scenario", "", "&scenario=pgbouncer-modes&seed=7&set=workload.clients=100"},
+// browserLessons are the lessons the browser test loads: a query string
+// of its own, the slider it moves (a CSS selector; "" for none), how many
+// steps right it moves it (several at once: each new run replaces the
+// last), and what the command of the final run must then contain.
+var browserLessons = []struct {
+	id, query, slider string
+	presses           int
+	want              string
+}{
+	{"little", "", "#lesson-c", 1, "pooler.default_pool_size=11"},
+	{"erlang-c", "", "#lesson-lambda", 1, "workload.arrival_rate=90/s"},
+	{"closed", "", "#lesson-c", 3, "pooler.default_pool_size=7"},
+	{"modes", "", "#lesson-n", 1, "workload.clients=150"},
+	{"usl", "&set=server.contention=0.02&set=server.cores=8", "#lesson-kappa", 1, "server.coherency=0.005"},
+	{"your-scenario", "&scenario=pgbouncer-modes&seed=7&set=workload.clients=100", "", 0, ""},
 }
 
 // chromium is the browser to drive: skipped when none is installed,
@@ -120,12 +126,14 @@ func TestBrowser(t *testing.T) {
 			}
 		}
 		if l.slider != "" {
-			err := chromedp.Do(ctx, chromedp.Focus(l.slider), chromedp.KeyEvent(kb.ArrowRight))
+			err := chromedp.Do(ctx, chromedp.Focus(l.slider), chromedp.KeyEvent(strings.Repeat(kb.ArrowRight, l.presses)))
 			if err != nil {
 				t.Fatalf("%s: move %s: %v", l.id, l.slider, err)
 			}
-			moved := waitRun(ctx, t, l.id, last.Command)
+			moved := waitRun(ctx, t, l.id, l.want)
 			sameAsCommandLine(ctx, t, l.id, moved)
+			restarts, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`poolsimEngine.restarts`))
+			t.Logf("%s: %d step(s) of %s: %s; runs replaced so far: %d", l.id, l.presses, l.slider, l.want, restarts)
 		}
 		if *update {
 			screenshot(ctx, t, filepath.Join("..", "..", "docs", "lessons", l.id+".png"))
@@ -183,13 +191,13 @@ func (j *jsErrors) take() []string {
 	return out
 }
 
-// waitRun waits until lesson id has shown a run whose command is not
-// after (the run a moved slider started), and returns it.
-func waitRun(ctx context.Context, t *testing.T, id, after string) pageLast {
+// waitRun waits until lesson id has shown a run whose command contains
+// want (the run a moved slider started), and returns it.
+func waitRun(ctx context.Context, t *testing.T, id, want string) pageLast {
 	t.Helper()
 	js := fmt.Sprintf(`(() => { const s = document.querySelector(".sim"); const l = window.poolsimLast;
 		if (s && s.dataset.state === "error") return JSON.stringify({lesson: "error: " + document.querySelector(".sim .status").textContent});
-		return s && s.dataset.state === "done" && l && l.lesson === %q && l.command !== %q && document.querySelector("[data-metric]") ? JSON.stringify(l) : null })()`, id, after)
+		return s && s.dataset.state === "done" && l && l.lesson === %q && l.command.includes(%q) && document.querySelector("[data-metric]") ? JSON.stringify(l) : null })()`, id, want)
 	raw, err := chromedp.Run(ctx, chromedp.Poll[string](js, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(60*time.Second)))
 	if err != nil {
 		t.Fatalf("%s: waiting for a run: %v; the page threw: %q", id, err, pageErrors.take())
