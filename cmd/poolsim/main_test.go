@@ -23,24 +23,7 @@ func runCmd(args ...string) (code int, stdout, stderr string) {
 
 func TestRunGolden(t *testing.T) {
 	for _, format := range report.Formats {
-		code, out, errOut := runCmd("run", "pgbouncer-modes", "--format", format)
-		if code != 0 {
-			t.Fatalf("run pgbouncer-modes --format %s: exit %d: %s", format, code, errOut)
-		}
-		golden := filepath.Join("testdata", "pgbouncer-modes."+format)
-		if *update {
-			if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatalf("%v (run 'go test ./cmd/poolsim -update' to create it)", err)
-		}
-		if out != string(want) {
-			t.Errorf("run pgbouncer-modes --format %s differs from %s:\n%s", format, golden, out)
-		}
+		checkGolden(t, "pgbouncer-modes."+format, "run", "pgbouncer-modes", "--format", format)
 	}
 }
 
@@ -48,36 +31,36 @@ func TestRunGolden(t *testing.T) {
 // workload, whose run is at its closed-system bound (not 488.9 % of it),
 // and erlang-c's Little's law and Erlang C.
 func TestRunExplainGolden(t *testing.T) {
-	for _, tt := range []struct {
-		golden string
-		args   []string
-	}{
-		{"request-bound.explain", []string{"run", "testdata/request-bound.yaml", "--explain"}},
-		{"request-bound.explain.json", []string{"run", "testdata/request-bound.yaml", "--explain", "--format", "json"}},
-		{"erlang-c.explain", []string{"run", "erlang-c", "--explain"}},
-	} {
-		code, out, errOut := runCmd(tt.args...)
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", tt.args, code, errOut)
-		}
-		golden := filepath.Join("testdata", tt.golden)
-		if *update {
-			if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatalf("%v (run 'go test ./cmd/poolsim -run TestRunExplainGolden -update' to create it)", err)
-		}
-		if out != string(want) {
-			t.Errorf("%v differs from %s:\n%s", tt.args, golden, out)
-		}
-	}
+	checkGolden(t, "request-bound.explain", "run", "testdata/request-bound.yaml", "--explain")
+	checkGolden(t, "request-bound.explain.json", "run", "testdata/request-bound.yaml", "--explain", "--format", "json")
+	checkGolden(t, "erlang-c.explain", "run", "erlang-c", "--explain")
 	_, out, _ := runCmd("run", "testdata/request-bound.yaml", "--explain")
 	if !strings.Contains(strings.Join(strings.Fields(out), " "), "The simulation ran at 222.222/s (100.0% of the bound)") {
 		t.Errorf("the issue's run is not at its bound:\n%s", out)
+	}
+}
+
+// checkGolden runs poolsim with args and compares its output with
+// testdata/golden (-update rewrites the file instead).
+func checkGolden(t *testing.T, golden string, args ...string) {
+	t.Helper()
+	code, out, errOut := runCmd(args...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, errOut)
+	}
+	golden = filepath.Join("testdata", golden)
+	if *update {
+		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run 'go test ./cmd/poolsim -update' to create it)", err)
+	}
+	if out != string(want) {
+		t.Errorf("%v differs from %s:\n%s", args, golden, out)
 	}
 }
 
