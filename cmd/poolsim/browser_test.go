@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,6 +158,17 @@ func TestBrowser(t *testing.T) {
 	if *update {
 		screenshot(ctx, t, filepath.Join("..", "..", "docs", "lessons", "phone-erlang-c.png"))
 	}
+	// The exported folder on a plain static server (files as they are).
+	site := filepath.Join(t.TempDir(), "site")
+	if code, _, errOut := runCmd("serve", "--export", site); code != 0 {
+		t.Fatalf("serve --export: %s", errOut)
+	}
+	static := httptest.NewServer(http.FileServer(http.Dir(site)))
+	defer static.Close()
+	if err := chromedp.Do(ctx, chromedp.Navigate(static.URL+"/?lesson=modes")); err != nil {
+		t.Fatal(err)
+	}
+	sameAsCommandLine(ctx, t, "modes (exported)", waitRun(ctx, t, "modes", ""))
 	// 100,000 transactions (100 clients x 1,000) in the page, off its thread.
 	big, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]float64](`poolsimEngine.run({scenario: "pgbouncer-modes",
 		sets: ["workload.clients=100", "workload.txns_per_session=1000", "workload.stmts_per_txn=1", "pooler.mode=transaction"]})
