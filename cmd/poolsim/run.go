@@ -102,11 +102,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	rows, runErr := sf.run(ctx, points, st, stderr, "run "+sc.Name)
-	rows, missing := finished(rows)
-	r := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows, Missing: missing}
+	r := report.New(sc, st, rows)
 	var e report.Explanation
 	if *explain {
-		e = report.Explain(rows)
+		e = report.Explain(r.Rows)
 		if *format == "json" && runErr == nil {
 			r.Explanation = &e
 		}
@@ -133,19 +132,8 @@ func loadScenario(name string, sets []string, seedSet bool, seed uint64) (*scena
 		}
 		return nil, err
 	}
-	if seedSet {
-		if err := sc.Set("seed", fmt.Sprint(seed)); err != nil {
-			return nil, usage(err)
-		}
-	}
-	for _, kv := range sets {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, usagef("--set %q: want key=value, e.g. --set workload.clients=500", kv)
-		}
-		if err := sc.Set(strings.TrimSpace(k), v); err != nil {
-			return nil, usage(err)
-		}
+	if err := sc.Override(seedSet, seed, sets); err != nil {
+		return nil, usage(err)
 	}
 	return sc, nil
 }

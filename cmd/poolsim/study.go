@@ -107,17 +107,6 @@ func (f *studyFlags) run(ctx context.Context, points []scenarios.Point, st scena
 	return rows, nil
 }
 
-// finished is the rows a study completed, and how many it did not.
-func finished(rows []scenarios.Row) ([]scenarios.Row, int) {
-	var out []scenarios.Row
-	for _, r := range rows {
-		if !r.Incomplete {
-			out = append(out, r)
-		}
-	}
-	return out, len(rows) - len(out)
-}
-
 // Cost limits beyond which a run asks for --yes: about 10 minutes or 2 GB
 // on this machine (variables only so a test can lower them).
 var (

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -147,8 +146,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		index = keep
 	}
-	rows, missing := finished(rows)
-	rep := report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: rows, Missing: missing}
+	rep := report.New(sc, st, rows)
+	rows = rep.Rows
 	if out.shardN > 0 {
 		if err := writeSweepShard(stdout, out, sc, st, points, index, rep); err != nil {
 			return err
@@ -301,40 +300,8 @@ func sweepScenario(name string, o sweepOptions) (*scenarios.Scenario, []vary.Axi
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := applyVary(sc, axes, o.dropSweep); err != nil {
-		return nil, nil, err
+	if err := vary.Apply(sc, axes, o.dropSweep); err != nil {
+		return nil, nil, usage(err)
 	}
 	return sc, axes, nil
-}
-
-// applyVary checks every --vary value against the scenario (so a bad value
-// is named as --vary key=value) and installs the axes.
-func applyVary(sc *scenarios.Scenario, axes []vary.Axis, dropSweep bool) error {
-	for _, a := range axes {
-		for _, t := range a.Texts() {
-			probe := *sc
-			probe.Sweep = nil
-			if err := probe.Set(a.Key, t); err != nil {
-				msg := strings.Replace(err.Error(), "--set "+a.Key+"="+t, "--vary "+a.Key+"="+t, 1)
-				return usage(errors.New(msg))
-			}
-		}
-	}
-	var sweep []scenarios.Axis
-	for _, a := range axes {
-		sweep = append(sweep, scenarios.Axis{Key: a.Key, Values: a.Values})
-	}
-	if !dropSweep {
-	outer:
-		for _, s := range sc.Sweep {
-			for _, a := range axes {
-				if a.Key == s.Key {
-					continue outer
-				}
-			}
-			sweep = append(sweep, s)
-		}
-	}
-	sc.Sweep = sweep
-	return nil
 }

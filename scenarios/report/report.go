@@ -155,3 +155,18 @@ func jsonNumber(f system.Field, x float64, reps int) []byte {
 	}
 	return b
 }
+
+// New is the report of sc's study st whose run gave rows
+// (scenarios.RunStudy): the finished rows, and as Missing those an
+// interruption left unfinished. poolsim run and sweep and the browser page
+// all build their report here, so the same scenario, seed and study write
+// the same bytes everywhere.
+func New(sc *scenarios.Scenario, st scenarios.Study, rows []scenarios.Row) Report {
+	var done []scenarios.Row
+	for _, r := range rows {
+		if !r.Incomplete {
+			done = append(done, r)
+		}
+	}
+	return Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Base.Seed, Study: st, Rows: done, Missing: len(rows) - len(done)}
+}
