@@ -35,7 +35,7 @@ var browserLessons = []struct {
 	{"erlang-c", "", "#lesson-lambda", 1, "workload.arrival_rate=90/s"},
 	{"closed", "", "#lesson-c", 3, "pooler.default_pool_size=7"},
 	{"modes", "", "#lesson-n", 1, "workload.clients=150"},
-	{"usl", "&set=server.contention=0.02&set=server.cores=8", "#lesson-kappa", 1, "server.coherency=0.005"},
+	{"usl", "&set=server.contention=0.02", "#lesson-kappa", 1, "server.coherency=0.005"},
 	{"your-scenario", "&scenario=pgbouncer-modes&seed=7&set=workload.clients=100", "", 0, ""},
 }
 
