@@ -1,0 +1,137 @@
+//go:build linux
+
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// loginOutcome is what one client that logged in and ran a query got.
+type loginOutcome int
+
+const (
+	served  loginOutcome = iota
+	refused              // an ErrorResponse: a message the client can show
+	bare                 // the connection closed, reset or timed out with no message
+)
+
+// loginQuery logs in through dsn, runs a query and says what came of it,
+// with the refusal's text or the bare close's error.
+func loginQuery(dsn string) (loginOutcome, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := pgconn.Connect(ctx, dsn)
+	if err == nil {
+		err = sqlExec(ctx, conn, "SELECT 1")
+		conn.Close(ctx)
+	}
+	var pe *pgconn.PgError
+	switch {
+	case err == nil:
+		return served, ""
+	case errors.As(err, &pe):
+		return refused, pe.Severity + " " + pe.Message
+	default:
+		return bare, err.Error()
+	}
+}
+
+// TestFDExhaustionLogins: the pooler runs under `ulimit -n 256` (128 in
+// the short run) with 215 idle logged-in clients (87), then 30 new clients
+// at once each log in and run a query - more descriptors than are left,
+// with the servers they need. Every one must be served or
+// get an ErrorResponse - none a bare close - and the proxy must serve at
+// least as many as PgBouncer. Once the idle clients leave, a new client is
+// served at once: the descriptors they held are usable again without a
+// stall.
+func TestFDExhaustionLogins(t *testing.T) {
+	limit, idle, fresh := pick(128, 256), pick(87, 215), 30
+	scenario := fmt.Sprintf("descriptor exhaustion (ulimit -n %d, %d idle clients, %d new ones log in and query)", limit, idle, fresh)
+	got := map[string]int{}
+	eachTarget(t, settings{nofile: limit, maxClientConn: 1000}, func(t *testing.T, tg *target) {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for i := 0; i < idle; i++ {
+			c, err := loginRaw(tg.addr(), 10*time.Second)
+			if err != nil {
+				t.Fatalf("idle client %d of %d: %v\n%s", i, idle, err, tail(tg.log(), 10))
+			}
+			conns = append(conns, c)
+		}
+		atIdle := fds(tg.pid)
+		var mu sync.Mutex
+		counts := map[loginOutcome]int{}
+		texts := map[string]int{}
+		var wg sync.WaitGroup
+		for range fresh {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o, text := loginQuery(tg.dsn())
+				mu.Lock()
+				counts[o]++
+				if text != "" {
+					texts[text]++
+				}
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		var seen []string
+		for s, n := range texts {
+			seen = append(seen, fmt.Sprintf("%dx %s", n, s))
+		}
+		sort.Strings(seen)
+		t.Logf("%s: served %d, refused %d, bare %d; %s", tg.name, counts[served], counts[refused], counts[bare], strings.Join(seen, "; "))
+		got[tg.name] = counts[served]
+		if counts[served] < fresh {
+			var lines []string
+			for _, l := range strings.Split(tg.log(), "\n") {
+				if strings.Contains(l, "descriptor") || strings.Contains(l, "open files") || strings.Contains(l, "take over") {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("%s's log on descriptors:\n%s", tg.name, tail(strings.Join(lines, "\n"), 20))
+		}
+		figs.add(scenario, "pooler descriptors with the idle clients", tg.name, "%d", atIdle)
+		figs.add(scenario, "new clients served / refused with a message / bare closes", tg.name, "%d / %d / %d of %d", counts[served], counts[refused], counts[bare], fresh)
+		figs.add(scenario, "logged \"accept() failed: Too many open files\"", tg.name, "%d times", strings.Count(tg.log(), "accept() failed: Too many open files"))
+		if !tg.alive() {
+			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
+		}
+		if tg.name == "proxy" && counts[bare] > 0 {
+			t.Errorf("%d of %d new clients got a bare close, want every one served or refused with a message: %s\n%s",
+				counts[bare], fresh, strings.Join(seen, "; "), tail(tg.log(), 15))
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		conns = nil
+		// The first client after the idle ones left: served at the first
+		// try, without waiting out a suspended listener.
+		start := time.Now()
+		o, text := loginQuery(tg.dsn())
+		took := time.Since(start)
+		figs.add(scenario, "first client after the idle ones left", tg.name, "%s in %v", [...]string{"served", "refused", "bare close"}[o], took.Round(time.Millisecond))
+		if tg.name == "proxy" && (o != served || took > 2*time.Second) {
+			t.Errorf("first client after the idle clients left: %v %s after %v, want served at once", o, text, took)
+		}
+	})
+	if p, b := got["proxy"], got["pgbouncer"]; b > 0 && p < b {
+		t.Errorf("proxy served %d of %d new clients, PgBouncer %d: want at least as many", p, fresh, b)
+	}
+}
