@@ -135,3 +135,73 @@ func TestFDExhaustionLogins(t *testing.T) {
 		t.Errorf("proxy served %d of %d new clients, PgBouncer %d: want at least as many", p, fresh, b)
 	}
 }
+
+// TestFDSaturated: under `ulimit -n 128`, idle clients log in until the
+// pooler takes no more (a login refused or not answered within 2 s); then
+// 10 new clients log in with a 3 s connect_timeout. With no descriptor
+// freeing, the proxy must refuse every one with an ErrorResponse (its
+// reserve accepts them and says why) - PgBouncer leaves them in the
+// kernel's backlog, and they time out. Once 10 idle clients leave, a new
+// client is served at once. PgBouncer's side waits out those timeouts
+// (about 15 s), so it runs in the full run only.
+func TestFDSaturated(t *testing.T) {
+	const limit, fresh = 128, 10
+	scenario := fmt.Sprintf("descriptor exhaustion (ulimit -n %d, idle clients until refused, %d more log in)", limit, fresh)
+	eachTarget(t, settings{nofile: limit, maxClientConn: 1000}, func(t *testing.T, tg *target) {
+		if tg.name == "pgbouncer" && !full {
+			t.Skip("PgBouncer's side waits out its clients' timeouts: POOLSIM_CHAOS=full runs it")
+		}
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		var lastErr error
+		for len(conns) < limit {
+			c, err := loginRaw(tg.addr(), 2*time.Second)
+			if err != nil {
+				lastErr = err
+				break
+			}
+			conns = append(conns, c)
+		}
+		if lastErr == nil {
+			t.Fatalf("%d idle clients logged in under a limit of %d descriptors", len(conns), limit)
+		}
+		figs.add(scenario, "idle clients logged in / the next one got", tg.name, "%d / %s", len(conns), lastErr)
+		counts := map[loginOutcome]int{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		dsn := strings.Replace(tg.dsn(), "connect_timeout=10", "connect_timeout=3", 1)
+		for range fresh {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o, _ := loginQuery(dsn)
+				mu.Lock()
+				counts[o]++
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		figs.add(scenario, "new clients served / refused with a message / bare closes or timeouts", tg.name, "%d / %d / %d of %d", counts[served], counts[refused], counts[bare], fresh)
+		if !tg.alive() {
+			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
+		}
+		if tg.name == "proxy" && counts[bare] > 0 {
+			t.Errorf("%d of %d new clients got a bare close or timed out, want each refused with a message\n%s", counts[bare], fresh, tail(tg.log(), 15))
+		}
+		for _, c := range conns[:10] {
+			c.Close()
+		}
+		conns = conns[10:]
+		start := time.Now()
+		o, text := loginQuery(tg.dsn())
+		took := time.Since(start)
+		figs.add(scenario, "first client after 10 idle ones left", tg.name, "%s in %v", [...]string{"served", "refused", "bare close"}[o], took.Round(time.Millisecond))
+		if tg.name == "proxy" && (o != served || took > 2*time.Second) {
+			t.Errorf("first client after 10 idle clients left: %v %s after %v, want served at once", o, text, took)
+		}
+	})
+}

@@ -181,16 +181,20 @@ func (p *Proxy) withSpare(keep int, op func() error) error {
 }
 
 // expectedFDs is PgBouncer's "max expected fd use": max_client_conn + 10
-// and, per [databases] entry ("*" aside), its pool size, times the users
-// known (those of auth_file and of [users]) unless it forces a user.
+// and, per database, its pool size, times the users known unless it
+// forces a user. As PgBouncer counts them, the databases are the
+// [databases] entries but "*" and the console's "pgbouncer" (pool size 2,
+// forced user), the users those of auth_file and [users] and the
+// console's "pgbouncer".
 func (c *Config) expectedFDs(authUsers map[string]string) int {
-	users := len(authUsers)
-	for _, u := range c.Users {
-		if _, ok := authUsers[u.Name]; !ok {
-			users++
-		}
+	users := map[string]bool{adminDB: true}
+	for u := range authUsers {
+		users[u] = true
 	}
-	n := c.MaxClientConn + 10
+	for _, u := range c.Users {
+		users[u.Name] = true
+	}
+	n := c.MaxClientConn + 10 + 2
 	for _, d := range c.Databases {
 		if d.Name == "*" {
 			continue
@@ -202,7 +206,7 @@ func (c *Config) expectedFDs(authUsers map[string]string) int {
 		if d.User != "" {
 			n += size
 		} else {
-			n += size * users
+			n += size * len(users)
 		}
 	}
 	return n
