@@ -56,8 +56,9 @@ type fdReserve struct {
 	mu     sync.Mutex
 	spares []*os.File
 	on     bool          // Serve set it up; off: no reserve (tests, or no /dev/null)
-	since  time.Time     // when the reserve was last found short and could not be refilled; zero while full
-	freed  chan struct{} // closed (and replaced) when a descriptor frees
+	since  time.Time     // when the current exhaustion began (a spare taken or not refilled); zero when none
+	freed  chan struct{} // closed (and replaced) when a descriptor frees, if waited on
+	waited bool          // wake has handed out freed
 }
 
 // start opens the reserve; it runs once, at Serve.
@@ -70,7 +71,11 @@ func (r *fdReserve) start() {
 }
 
 // refillLocked opens spares until the reserve is full or no descriptor is
-// left; it reports whether the reserve is full. r.mu is held.
+// left; it reports whether the reserve is full. The exhaustion ends only
+// when a descriptor is free beyond a full reserve (one more is opened and
+// closed to see): a refused login's descriptor going back to the reserve
+// does not end it, so the next login past the limit is not given a fresh
+// fdWait. r.mu is held.
 func (r *fdReserve) refillLocked() bool {
 	for r.on && len(r.spares) < fdSpares {
 		f, err := os.Open(os.DevNull)
@@ -82,7 +87,12 @@ func (r *fdReserve) refillLocked() bool {
 		}
 		r.spares = append(r.spares, f)
 	}
-	r.since = time.Time{}
+	if !r.since.IsZero() {
+		if f, err := os.Open(os.DevNull); err == nil {
+			_ = f.Close()
+			r.since = time.Time{}
+		}
+	}
 	return true
 }
 
@@ -120,15 +130,20 @@ func (r *fdReserve) released() {
 	if !r.on {
 		return
 	}
-	r.refillLocked()
-	close(r.freed)
-	r.freed = make(chan struct{})
+	if len(r.spares) < fdSpares {
+		r.refillLocked()
+	}
+	if r.waited { // every login and close passes here: no channel unless one waits
+		close(r.freed)
+		r.freed, r.waited = make(chan struct{}), false
+	}
 }
 
 // wake is a channel closed when a descriptor next frees (nil: never).
 func (r *fdReserve) wake() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.waited = r.freed != nil
 	return r.freed
 }
 
