@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -72,7 +73,7 @@ func TestFDExhaustionLogins(t *testing.T) {
 			}
 			conns = append(conns, c)
 		}
-		atIdle := fds(tg.pid)
+		atIdle, kinds := fds(tg.pid), fdKinds(tg.pid)
 		var mu sync.Mutex
 		counts := map[loginOutcome]int{}
 		texts := map[string]int{}
@@ -107,7 +108,7 @@ func TestFDExhaustionLogins(t *testing.T) {
 			}
 			t.Logf("%s's log on descriptors:\n%s", tg.name, tail(strings.Join(lines, "\n"), 20))
 		}
-		figs.add(scenario, "pooler descriptors with the idle clients", tg.name, "%d", atIdle)
+		figs.add(scenario, "pooler descriptors with the idle clients", tg.name, "%d (%s)", atIdle, kinds)
 		figs.add(scenario, "new clients served / refused with a message / bare closes", tg.name, "%d / %d / %d of %d", counts[served], counts[refused], counts[bare], fresh)
 		figs.add(scenario, "logged \"accept() failed: Too many open files\"", tg.name, "%d times", strings.Count(tg.log(), "accept() failed: Too many open files"))
 		if !tg.alive() {
@@ -204,4 +205,43 @@ func TestFDSaturated(t *testing.T) {
 			t.Errorf("first client after 10 idle clients left: %v %s after %v, want served at once", o, text, took)
 		}
 	})
+}
+
+// fdKinds sums up what the process's descriptors are: sockets, epoll sets,
+// eventfds, io_uring rings, /dev/null, pipes and files, as /proc names
+// their targets.
+func fdKinds(pid int) string {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error()
+	}
+	n := map[string]int{}
+	for _, e := range ents {
+		target, err := os.Readlink(dir + "/" + e.Name())
+		if err != nil {
+			continue
+		}
+		kind := target
+		switch {
+		case strings.HasPrefix(target, "socket:"):
+			kind = "sockets"
+		case strings.HasPrefix(target, "pipe:"):
+			kind = "pipes"
+		case strings.HasPrefix(target, "anon_inode:"):
+			kind = strings.Trim(strings.TrimPrefix(target, "anon_inode:"), "[]")
+		case strings.HasPrefix(target, "/sys/fs/cgroup/"):
+			kind = "cgroup files"
+		case target == os.DevNull:
+		default:
+			kind = "other files"
+		}
+		n[kind]++
+	}
+	var parts []string
+	for k, v := range n {
+		parts = append(parts, fmt.Sprintf("%d %s", v, k))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
