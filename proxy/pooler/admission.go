@@ -44,11 +44,20 @@ type conns struct {
 	open     int // every client connection, from accept to close
 	consoles int // of which admin console connections
 	servers  int // server connections, open or logging in
-	// pending are the connections admitted past the client limit into the
-	// console's reserve that have not yet said which database they want,
-	// oldest first: a newcomer past the reserve takes the oldest one's
-	// place, so idle connections cannot keep the console out.
-	pending []*client
+	// pending are the connections accepted past the descriptor limit that
+	// have not yet said which database they want, oldest first: when no
+	// spare is left, a newcomer takes the place of the oldest once it has
+	// been silent for fdSilent, so idle connections cannot keep the
+	// console out.
+	pending []overLimit
+}
+
+// overLimit is a connection accepted past the descriptor limit, with the
+// socket it was accepted on (its login goroutine may replace c.lg.conn
+// with a TLS connection).
+type overLimit struct {
+	c    *client
+	conn net.Conn
 }
 
 // serverOpened and serverClosed count server connections for the
@@ -76,7 +85,7 @@ func (p *Proxy) admit(c *client, pastLimit bool) {
 	cs.open++
 	c.counted = true
 	if pastLimit {
-		cs.pending = append(cs.pending, c)
+		cs.pending = append(cs.pending, overLimit{c, c.lg.conn})
 	}
 }
 
@@ -86,7 +95,7 @@ func (p *Proxy) identified(c *client) {
 	cs := &p.conns
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if i := slices.Index(cs.pending, c); i >= 0 {
+	if i := slices.IndexFunc(cs.pending, func(w overLimit) bool { return w.c == c }); i >= 0 {
 		cs.pending = slices.Delete(cs.pending, i, i+1)
 	}
 }
@@ -119,7 +128,7 @@ func (p *Proxy) connClosed(c *client) {
 	c.counted = false
 	cs := &p.conns
 	cs.mu.Lock()
-	if i := slices.Index(cs.pending, c); i >= 0 {
+	if i := slices.IndexFunc(cs.pending, func(w overLimit) bool { return w.c == c }); i >= 0 {
 		cs.pending = slices.Delete(cs.pending, i, i+1)
 	}
 	cs.open--
@@ -171,6 +180,7 @@ func (p *Proxy) accept(ln net.Listener) error {
 			var freed <-chan struct{}
 			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
 			if outOfFDs(err) {
+				freed = p.fds.wake() // before a refusal frees one
 				ok, soon := p.acceptPastLimit(ln)
 				if ok {
 					continue
@@ -178,7 +188,6 @@ func (p *Proxy) accept(ln net.Listener) error {
 				if soon > 0 {
 					backoff = soon
 				}
-				freed = p.fds.wake()
 			}
 			select {
 			case <-time.After(backoff):
@@ -207,8 +216,8 @@ func (p *Proxy) serveConn(conn net.Conn, pastLimit bool) {
 // process is out of descriptors, giving up a spare for it. Without a spare
 // it refuses the oldest connection waiting past the limit for its
 // start-up packet, once that has been silent for fdSilent, to make room;
-// it then reports false and how soon to try again (0: when a descriptor
-// frees, or after the accept loop's backoff).
+// it then reports false and how soon to try again at the latest (0: the
+// accept loop's backoff), if no descriptor frees before.
 func (p *Proxy) acceptPastLimit(ln net.Listener) (bool, time.Duration) {
 	if !p.fds.take(fdKeep) {
 		cs := &p.conns
@@ -218,13 +227,15 @@ func (p *Proxy) acceptPastLimit(ln net.Listener) (bool, time.Duration) {
 			return false, 0
 		}
 		// A login just accepted may not have been read yet.
-		if age := time.Since(cs.pending[0].connectTime.time()); age < fdSilent {
+		if age := time.Since(cs.pending[0].c.connectTime.time()); age < fdSilent {
 			return false, fdSilent - age
 		}
 		old := cs.pending[0]
 		cs.pending = cs.pending[1:]
+		cs.mu.Unlock()
 		p.refuseNow(old)
-		return false, 0
+		cs.mu.Lock()
+		return false, acceptBackoffMin // its descriptor frees as its goroutine ends
 	}
 	conn, err := ln.Accept()
 	if err != nil {
@@ -245,6 +256,7 @@ const fdSilent = 100 * time.Millisecond
 // exhaustion began (false).
 func (p *Proxy) waitForFD() bool {
 	for {
+		freed := p.fds.wake() // before the check: a descriptor freed after it wakes us
 		if p.fds.full() {
 			return true
 		}
@@ -255,7 +267,7 @@ func (p *Proxy) waitForFD() bool {
 		}
 		t := time.NewTimer(left)
 		select {
-		case <-p.fds.wake():
+		case <-freed:
 		case <-t.C:
 		case <-p.base.Done():
 			t.Stop()
@@ -270,9 +282,9 @@ func (p *Proxy) waitForFD() bool {
 // limit)" with one short write, logged as PgBouncer logs a refusal, and
 // closes it from a goroutine that does not own it (its own then ends and
 // gives its place back).
-func (p *Proxy) refuseNow(c *client) {
+func (p *Proxy) refuseNow(w overLimit) {
 	p.stats.refusedFDLimit.Add(1)
-	conn := c.lg.conn
+	c, conn := w.c, w.conn
 	// Not clientLogf: its login goroutine may be writing the fields that reads.
 	who := fmt.Sprintf("C-%#x: (nodb)/(nouser)@%s", c.id, conn.RemoteAddr())
 	p.logf("%s pooler error: %s", who, errFDLimit)
