@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // loginOutcome is what one client that logged in and ran a query got.
@@ -171,6 +173,24 @@ func TestFDSaturated(t *testing.T) {
 			t.Fatalf("%d idle clients logged in under a limit of %d descriptors", len(conns), limit)
 		}
 		figs.add(scenario, "idle clients logged in / the next one got", tg.name, "%d / %s", len(conns), lastErr)
+		// A second server while no descriptor is free: one idle client
+		// holds the pool's server in a transaction, another queries.
+		if err := rawQuery(conns[0], "BEGIN", 5*time.Second); err != nil {
+			t.Fatalf("BEGIN: %v", err)
+		}
+		start := time.Now()
+		err := rawQuery(conns[1], "SELECT 1", 3*time.Second)
+		outcome := fmt.Sprintf("answered in %v", time.Since(start).Round(time.Millisecond))
+		if err != nil {
+			outcome = err.Error()
+		}
+		figs.add(scenario, "a query needing a second server while saturated", tg.name, "%s", outcome)
+		if tg.name == "proxy" && err != nil {
+			t.Errorf("a query needing a new server while the clients hold every descriptor: %v (the reserve must let the server connect)\n%s", err, tail(tg.log(), 10))
+		}
+		if err := rawQuery(conns[0], "COMMIT", 5*time.Second); err != nil {
+			t.Fatalf("COMMIT: %v", err)
+		}
 		counts := map[loginOutcome]int{}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -197,7 +217,7 @@ func TestFDSaturated(t *testing.T) {
 			c.Close()
 		}
 		conns = conns[10:]
-		start := time.Now()
+		start = time.Now()
 		o, text := loginQuery(tg.dsn())
 		took := time.Since(start)
 		figs.add(scenario, "first client after 10 idle ones left", tg.name, "%s in %v", [...]string{"served", "refused", "bare close"}[o], took.Round(time.Millisecond))
@@ -244,4 +264,29 @@ func fdKinds(pid int) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
+}
+
+// rawQuery runs sql over a connection loginRaw logged in, waiting up to
+// timeout for its ReadyForQuery; an ErrorResponse is returned as an error.
+func rawQuery(conn net.Conn, sql string, timeout time.Duration) error {
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	defer conn.SetDeadline(time.Time{})
+	b, _ := (&pgproto3.Query{String: sql}).Encode(nil)
+	if _, err := conn.Write(b); err != nil {
+		return err
+	}
+	fe := pgproto3.NewFrontend(bufio.NewReaderSize(conn, 512), conn)
+	var failed error
+	for {
+		m, err := fe.Receive()
+		if err != nil {
+			return err
+		}
+		switch m := m.(type) {
+		case *pgproto3.ErrorResponse:
+			failed = fmt.Errorf("%s %s", m.Code, m.Message)
+		case *pgproto3.ReadyForQuery:
+			return failed
+		}
+	}
 }
