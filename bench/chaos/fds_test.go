@@ -49,6 +49,51 @@ func loginQuery(dsn string) (loginOutcome, string) {
 	}
 }
 
+// loginBurst has n clients log in through dsn and query at once, and
+// counts what came of it, with the texts they got.
+func loginBurst(dsn string, n int) (map[loginOutcome]int, []string) {
+	var mu sync.Mutex
+	counts := map[loginOutcome]int{}
+	texts := map[string]int{}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, text := loginQuery(dsn)
+			mu.Lock()
+			counts[o]++
+			if text != "" {
+				texts[text]++
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	var seen []string
+	for s, n := range texts {
+		seen = append(seen, fmt.Sprintf("%dx %s", n, s))
+	}
+	sort.Strings(seen)
+	return counts, seen
+}
+
+// outcomeText names a loginOutcome in the figures.
+var outcomeText = [...]string{served: "served", refused: "refused", bare: "bare close"}
+
+// servedAtOnce logs one client in and records how soon it was served as
+// metric; the proxy must serve it within 2 s.
+func servedAtOnce(t *testing.T, tg *target, scenario, metric string) {
+	t.Helper()
+	start := time.Now()
+	o, text := loginQuery(tg.dsn())
+	took := time.Since(start)
+	figs.add(scenario, metric, tg.name, "%s in %v", outcomeText[o], took.Round(time.Millisecond))
+	if tg.name == "proxy" && (o != served || took > 2*time.Second) {
+		t.Errorf("%s: %s %s after %v, want served at once", metric, outcomeText[o], text, took)
+	}
+}
+
 // TestFDExhaustionLogins: the pooler runs under `ulimit -n 256` (128 in
 // the short run) with 215 idle logged-in clients (87), then 30 new clients
 // at once each log in and run a query - more descriptors than are left,
@@ -76,29 +121,7 @@ func TestFDExhaustionLogins(t *testing.T) {
 			conns = append(conns, c)
 		}
 		atIdle, kinds := fds(tg.pid), fdKinds(tg.pid)
-		var mu sync.Mutex
-		counts := map[loginOutcome]int{}
-		texts := map[string]int{}
-		var wg sync.WaitGroup
-		for range fresh {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				o, text := loginQuery(tg.dsn())
-				mu.Lock()
-				counts[o]++
-				if text != "" {
-					texts[text]++
-				}
-				mu.Unlock()
-			}()
-		}
-		wg.Wait()
-		var seen []string
-		for s, n := range texts {
-			seen = append(seen, fmt.Sprintf("%dx %s", n, s))
-		}
-		sort.Strings(seen)
+		counts, seen := loginBurst(tg.dsn(), fresh)
 		t.Logf("%s: served %d, refused %d, bare %d; %s", tg.name, counts[served], counts[refused], counts[bare], strings.Join(seen, "; "))
 		got[tg.name] = counts[served]
 		if counts[served] < fresh {
@@ -126,13 +149,7 @@ func TestFDExhaustionLogins(t *testing.T) {
 		conns = nil
 		// The first client after the idle ones left: served at the first
 		// try, without waiting out a suspended listener.
-		start := time.Now()
-		o, text := loginQuery(tg.dsn())
-		took := time.Since(start)
-		figs.add(scenario, "first client after the idle ones left", tg.name, "%s in %v", [...]string{"served", "refused", "bare close"}[o], took.Round(time.Millisecond))
-		if tg.name == "proxy" && (o != served || took > 2*time.Second) {
-			t.Errorf("first client after the idle clients left: %v %s after %v, want served at once", o, text, took)
-		}
+		servedAtOnce(t, tg, scenario, "first client after the idle ones left")
 	})
 	if p, b := got["proxy"], got["pgbouncer"]; b > 0 && p < b {
 		t.Errorf("proxy served %d of %d new clients, PgBouncer %d: want at least as many", p, fresh, b)
@@ -191,21 +208,7 @@ func TestFDSaturated(t *testing.T) {
 		if err := rawQuery(conns[0], "COMMIT", 5*time.Second); err != nil {
 			t.Fatalf("COMMIT: %v", err)
 		}
-		counts := map[loginOutcome]int{}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		dsn := strings.Replace(tg.dsn(), "connect_timeout=10", "connect_timeout=3", 1)
-		for range fresh {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				o, _ := loginQuery(dsn)
-				mu.Lock()
-				counts[o]++
-				mu.Unlock()
-			}()
-		}
-		wg.Wait()
+		counts, _ := loginBurst(strings.Replace(tg.dsn(), "connect_timeout=10", "connect_timeout=3", 1), fresh)
 		figs.add(scenario, "new clients served / refused with a message / bare closes or timeouts", tg.name, "%d / %d / %d of %d", counts[served], counts[refused], counts[bare], fresh)
 		if !tg.alive() {
 			t.Fatalf("%s died:\n%s", tg.name, tail(tg.log(), 15))
@@ -217,13 +220,7 @@ func TestFDSaturated(t *testing.T) {
 			c.Close()
 		}
 		conns = conns[10:]
-		start = time.Now()
-		o, text := loginQuery(tg.dsn())
-		took := time.Since(start)
-		figs.add(scenario, "first client after 10 idle ones left", tg.name, "%s in %v", [...]string{"served", "refused", "bare close"}[o], took.Round(time.Millisecond))
-		if tg.name == "proxy" && (o != served || took > 2*time.Second) {
-			t.Errorf("first client after 10 idle clients left: %v %s after %v, want served at once", o, text, took)
-		}
+		servedAtOnce(t, tg, scenario, "first client after 10 idle ones left")
 	})
 }
 
