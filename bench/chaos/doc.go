@@ -21,6 +21,13 @@
 //   - slowloris logins (a byte at a time) while other clients work;
 //   - descriptor exhaustion under `ulimit -n 256` with 300 idle
 //     connections: the pooler stays up and serves afterwards;
+//   - descriptor exhaustion with logged-in clients (fds_test.go): 215 idle
+//     clients under `ulimit -n 256` (87 under 128 in the short run), then
+//     30 new ones log in and query; and clients until the pooler takes no
+//     more, then a query needing a new server and 10 more logins. Every
+//     new client must be served or told why, never closed bare, the proxy
+//     must serve as many as PgBouncer, and serve at once when descriptors
+//     free;
 //   - console and client length bombs (headers claiming 1 GiB) under a
 //     3 GiB address-space limit: the pooler stays up, RSS under 200 MB;
 //   - many idle logged-in clients: memory per client, the proxy's against

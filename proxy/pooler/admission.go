@@ -2,8 +2,8 @@ package pooler
 
 import (
 	"errors"
+	"fmt"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -13,29 +13,27 @@ import (
 // taking the proxy down.
 //
 //   - accept errors (EMFILE, ENFILE, ENOBUFS, ENOMEM, ECONNABORTED, ...) are
-//     logged at most once a second with a count of the ones not logged; the
-//     accept loop sleeps (5 ms, doubling to 1 s while errors go on) and goes
-//     on. Only a closed listener ends it. PgBouncer also stops accepting for
-//     a while after such an error.
-//   - a reserve of descriptors is kept for server connections and the
-//     console: client connections (logging in or logged in, the console
-//     included) may hold RLIMIT_NOFILE less the descriptors the process had
-//     when it started serving, less the server connections open and
-//     default_pool_size more, less fdConsoleReserve. A connection accepted past that
-//     limit may still log in to the console (up to fdConsoleReserve of
-//     them); any other gets FATAL "no more connections allowed (file
-//     descriptor limit)"; beyond the console's reserve it takes the place
-//     of the oldest reserve connection that has not sent its start-up
-//     packet (closed), or is closed at once if there is none.
+//     logged at most once a second with a count of the ones not logged
+//     (PgBouncer's "accept() failed: Too many open files"); the accept
+//     loop pauses (5 ms, doubling to 1 s while errors go on, cut short
+//     when a descriptor frees) and goes on. Only a closed listener ends it.
+//   - out of descriptors, the reserve of fdreserve.go takes over: a
+//     connection waiting in the backlog is accepted past the limit; the
+//     console may take it (up to fdConsoleReserve such connections; a
+//     newcomer past them takes the place of the oldest that has not sent
+//     its start-up packet, which is told FATAL "no more connections
+//     allowed (file descriptor limit)" and closed), and any other login
+//     waits for a descriptor to free, then is served or refused with that
+//     FATAL.
 //   - every client connection, from accept on, counts against
 //     max_client_conn, as PgBouncer counts its client objects; the check
 //     runs when the start-up packet names the database (the console is
 //     exempt), and a connection that does not finish its login within
 //     client_login_timeout is closed.
 
-// fdConsoleReserve is how many console connections may be opened past the
-// client descriptor limit.
-const fdConsoleReserve = 4
+// fdConsoleReserve is how many connections accepted past the descriptor
+// limit may wait at once for their start-up packet.
+const fdConsoleReserve = 2
 
 // errFDLimit is the text a client refused for lack of descriptors gets.
 const errFDLimit = "no more connections allowed (file descriptor limit)"
@@ -46,26 +44,20 @@ type conns struct {
 	open     int // every client connection, from accept to close
 	consoles int // of which admin console connections
 	servers  int // server connections, open or logging in
-	// pending are the connections admitted past the client limit into the
-	// console's reserve that have not yet said which database they want,
-	// oldest first: a newcomer past the reserve takes the oldest one's
-	// place, so idle connections cannot keep the console out.
-	pending []*client
-	// fdCap is the descriptors left for client and server connections
-	// (RLIMIT_NOFILE less what was open at Serve and fdConsoleReserve);
-	// 0 = no limit.
-	fdCap int
+	// pending are the connections accepted past the descriptor limit that
+	// have not yet said which database they want, oldest first: when no
+	// spare is left, a newcomer takes the place of the oldest once it has
+	// been silent for fdSilent, so idle connections cannot keep the
+	// console out.
+	pending []overLimit
 }
 
-// clientCap is how many client connections the descriptors allow now:
-// what is left after the open server connections and default_pool_size
-// more. 0 means no limit. cs.mu is held.
-func (p *Proxy) clientCap() int {
-	cs := &p.conns
-	if cs.fdCap == 0 {
-		return 0
-	}
-	return max(cs.fdCap-cs.servers-p.conf().DefaultPoolSize, 1)
+// overLimit is a connection accepted past the descriptor limit, with the
+// socket it was accepted on (its login goroutine may replace c.lg.conn
+// with a TLS connection).
+type overLimit struct {
+	c    *client
+	conn net.Conn
 }
 
 // serverOpened and serverClosed count server connections for the
@@ -82,39 +74,19 @@ func (p *Proxy) serverClosed() {
 	p.conns.mu.Unlock()
 }
 
-// openFDs counts the process's open descriptors (Linux /proc; 16 when it
-// cannot be read).
-func openFDs() int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return 16
-	}
-	return len(ents)
-}
-
-// admit registers an accepted connection. It reports whether the
-// connection may log in at all, and whether only the console may take it
-// (past the descriptor limit, within the console's reserve).
-func (p *Proxy) admit(c *client) (ok, consoleOnly bool) {
+// admit registers an accepted connection. pastLimit marks one accepted
+// past the descriptor limit: it joins the connections waiting there for
+// their start-up packet (the oldest of which acceptPastLimit may refuse to
+// make room).
+func (p *Proxy) admit(c *client, pastLimit bool) {
 	cs := &p.conns
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	limit := p.clientCap()
-	if limit > 0 && cs.open >= limit+fdConsoleReserve {
-		if len(cs.pending) == 0 {
-			return false, false
-		}
-		old := cs.pending[0]
-		cs.pending = cs.pending[1:]
-		_ = old.lg.conn.Close() // its goroutine ends and gives its place back
-	}
-	consoleOnly = limit > 0 && cs.open >= limit
 	cs.open++
 	c.counted = true
-	if consoleOnly {
-		cs.pending = append(cs.pending, c)
+	if pastLimit {
+		cs.pending = append(cs.pending, overLimit{c, c.lg.conn})
 	}
-	return true, consoleOnly
 }
 
 // identified takes c off the pending list once its start-up packet named a
@@ -123,7 +95,7 @@ func (p *Proxy) identified(c *client) {
 	cs := &p.conns
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if i := slices.Index(cs.pending, c); i >= 0 {
+	if i := slices.IndexFunc(cs.pending, func(w overLimit) bool { return w.c == c }); i >= 0 {
 		cs.pending = slices.Delete(cs.pending, i, i+1)
 	}
 }
@@ -156,7 +128,7 @@ func (p *Proxy) connClosed(c *client) {
 	c.counted = false
 	cs := &p.conns
 	cs.mu.Lock()
-	if i := slices.Index(cs.pending, c); i >= 0 {
+	if i := slices.IndexFunc(cs.pending, func(w overLimit) bool { return w.c == c }); i >= 0 {
 		cs.pending = slices.Delete(cs.pending, i, i+1)
 	}
 	cs.open--
@@ -173,7 +145,10 @@ const (
 )
 
 // accept runs the accept loop until the listener is closed. Errors other
-// than a closed listener are logged (rate-limited) and followed by a pause.
+// than a closed listener are logged (rate-limited) and followed by a pause;
+// out of descriptors, a connection waiting in the backlog is accepted past
+// the limit with a spare (acceptPastLimit) and the pause ends as soon as a
+// descriptor frees.
 func (p *Proxy) accept(ln net.Listener) error {
 	var backoff time.Duration
 	var lastLog time.Time
@@ -187,41 +162,133 @@ func (p *Proxy) accept(ln net.Listener) error {
 			if p.acceptHeld(err) { // SUSPEND (takeover_old.go)
 				continue
 			}
+			text := err.Error()
+			if outOfFDs(err) {
+				text = strerror(err) // PgBouncer's words: "accept() failed: Too many open files"
+			}
 			if now := time.Now(); now.Sub(lastLog) >= time.Second {
 				if unlogged > 0 {
-					p.logf("ERROR: accept() failed: %v (and %d more accept errors since the last report)", err, unlogged)
+					p.logf("ERROR: accept() failed: %s (and %d more accept errors since the last report)", text, unlogged)
 				} else {
-					p.logf("ERROR: accept() failed: %v", err)
+					p.logf("ERROR: accept() failed: %s", text)
 				}
 				lastLog, unlogged = now, 0
 			} else {
 				unlogged++
 			}
 			p.stats.acceptErrors.Add(1)
+			var freed <-chan struct{}
 			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+			if outOfFDs(err) {
+				freed = p.fds.wake() // before a refusal frees one
+				ok, soon := p.acceptPastLimit(ln)
+				if ok {
+					continue
+				}
+				if soon > 0 {
+					backoff = soon
+				}
+			}
 			select {
 			case <-time.After(backoff):
+			case <-freed:
 			case <-p.stopping:
 				return nil
 			}
 			continue
 		}
 		backoff = 0
-		c := newClient(p, conn)
-		ok, consoleOnly := p.admit(c)
-		if !ok {
-			p.refuseNow(conn)
-			continue
-		}
-		p.wg.Add(1)
-		go p.handle(c, consoleOnly)
+		// A descriptor freed goes to the reserve first: a client accepted
+		// while it cannot be refilled holds a spare's place.
+		p.serveConn(conn, !p.fds.full())
 	}
 }
 
-// refuseNow closes a connection accepted past every limit without a
-// goroutine: one non-blocking attempt to write the FATAL, then close.
-func (p *Proxy) refuseNow(conn net.Conn) {
+// serveConn admits an accepted connection and starts its login.
+func (p *Proxy) serveConn(conn net.Conn, pastLimit bool) {
+	c := newClient(p, conn)
+	p.admit(c, pastLimit)
+	p.wg.Add(1)
+	go p.handle(c, pastLimit)
+}
+
+// acceptPastLimit accepts one connection waiting in ln's backlog while the
+// process is out of descriptors, giving up a spare for it. Without a spare
+// it refuses the oldest connection waiting past the limit for its
+// start-up packet, once that has been silent for fdSilent, to make room;
+// it then reports false and how soon to try again at the latest (0: the
+// accept loop's backoff), if no descriptor frees before.
+func (p *Proxy) acceptPastLimit(ln net.Listener) (bool, time.Duration) {
+	if !p.fds.take(fdKeep) {
+		cs := &p.conns
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		if len(cs.pending) < fdConsoleReserve {
+			return false, 0
+		}
+		// A login just accepted may not have been read yet.
+		if age := time.Since(cs.pending[0].c.connectTime.time()); age < fdSilent {
+			return false, fdSilent - age
+		}
+		old := cs.pending[0]
+		cs.pending = cs.pending[1:]
+		cs.mu.Unlock()
+		p.refuseNow(old)
+		cs.mu.Lock()
+		return false, acceptBackoffMin // its descriptor frees as its goroutine ends
+	}
+	conn, err := ln.Accept()
+	if err != nil {
+		p.stats.acceptErrors.Add(1)
+		p.fds.released()
+		return false, 0
+	}
+	p.serveConn(conn, true)
+	return true, 0
+}
+
+// fdSilent is how long a connection accepted past the descriptor limit may
+// stay silent (no start-up packet) before a newcomer takes its place.
+const fdSilent = 100 * time.Millisecond
+
+// waitForFD waits, for a login accepted past the descriptor limit, until a
+// descriptor frees for the reserve (true) or fdWait has passed since the
+// exhaustion began (false).
+func (p *Proxy) waitForFD() bool {
+	for {
+		freed := p.fds.wake() // before the check: a descriptor freed after it wakes us
+		if p.fds.full() {
+			return true
+		}
+		since := p.fds.exhaustedSince()
+		left := time.Until(since.Add(fdWait))
+		if since.IsZero() || left <= 0 {
+			return p.fds.full()
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-freed:
+		case <-t.C:
+		case <-p.base.Done():
+			t.Stop()
+			return false
+		}
+		t.Stop()
+	}
+}
+
+// refuseNow tells a connection waiting past the descriptor limit for its
+// start-up packet FATAL "no more connections allowed (file descriptor
+// limit)" with one short write, logged as PgBouncer logs a refusal, and
+// closes it from a goroutine that does not own it (its own then ends and
+// gives its place back).
+func (p *Proxy) refuseNow(w overLimit) {
 	p.stats.refusedFDLimit.Add(1)
+	c, conn := w.c, w.conn
+	// Not clientLogf: its login goroutine may be writing the fields that reads.
+	who := fmt.Sprintf("C-%#x: (nodb)/(nouser)@%s", c.id, conn.RemoteAddr())
+	p.logf("%s pooler error: %s", who, errFDLimit)
+	p.logf("%s closing because: %s (age=%ds)", who, errFDLimit, int64(time.Since(c.connectTime.time()).Seconds()))
 	_ = conn.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
 	_, _ = conn.Write(encodeError(poolerError(errFDLimit)))
 	_ = conn.Close()

@@ -2,6 +2,5 @@
 
 package pooler
 
-// fdBudget reads no descriptor limit where there is no RLIMIT_NOFILE:
-// 0, no limit.
-func fdBudget() (limit int, inUse int) { return 0, 0 }
+// logFDLimit: no RLIMIT_NOFILE to report here.
+func (p *Proxy) logFDLimit(*Config) {}

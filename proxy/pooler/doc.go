@@ -91,17 +91,22 @@
 // # Under attack (admission.go)
 //
 // Accept errors (out of descriptors, ENOBUFS, ...) are logged at most once a
-// second and the accept loop backs off (5 ms doubling to 1 s) and goes on.
-// Client connections may hold the descriptors RLIMIT_NOFILE leaves after
-// what was open at Serve, the open server connections, PoolSize more and a
-// reserve of four for the console; past that a client gets "no more
-// connections allowed (file descriptor limit)" and only the console may log
-// in (a newcomer takes the reserve place of the oldest connection that has
-// not sent its start-up packet). Every message length is checked before
-// anything is allocated for it: a start-up packet against PostgreSQL's
-// 10,000 bytes and any other message against MaxPacketSize
-// (max_packet_size; "bad packet header: '<hex>'"), and a console message
-// must fit in PktBuf (pkt_buf, 4096; "incomplete pkt"), as in PgBouncer.
+// second ("accept() failed: Too many open files", PgBouncer's words) and
+// the accept loop backs off (5 ms doubling to 1 s, cut short when a
+// descriptor frees) and goes on. At Serve the proxy logs PgBouncer's
+// "kernel file descriptor limit: ... max expected fd use: N" (a WARNING
+// when N passes the limit) and keeps four /dev/null descriptors in reserve
+// (fdreserve.go): out of descriptors, a spare makes room for a server
+// connection, for handing a client to the loop, and for a connection
+// waiting in the backlog, which the console may take and any other login
+// waits on until a descriptor frees (for up to a second from the start of
+// the exhaustion), then is served or gets "no more connections allowed
+// (file descriptor limit)" - never a close without a word. Every message
+// length is checked before anything is allocated for it: a start-up
+// packet against PostgreSQL's 10,000 bytes and any other message against
+// MaxPacketSize (max_packet_size; "bad packet header: '<hex>'"), and a
+// console message must fit in PktBuf (pkt_buf, 4096; "incomplete pkt"), as
+// in PgBouncer.
 // The upstream connection string is parsed by pgconn, which fills what it
 // leaves out from PG* variables as libpq does, except PGCONNECT_TIMEOUT,
 // PGOPTIONS, PGTZ and PGAPPNAME, which apply only when the string sets

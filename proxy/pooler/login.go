@@ -92,6 +92,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		if !handed { // once handed, detach has closed conn or bridges it (TLS)
 			_ = conn.Close()
 			p.connClosed(c)
+			p.fds.released()
 		}
 	}()
 	if tc, ok := conn.(*net.TCPConn); ok {
@@ -175,7 +176,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	c.remote, c.local = addrPort(conn.RemoteAddr()), addrPort(conn.LocalAddr())
 	if db == adminDB {
 		p.enterConsole(c)
-	} else if consoleOnly {
+	} else if consoleOnly && !p.waitForFD() { // admission.go
 		p.stats.refusedFDLimit.Add(1)
 		p.refuseLogin(c, poolerError(errFDLimit))
 		return
@@ -295,6 +296,13 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	c.lg = nil // the connection is closed by detach (or bridged): the loop has fd
 	if err != nil {
 		p.logf("client %d: take over connection: %v", c.id, err)
+		if outOfFDs(err) { // told, not closed without a word (conn is still open)
+			p.stats.refusedFDLimit.Add(1)
+			p.clientLogf(c, "pooler error: %s", errFDLimit)
+			p.clientLogf(c, "closing because: %s (age=%ds)", errFDLimit, int64(time.Since(c.connectTime.time()).Seconds()))
+			_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = conn.Write(encodeError(poolerError(errFDLimit)))
+		}
 		p.dropClient(c)
 		return
 	}

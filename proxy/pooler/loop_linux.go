@@ -481,6 +481,7 @@ func (l *loop) close(sk *sock) {
 		l.socks[sk.fd] = nil
 	}
 	_ = syscall.Close(sk.fd)
+	l.px.fds.released() // the reserve takes it back first (fdreserve.go)
 	sk.r = sk.w
 	l.idle(sk)
 	sk.out, sk.sent = nil, 0
@@ -642,13 +643,23 @@ func (px *Proxy) detach(conn net.Conn) (int, error) {
 		}
 		fd := -1
 		var derr error
-		if err := rc.Control(func(f uintptr) { fd, derr = dupCloexec(int(f)) }); err != nil {
+		// Out of descriptors, a spare makes room for the duplicate: the
+		// original is closed right after (fdreserve.go).
+		dup := func(f uintptr) {
+			derr = px.withSpare(0, func() error {
+				var err error
+				fd, err = dupCloexec(int(f))
+				return err
+			})
+		}
+		if err := rc.Control(dup); err != nil {
 			return -1, err
 		}
 		if derr != nil {
 			return -1, derr
 		}
 		_ = conn.Close()
+		px.fds.released()
 		if err := syscall.SetNonblock(fd, true); err != nil {
 			_ = syscall.Close(fd)
 			return -1, err

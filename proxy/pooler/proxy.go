@@ -72,6 +72,7 @@ type Proxy struct {
 	served bool
 
 	conns conns     // client connections, for max_client_conn and the descriptor limit
+	fds   fdReserve // descriptors kept for when the process runs out (fdreserve.go)
 	login sync.Pool // *loginBufs of PktBuf bytes, reused across logins
 
 	stats proxyStats
@@ -217,12 +218,9 @@ func (p *Proxy) serve(ctx context.Context, lns []net.Listener, t *Takeover) erro
 	p.addr = ln.Addr()
 	p.listenFD = listenerFD(ln)
 	cfg := p.conf()
-	limit, inUse := fdBudget()
-	p.conns.fdCap = limit
-	if limit > 0 && limit-cfg.DefaultPoolSize < cfg.MaxClientConn {
-		p.logf("file descriptor limit: at most %d client connections (RLIMIT_NOFILE less %d open, %d for the console and default_pool_size %d for servers), below max_client_conn %d",
-			max(limit-cfg.DefaultPoolSize, 1), inUse, fdConsoleReserve, cfg.DefaultPoolSize, cfg.MaxClientConn)
-	}
+	p.logFDLimit(cfg) // admission_unix.go
+	p.fds.start()
+	defer p.fds.close()
 	var err error
 	for _, l := range lns {
 		if err == nil && !isUnixListener(l) {
@@ -604,6 +602,8 @@ func (p *Proxy) serverConfig(ent poolconf.Database, user string) (*pgconn.Config
 		}
 	}
 	p.useServerLogin(conf, ent) // the password or the client's credentials (serverauth.go)
+	// Out of descriptors, a spare makes room for the dial (fdreserve.go).
+	conf.DialFunc = p.spareDial(conf.DialFunc)
 	return conf, nil
 }
 
