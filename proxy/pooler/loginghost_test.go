@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/poolsim/poolsim/lab/pgcluster"
+	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
 	"github.com/poolsim/poolsim/models/poolmode"
 )
 
@@ -102,5 +105,67 @@ func TestLoginRetryClientsGaveUp(t *testing.T) {
 			t.Errorf("%s: the first client after PostgreSQL came back: %v after %v, want its query served within %v", tg.name, err, took.Round(time.Millisecond), most)
 		}
 		t.Logf("%s: the first client after PostgreSQL came back was served in %v", tg.name, took.Round(time.Millisecond))
+	}
+}
+
+// TestLoginRetryQueryWaiterGaveUp is the same case once the pool has had a
+// server (its welcome is known, so logins go through while PostgreSQL is
+// down): a client's query waits for a server, and the client closes its
+// connection while it waits, well before query_wait_timeout (120 s). The
+// proxy's event loop sees the EOF at once (EPOLLRDHUP), takes the client
+// out of the pool's queue and tries no server in the next three windows;
+// PgBouncer 1.18 stops reading a client it queues for a server
+// (pause_client), so it counts it waiting until query_wait_timeout and
+// tries a server once a window for it.
+func TestLoginRetryQueryWaiterGaveUp(t *testing.T) {
+	const retry, windows = 2 * time.Second, 3
+	ctx := testCtx(t, 90*time.Second)
+	tc := pgclustertest.Start(t, pgcluster.Options{})
+	dbs := []string{fmt.Sprintf("poolsim = host=127.0.0.1 port=%d dbname=poolsim", tc.Port())}
+	tgs := srvTargetsFor(ctx, t, dbs, poolmode.Transaction, 2, map[string]string{"server_login_retry": "2"})
+	for _, tg := range tgs {
+		if err := giveUpQuery(ctx, tg.dsn("poolsim"), 10*time.Second); err != nil {
+			t.Fatalf("%s: a query while PostgreSQL is up: %v", tg.name, err)
+		}
+	}
+	if err := tc.Down(); err != nil {
+		t.Fatal(err)
+	}
+	before := make([]int, len(tgs))
+	for i, tg := range tgs {
+		tg.waitNoServer(ctx, t)
+		conn, err := pgconn.Connect(ctx, tg.dsn("poolsim"))
+		if err != nil {
+			t.Fatalf("%s: a login with the welcome known: %v", tg.name, err)
+		}
+		tries := tg.logCount(logConnectFailed)
+		q := []byte("Q\x00\x00\x00\x0dselect 1\x00")
+		if _, err := conn.Conn().Write(q); err != nil {
+			t.Fatal(err)
+		}
+		waitPool(ctx, t, tg.admin, tg.name+": the query waits", func(r map[string]string) bool { return r["cl_waiting"] == "1" })
+		tg.waitLog(ctx, t, logConnectFailed, tries+1)
+		conn.Conn().Close()
+		if tg.name == "proxy" {
+			waitPool(ctx, t, tg.admin, tg.name+": no client waits", func(r map[string]string) bool { return r["cl_waiting"] == "0" })
+		} else if r := tg.poolRow(ctx, t); r["cl_waiting"] != "1" {
+			t.Errorf("%s: cl_waiting %s after the client closed, want PgBouncer 1.18's 1 (it reads no client waiting for a server)", tg.name, r["cl_waiting"])
+		}
+		before[i] = tg.logCount(logConnectFailed)
+	}
+	select {
+	case <-time.After(windows * retry):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	for i, tg := range tgs {
+		tries := tg.logCount(logConnectFailed) - before[i]
+		switch {
+		case tg.name == "proxy" && tries != 0:
+			t.Errorf("%s: %d server connections tried in %d windows after the waiting client had gone, want none", tg.name, tries, windows)
+		case tg.name != "proxy" && (tries < windows-1 || tries > windows+1):
+			t.Errorf("%s: %d server connections tried in %d windows for the client it still counts waiting, want one a window", tg.name, tries, windows)
+		}
+		t.Logf("%s: %d server connections tried in the %d windows after the waiting client closed", tg.name, tries, windows)
 	}
 }
