@@ -71,7 +71,8 @@ func (tg srvTarget) logCount(s string) int { return strings.Count(tg.log(), s) }
 // TestLoginRetryDatabaseBack: PostgreSQL is down when the pooler starts
 // (server_login_retry 15 s, PgBouncer's default; client_login_timeout
 // 2 s). Clients try to log in, each giving up after a second, and are
-// closed with "client_login_timeout (server down)"; only the first one's
+// closed - by PgBouncer with "client_login_timeout (server down)", by the
+// proxy at their EOF ("client unexpected eof"); only the first one's
 // login was tried - the others came within the window. With no client
 // waiting nothing more is tried, so once the window has run out and
 // PostgreSQL is back, the next client logs in and runs its query at once
@@ -101,7 +102,14 @@ func TestLoginRetryDatabaseBack(t *testing.T) {
 			t.Fatalf("%s: %v", tg.name, d.err)
 		}
 		// Every client that gave up has left: none waits any more.
-		tg.waitLog(ctx, t, "closing because: client_login_timeout (server down)", clients)
+		// PgBouncer reads no client waiting for the pool's first server
+		// and closes them at client_login_timeout; the proxy closes each
+		// at its EOF (hangup.go).
+		gone := "closing because: client_login_timeout (server down)"
+		if tg.name == "proxy" {
+			gone = "closing because: " + reasonClientEOF
+		}
+		tg.waitLog(ctx, t, gone, clients)
 	}
 	// The window of the one login tried runs out; nothing waits, so
 	// nothing is tried meanwhile (checked below).
