@@ -68,6 +68,16 @@ func giveUpQuery(ctx context.Context, dsn string, d time.Duration) error {
 // logCount is how many times the target's log holds s.
 func (tg srvTarget) logCount(s string) int { return strings.Count(tg.log(), s) }
 
+// loggedAtLeast is logCount once the log holds s n times, or after 2 s:
+// PgBouncer may write a line to its log file just after it answered the
+// client the line is about.
+func (tg srvTarget) loggedAtLeast(ctx context.Context, s string, n int) int {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	waitFor(ctx, func() bool { return tg.logCount(s) >= n })
+	return tg.logCount(s)
+}
+
 // TestLoginRetryDatabaseBack: PostgreSQL is down when the pooler starts
 // (server_login_retry 15 s, PgBouncer's default; client_login_timeout
 // 2 s). Clients try to log in, each giving up after a second, and are
@@ -261,11 +271,11 @@ func TestLoginRetryWrongServerPassword(t *testing.T) {
 			begin := time.Now()
 			r.first = giveUpQuery(ctx, tg.dsn("poolsim"), 10*time.Second)
 			r.firstIn = time.Since(begin)
-			r.triedFirst = tg.logCount(logLoginFailed)
+			r.triedFirst = tg.loggedAtLeast(ctx, logLoginFailed, 1)
 			begin = time.Now()
 			r.second = giveUpQuery(ctx, tg.dsn("poolsim"), 10*time.Second)
 			r.secondIn = time.Since(begin)
-			r.triedBoth = tg.logCount(logLoginFailed)
+			r.triedBoth = tg.loggedAtLeast(ctx, logLoginFailed, 2)
 			return nil
 		})
 	}
