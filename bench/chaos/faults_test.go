@@ -232,6 +232,52 @@ func TestUpstreamDownHung(t *testing.T) {
 		}
 		tg.mustLive(t, "upstream down at start, then up, then hung")
 	})
+	t.Run("gave up", func(t *testing.T) { clientsGaveUp(t, giveUps, retry) })
+}
+
+// clientsGaveUp is issue 55's recovery case at PgBouncer's default
+// client_login_timeout (60 s), with an upstream of its own: PostgreSQL is
+// down, n clients log in and each closes its connection after 0.5 s. A
+// pooler that still counts them waiting tries a server once every
+// server_login_retry (PgBouncer 1.18 does: it reads no client waiting for
+// the pool's first server, until client_login_timeout); PostgreSQL comes
+// back right after such a try if one comes within a window and a bit
+// (else after that), as in the issue's run, and the next client's first
+// query waits out the rest of that try's window.
+func clientsGaveUp(t *testing.T, n int, retry time.Duration) {
+	const scenario = "upstream down at start, then up, then hung"
+	up := newUpstream(t)
+	eachTarget(t, settings{upstreamPort: up.port, serverConnectTimeout: time.Second, serverLoginRetry: retry}, func(t *testing.T, tg *target) {
+		up.set(t, "down")
+		const failed = "closing because: connect failed"
+		for i := range n {
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			conn, err := pgconn.Connect(ctx, tg.dsn())
+			cancel()
+			if err == nil {
+				conn.Close(context.Background())
+				t.Fatalf("client %d logged in while PostgreSQL was down", i)
+			}
+		}
+		left := strings.Count(tg.log(), failed)
+		deadline := time.Now().Add(retry + 2*time.Second)
+		for strings.Count(tg.log(), failed) == left && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		tries := strings.Count(tg.log(), failed) - left
+		up.set(t, "up")
+		// A connect timeout above the window, to see when it is served.
+		took, err := loginError(strings.Replace(tg.dsn(), "connect_timeout=10", "connect_timeout=30", 1))
+		if err != nil {
+			t.Errorf("clients gave up on their own: the first client after PostgreSQL came back: %v after %v", err, took)
+		}
+		if tg.name == "proxy" && (tries != 0 || took > time.Second) {
+			t.Errorf("clients gave up on their own: %d server connections tried after they left, the next client's query after %v; want none tried and the query at once", tries, took)
+		}
+		figs.add(scenario, fmt.Sprintf("clients gave up on their own (%d, after 0.5 s; client_login_timeout 60 s): server connections tried in the window and 2 s after they left", n), tg.name, "%d", tries)
+		figs.add(scenario, fmt.Sprintf("clients gave up on their own: first query after PostgreSQL came back (server_login_retry %v)", retry), tg.name, "%v", took.Round(time.Millisecond))
+		tg.mustLive(t, scenario)
+	})
 }
 
 // giveUpWhileDown is the issue-55 case before PostgreSQL comes up: n
@@ -242,8 +288,11 @@ func TestUpstreamDownHung(t *testing.T) {
 // out, and records how many were tried while PostgreSQL was down.
 func giveUpWhileDown(t *testing.T, tg *target, n int, retry time.Duration) {
 	t.Helper()
-	const closed = "closing because: client_login_timeout (server down)"
-	before := strings.Count(tg.log(), closed)
+	// PgBouncer reads no client waiting for the pool's first server and
+	// closes it at client_login_timeout; the proxy closes it at its EOF.
+	const closed, eof = "closing because: client_login_timeout (server down)", "closing because: client unexpected eof"
+	gone := func() int { l := tg.log(); return strings.Count(l, closed) + strings.Count(l, eof) }
+	before := gone()
 	for i := range n {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		conn, err := pgconn.Connect(ctx, tg.dsn())
@@ -254,9 +303,9 @@ func giveUpWhileDown(t *testing.T, tg *target, n int, retry time.Duration) {
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(tg.log(), closed) < before+n {
+	for gone() < before+n {
 		if time.Now().After(deadline) {
-			t.Fatalf("the pooler never closed the %d clients that gave up (%q):\n%s", n, closed, tail(tg.log(), 15))
+			t.Fatalf("the pooler never closed the %d clients that gave up (%q or %q):\n%s", n, closed, eof, tail(tg.log(), 15))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -68,10 +68,21 @@ func giveUpQuery(ctx context.Context, dsn string, d time.Duration) error {
 // logCount is how many times the target's log holds s.
 func (tg srvTarget) logCount(s string) int { return strings.Count(tg.log(), s) }
 
+// loggedAtLeast is logCount once the log holds s n times, or after 2 s:
+// PgBouncer may write a line to its log file just after it answered the
+// client the line is about.
+func (tg srvTarget) loggedAtLeast(ctx context.Context, s string, n int) int {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	waitFor(ctx, func() bool { return tg.logCount(s) >= n })
+	return tg.logCount(s)
+}
+
 // TestLoginRetryDatabaseBack: PostgreSQL is down when the pooler starts
 // (server_login_retry 15 s, PgBouncer's default; client_login_timeout
 // 2 s). Clients try to log in, each giving up after a second, and are
-// closed with "client_login_timeout (server down)"; only the first one's
+// closed - by PgBouncer with "client_login_timeout (server down)", by the
+// proxy at their EOF ("client unexpected eof"); only the first one's
 // login was tried - the others came within the window. With no client
 // waiting nothing more is tried, so once the window has run out and
 // PostgreSQL is back, the next client logs in and runs its query at once
@@ -101,7 +112,14 @@ func TestLoginRetryDatabaseBack(t *testing.T) {
 			t.Fatalf("%s: %v", tg.name, d.err)
 		}
 		// Every client that gave up has left: none waits any more.
-		tg.waitLog(ctx, t, "closing because: client_login_timeout (server down)", clients)
+		// PgBouncer reads no client waiting for the pool's first server
+		// and closes them at client_login_timeout; the proxy closes each
+		// at its EOF (hangup.go).
+		gone := "closing because: client_login_timeout (server down)"
+		if tg.name == "proxy" {
+			gone = "closing because: " + reasonClientEOF
+		}
+		tg.waitLog(ctx, t, gone, clients)
 	}
 	// The window of the one login tried runs out; nothing waits, so
 	// nothing is tried meanwhile (checked below).
@@ -253,11 +271,11 @@ func TestLoginRetryWrongServerPassword(t *testing.T) {
 			begin := time.Now()
 			r.first = giveUpQuery(ctx, tg.dsn("poolsim"), 10*time.Second)
 			r.firstIn = time.Since(begin)
-			r.triedFirst = tg.logCount(logLoginFailed)
+			r.triedFirst = tg.loggedAtLeast(ctx, logLoginFailed, 1)
 			begin = time.Now()
 			r.second = giveUpQuery(ctx, tg.dsn("poolsim"), 10*time.Second)
 			r.secondIn = time.Since(begin)
-			r.triedBoth = tg.logCount(logLoginFailed)
+			r.triedBoth = tg.loggedAtLeast(ctx, logLoginFailed, 2)
 			return nil
 		})
 	}

@@ -405,7 +405,9 @@ func (p *pool) connect(conf *pgconn.Config, connectQuery string, gen uint64) {
 // loginFailed handles a failed server login, as PgBouncer 1.18 does. When
 // PostgreSQL refused it with an error before the pool's first login
 // succeeded (no welcome yet), every client logging in to the pool gets that
-// error (kill_pool_logins). Otherwise no one fails: clients waiting for a
+// error (kill_pool_logins) - unless it is 57P03, PostgreSQL starting up or
+// shutting down, which fails no one as from PgBouncer 1.21
+// (transientLoginError). Otherwise no one fails: clients waiting for a
 // server stay queued while the janitor tries again, server_login_retry
 // later, within query_wait_timeout - a PostgreSQL restarting ("the
 // database system is shutting down / starting up", connection refused)
@@ -423,7 +425,7 @@ func (p *pool) loginFailed(err error) {
 	p.db.n.Add(-1)
 	p.user.n.Add(-1)
 	p.px.serverClosed()
-	if answered && p.params == nil {
+	if answered && p.params == nil && !transientLoginError(pe) { // startingup.go
 		welcomeQ := p.welcomeQ
 		p.welcomeQ = nil
 		for _, ch := range welcomeQ {
