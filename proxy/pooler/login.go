@@ -220,7 +220,6 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		p.refuseLogin(c, poolerError(errDisabled(db)))
 		return
 	}
-	c.st.logins = 1
 	p.findOrRegisterDB(db) // logs "registered new auto-database" as PgBouncer's login does
 	pl, err := p.getPool(db, user)
 	if err != nil {
@@ -252,20 +251,22 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	var b []byte
 	b, _ = (&pgproto3.AuthenticationOk{}).Encode(b)
 	// The client's tracked settings: what it asked for, else the server's.
-	c.want = varsFrom(params)
+	own := varsFrom(params)
 	for i, v := range want {
 		if v != "" {
-			c.want[i] = v
+			own[i] = v
 		}
 	}
+	c.want = &own // the loop's adopt puts the proxy's shared copy in its place
 	c.extra = extra
-	b = append(b, welcomeFor(params, &c.want, c.extra)...)
+	b = append(b, welcomeFor(params, c.want, c.extra)...)
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: binary.BigEndian.AppendUint32(nil, c.secret)}).Encode(b)
 	b, _ = (&pgproto3.ReadyForQuery{TxStatus: byte(poolmode.Idle)}).Encode(b)
 	// Settings the client asked for are tried on a server before its login
 	// completes (startup_check.go): the loop sends the rest of the login.
 	var welcome []byte
-	if c.startupKey = startupKey(want, extra, params); c.startupKey != "" {
+	if key := startupKey(want, extra, params); key != "" {
+		c.check = &startupCheck{key: key}
 		welcome = b
 	} else {
 		_, _ = c.lg.w.Write(b)
