@@ -248,8 +248,6 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		p.dropClient(c)
 		return
 	}
-	var b []byte
-	b, _ = (&pgproto3.AuthenticationOk{}).Encode(b)
 	// The client's tracked settings: what it asked for, else the server's.
 	own := varsFrom(params)
 	for i, v := range want {
@@ -259,7 +257,10 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	}
 	c.want = &own // the loop's adopt puts the proxy's shared copy in its place
 	c.extra = extra
-	b = append(b, welcomeFor(params, c.want, c.extra)...)
+	ps := pl.welcomeFor(params, c.want, c.extra)
+	b := make([]byte, 0, 9+len(ps)+13+6) // AuthenticationOk, ParameterStatus set, BackendKeyData, ReadyForQuery
+	b, _ = (&pgproto3.AuthenticationOk{}).Encode(b)
+	b = append(b, ps...)
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: binary.BigEndian.AppendUint32(nil, c.secret)}).Encode(b)
 	b, _ = (&pgproto3.ReadyForQuery{TxStatus: byte(poolmode.Idle)}).Encode(b)
 	// Settings the client asked for are tried on a server before its login

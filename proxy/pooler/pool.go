@@ -71,6 +71,7 @@ type pool struct {
 	servers  map[*server]struct{}
 	params   map[string]string // the first server's ParameterStatus set, for client logins
 	welcomeQ []chan error
+	welcome  atomic.Pointer[welcomeCache] // params encoded once for logins (varcache.go)
 	// loginFailing is PgBouncer's last_login_failed: the last server login
 	// failed. lastLaunch is when the last one started (server_login_retry).
 	loginFailing bool

@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"reflect"
 	"strings"
 )
 
@@ -182,4 +183,38 @@ func (c *client) noteParameterStatus(body []byte) {
 	if c.want == nil || v != *c.want {
 		c.want = c.px.internVars(&v)
 	}
+}
+
+// welcomeCache is a pool's ParameterStatus set (params) encoded once, for
+// the logins of clients whose settings change none of it: most clients,
+// whose login then builds no map and encodes no message for it.
+type welcomeCache struct {
+	params map[string]string
+	b      []byte
+}
+
+// welcomeFor is welcomeFor(params, want, extra), from the pool's cache
+// when the client's settings change nothing in params. It runs on the
+// login goroutines; the cache is rebuilt when params is another map than
+// the one it was made from (the pool's welcome was dropped and taken
+// again).
+func (p *pool) welcomeFor(params map[string]string, want *vars, extra settings) []byte {
+	for i, w := range want {
+		if w != params[trackedParams[i]] {
+			return welcomeFor(params, want, extra)
+		}
+	}
+	for _, s := range extra {
+		for k := range params {
+			if strings.EqualFold(k, s.name) {
+				return welcomeFor(params, want, extra)
+			}
+		}
+	}
+	if w := p.welcome.Load(); w != nil && reflect.ValueOf(w.params).UnsafePointer() == reflect.ValueOf(params).UnsafePointer() {
+		return w.b
+	}
+	w := &welcomeCache{params: params, b: encodeWelcome(params)}
+	p.welcome.Store(w)
+	return w.b
 }
