@@ -158,16 +158,16 @@ func (px *Proxy) internVars(v *vars) *vars {
 	if v == nil {
 		v = &vars{}
 	}
-	w := *v
-	px.internAll(&w)
-	if p, ok := px.varSets[w]; ok {
+	if p, ok := px.varSets[*v]; ok {
 		return p
 	}
 	if px.varSets == nil || len(px.varSets) >= maxVarSets {
 		px.varSets = map[vars]*vars{}
 	}
-	p := &w
-	px.varSets[w] = p
+	p := new(vars) // only here: a hit allocates nothing
+	*p = *v
+	px.internAll(p)
+	px.varSets[*p] = p
 	return p
 }
 
