@@ -31,8 +31,9 @@
 //   - console and client length bombs (headers claiming 1 GiB) under a
 //     3 GiB address-space limit: the pooler stays up, RSS under 200 MB;
 //   - many idle logged-in clients: memory per client, the proxy's against
-//     PgBouncer's, measured the same way in one run (RSS before and after,
-//     once it has settled);
+//     PgBouncer's, measured the same way in one run, from a fresh process
+//     and after a warm-up (RSS before and right after the logins, and in
+//     the full run once it has settled);
 //   - a soak under load sampling RSS, descriptors, threads and (for the
 //     proxy, through --pprof-listen) goroutines.
 //

@@ -268,6 +268,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		printVersion(stdout)
 		return nil
 	}
+	// GOGC 25 unless the environment says (proxy_memory.go).
+	defer tuneProxyGC()()
 	daemon := daemonChild()     // this process is the daemon of -d
 	plog := newProxyLog(stderr) // PgBouncer's log lines, to stderr and logfile (proxylog.go)
 	if *o.pgb.quiet || daemon != nil {

@@ -45,19 +45,19 @@ type client struct {
 	waitSince  stamp
 	xactStart  stamp
 	queryStart stamp
-	st         counters // this client's share of SHOW STATS
 
-	// want is the client's tracked settings (varcache.go), extra the other
+	// want is the client's tracked settings (varcache.go): once the loop
+	// has the client, the proxy's one copy of them (Proxy.internVars),
+	// shared with every client that has the same; extra the other
 	// settings it asked for at login (startup.go).
-	want  vars
+	want  *vars
 	extra settings
 
 	// The startup settings' check (startup_check.go): checking while they
-	// are tried on a server, welcome the rest of the login to send when
-	// they pass, startupKey the settings as the pool's cache knows them.
-	checking   bool
-	welcome    []byte
-	startupKey string
+	// are tried on a server, check what it needs (nil when none is due or
+	// once it is over).
+	checking bool
+	check    *startupCheck
 	// idleTx is when the server last said the client is idle in a
 	// transaction (ReadyForQuery T or E, nothing pending), 0 when not:
 	// idle_transaction_timeout counts from it (janitor.go).
@@ -129,10 +129,12 @@ func (c *client) adopt(fd int, buffered []byte, welcome []byte) {
 	}
 	c.sk.w = copy(c.sk.buf, buffered)
 	c.adopted = true
+	c.pool.counts.logins++
+	c.want = c.px.internVars(c.want)
 	c.txStatus = poolmode.Idle
 	c.pool.clients++
 	c.requestTime = stampOf(l.now) // client_idle_timeout counts from the login
-	if welcome != nil {
+	if c.check != nil {
 		c.checkStartup(welcome)
 	}
 	if c.px.pause.suspend && len(buffered) == 0 && !c.checking && !c.gone {
@@ -281,7 +283,7 @@ func (c *client) step() int {
 		c.fwdLeft = n - len(msg)
 	}
 	c.count(typ, now)
-	c.st.received += int64(n)
+	c.pool.counts.received += int64(n)
 	sk.r += len(msg)
 	return 0
 }
@@ -319,7 +321,7 @@ func (c *client) ready(s *server, status poolmode.TxStatus, msg []byte) {
 		c.psReady(s)
 	}
 	now := l.now
-	st := &c.st
+	st := &c.pool.counts
 	st.queries++
 	if c.outstanding > 0 {
 		c.outstanding--
@@ -384,7 +386,7 @@ func (c *client) link(s *server) {
 		return
 	}
 	var sql strings.Builder
-	setTracked(&sql, &c.want, &s.have)
+	setTracked(&sql, c.want, &s.have)
 	if !sameSettings(c.extra, s.extra) {
 		applySettings(&sql, c.extra, s.extra)
 		s.extra = c.extra

@@ -220,7 +220,6 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		p.refuseLogin(c, poolerError(errDisabled(db)))
 		return
 	}
-	c.st.logins = 1
 	p.findOrRegisterDB(db) // logs "registered new auto-database" as PgBouncer's login does
 	pl, err := p.getPool(db, user)
 	if err != nil {
@@ -258,23 +257,26 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		p.dropClient(c)
 		return
 	}
-	var b []byte
-	b, _ = (&pgproto3.AuthenticationOk{}).Encode(b)
 	// The client's tracked settings: what it asked for, else the server's.
-	c.want = varsFrom(params)
+	own := varsFrom(params)
 	for i, v := range want {
 		if v != "" {
-			c.want[i] = v
+			own[i] = v
 		}
 	}
+	c.want = &own // the loop's adopt puts the proxy's shared copy in its place
 	c.extra = extra
-	b = append(b, welcomeFor(params, &c.want, c.extra)...)
+	ps := pl.welcomeFor(params, c.want, c.extra)
+	b := make([]byte, 0, 9+len(ps)+13+6) // AuthenticationOk, ParameterStatus set, BackendKeyData, ReadyForQuery
+	b, _ = (&pgproto3.AuthenticationOk{}).Encode(b)
+	b = append(b, ps...)
 	b, _ = (&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: binary.BigEndian.AppendUint32(nil, c.secret)}).Encode(b)
 	b, _ = (&pgproto3.ReadyForQuery{TxStatus: byte(poolmode.Idle)}).Encode(b)
 	// Settings the client asked for are tried on a server before its login
 	// completes (startup_check.go): the loop sends the rest of the login.
 	var welcome []byte
-	if c.startupKey = startupKey(want, extra, params); c.startupKey != "" {
+	if key := startupKey(want, extra, params); key != "" {
+		c.check = &startupCheck{key: key}
 		welcome = b
 	} else {
 		_, _ = c.lg.w.Write(b)

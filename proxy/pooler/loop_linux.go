@@ -46,6 +46,11 @@ type loop struct {
 	broken []*sock   // sockets whose write failed
 	spare  []func()
 
+	// freeLow is the fewest buffers free since freeTrim was set: trimFree
+	// drops that many at freeTrim (buftrim_linux.go).
+	freeLow  int
+	freeTrim time.Time
+
 	// busy is when the last epoll_wait returned events, yielded when the
 	// loop last let Go's scheduler run (see paceRuntime).
 	busy, yielded time.Time
@@ -326,6 +331,7 @@ func (l *loop) buffer(sk *sock, n int) {
 		sk.buf = l.free[len(l.free)-1]
 		l.free[len(l.free)-1] = nil
 		l.free = l.free[:len(l.free)-1]
+		l.freeLow = min(l.freeLow, len(l.free))
 		return
 	}
 	sk.buf = make([]byte, max(n, sockBufSize))
@@ -446,7 +452,10 @@ func (l *loop) paceRuntime(n int) {
 	}
 }
 
-func (l *loop) tick() { l.px.tick(l.now) }
+func (l *loop) tick() {
+	l.px.tick(l.now)
+	l.trimFree()
+}
 
 // add registers a connection's descriptor with the loop. The descriptor
 // must be non-blocking and owned by nobody else.
@@ -507,6 +516,7 @@ func (l *loop) outBuf() []byte {
 		b := l.free[n-1]
 		l.free[n-1] = nil
 		l.free = l.free[:n-1]
+		l.freeLow = min(l.freeLow, n-1)
 		return b[:0]
 	}
 	return make([]byte, 0, sockBufSize)

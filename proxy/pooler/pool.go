@@ -71,6 +71,7 @@ type pool struct {
 	servers  map[*server]struct{}
 	params   map[string]string // the first server's ParameterStatus set, for client logins
 	welcomeQ []chan error
+	welcome  atomic.Pointer[welcomeCache] // params encoded once for logins (varcache.go)
 	// loginFailing is PgBouncer's last_login_failed: the last server login
 	// failed. lastLaunch is when the last one started (server_login_retry).
 	loginFailing bool
@@ -88,7 +89,11 @@ type pool struct {
 	// its error for the others. Loop-owned.
 	checked map[string]*pgproto3.ErrorResponse
 
-	retired counters // SHOW STATS counts of clients that have left
+	// counts are the SHOW STATS counters of the pool's clients, those
+	// connected and those that have left: a client counts here directly,
+	// so that it carries no counters of its own (96 bytes per idle client).
+	// Loop-owned.
+	counts counters
 	// hist is the pool's distributions of client waits, transaction and
 	// query times (Proxy.Stats, the Prometheus endpoint); loop-owned.
 	hist struct{ wait, xact, query hist }
@@ -124,8 +129,7 @@ func (d *dbCount) reserve(max int) bool {
 }
 
 // counters are PgBouncer's SHOW STATS counters. Times are in
-// microseconds. Each client keeps its own; a pool adds them up when the
-// client leaves.
+// microseconds. A pool keeps them for its clients (pool.counts).
 type counters struct {
 	assignments, xacts, queries, received, sent int64
 	xactTime, queryTime, waitTime, logins       int64
@@ -291,8 +295,8 @@ func (p *pool) assigned(c *client, since time.Time) {
 	if wait < 0 {
 		wait = 0
 	}
-	c.st.assignments++
-	c.st.waitTime += wait.Microseconds()
+	p.counts.assignments++
+	p.counts.waitTime += wait.Microseconds()
 	p.hist.wait.observe(wait.Microseconds())
 	if o := p.px.observer; o != nil {
 		o.Assigned(Wait{At: now, Wait: wait, Database: p.key.db, User: p.key.user})

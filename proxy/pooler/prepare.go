@@ -410,7 +410,7 @@ func (c *client) psRequest(s *server, raw, out []byte) (_ []byte, fatal string) 
 		if c.stmts[string(name)] != nil {
 			return out, errStmtNameInUse
 		}
-		c.st.clientParses++
+		c.pool.counts.clientParses++
 		e := reg.get(tail)
 		if c.stmts == nil {
 			c.stmts = map[string]*psEntry{}
@@ -421,7 +421,7 @@ func (c *client) psRequest(s *server, raw, out []byte) (_ []byte, fatal string) 
 			return out, ""
 		}
 		out = append(out, e.parse...)
-		c.st.serverParses++
+		c.pool.counts.serverParses++
 		ps.push(psReq{typ: msgParse})
 		return ps.register(reg, e, c.pool.psMax, out), ""
 	case msgBind:
@@ -437,7 +437,7 @@ func (c *client) psRequest(s *server, raw, out []byte) (_ []byte, fatal string) 
 			ps.push(psReq{typ: msgBind})
 			return append(out, raw...), ""
 		}
-		c.st.binds++ // counted before the lookup, as PgBouncer does
+		c.pool.counts.binds++ // counted before the lookup, as PgBouncer does
 		e := c.stmts[string(name)]
 		if e == nil {
 			return out, errStmtNotExist
@@ -479,7 +479,7 @@ func (c *client) ensure(ps *psServer, e *psEntry, out []byte) []byte {
 		return out
 	}
 	out = append(out, e.parse...)
-	c.st.serverParses++
+	c.pool.counts.serverParses++
 	ps.push(psReq{typ: msgParse, act: raSkip})
 	return ps.register(&c.px.ps, e, c.pool.psMax, out)
 }
@@ -512,7 +512,7 @@ func (c *client) psClose(name []byte, n int) {
 		delete(c.stmts, string(name))
 		c.px.ps.unref(e)
 	}
-	c.st.received += int64(n)
+	c.pool.counts.received += int64(n)
 	if s := c.server; s != nil {
 		c.fake(&s.ps, msgClose)
 		return

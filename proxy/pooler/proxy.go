@@ -57,6 +57,7 @@ type Proxy struct {
 	loopPools []*pool
 	nextTick  time.Time
 	values    map[string]string // interned setting values (varcache.go)
+	varSets   map[vars]*vars    // interned clients' tracked settings (varcache.go)
 	pause     pauseState        // PAUSE, SUSPEND (pause.go)
 	handover  handoverState     // online restart: what SHOW FDS passed on or a takeover adopted (takeover_old.go)
 	gate      acceptGate        // accepting stops while suspended (takeover_old.go)
@@ -679,8 +680,9 @@ func (p *Proxy) removeClient(c *client) {
 	if ok && c.pool != nil {
 		if c.adopted {
 			c.pool.clients--
+		} else {
+			c.pool.counts.logins++ // a login that ended before the loop adopted it
 		}
-		c.pool.retired.add(&c.st)
 	}
 }
 

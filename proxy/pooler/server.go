@@ -169,7 +169,7 @@ func (s *server) step() int {
 		if c == nil || s.fwdDrop {
 			l.pass(sk, &s.fwdLeft, nil)
 		} else {
-			c.st.sent += int64(l.pass(sk, &s.fwdLeft, &c.sk))
+			c.pool.counts.sent += int64(l.pass(sk, &s.fwdLeft, &c.sk))
 		}
 		return 0
 	}
@@ -206,7 +206,7 @@ func (s *server) step() int {
 	}
 	if typ == msgParameterStatus && whole { // the client changed a setting
 		s.have.noteParameterStatus(s.pool.px, sk.buf[sk.r+5:sk.r+n])
-		c.want.noteParameterStatus(s.pool.px, sk.buf[sk.r+5:sk.r+n])
+		c.noteParameterStatus(sk.buf[sk.r+5 : sk.r+n])
 	}
 	if typ == msgReadyForQuery {
 		if n != 6 {
@@ -231,7 +231,7 @@ func (s *server) step() int {
 	skip := psOn && c.psResponse(s, typ, msg)
 	if !skip {
 		l.send(&c.sk, msg)
-		c.st.sent += int64(take)
+		c.pool.counts.sent += int64(take)
 	}
 	sk.r += take
 	if take < n {
@@ -251,7 +251,7 @@ func (s *server) setReply(c *client, typ byte, msg []byte) {
 	switch typ {
 	case msgParameterStatus:
 		s.have.noteParameterStatus(s.pool.px, msg[5:])
-		c.want.noteParameterStatus(s.pool.px, msg[5:])
+		c.noteParameterStatus(msg[5:])
 	case msgErrorResponse:
 		s.setError = append(s.setError[:0], msg...)
 	case msgReadyForQuery:
@@ -267,7 +267,7 @@ func (s *server) setReply(c *client, typ byte, msg []byte) {
 		s.setError = nil
 		e.Severity, e.SeverityUnlocalized = "FATAL", "FATAL"
 		if c.checking {
-			c.pool.noteChecked(c.startupKey, &e)
+			c.pool.noteChecked(c.check.key, &e)
 		}
 		c.unlink(s)
 		s.pool.closeServer(s, "SET of client settings failed: "+e.Message)

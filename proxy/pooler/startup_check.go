@@ -54,11 +54,22 @@ func startupKey(want vars, extra settings, params map[string]string) string {
 	return b.String()
 }
 
+// startupCheck is what a client's startup settings' check needs: the
+// settings as the pool's memory of checked settings names them, and the
+// rest of the login to send when they pass. A client holds one only until
+// its check is over.
+type startupCheck struct {
+	key     string
+	welcome []byte
+}
+
 // checkStartup starts the check of a newly adopted client's startup
-// settings; welcome is the rest of its login. It runs on the loop.
+// settings (c.check); welcome is the rest of its login. It runs on the
+// loop.
 func (c *client) checkStartup(welcome []byte) {
 	l := c.px.loop
-	if e, seen := c.pool.checked[c.startupKey]; seen {
+	if e, seen := c.pool.checked[c.check.key]; seen {
+		c.check = nil
 		if e != nil {
 			c.fatalClose(e)
 			return
@@ -66,7 +77,7 @@ func (c *client) checkStartup(welcome []byte) {
 		l.send(&c.sk, welcome)
 		return
 	}
-	c.checking, c.welcome = true, welcome
+	c.checking, c.check.welcome = true, welcome
 	if c.pool.failingFast() {
 		c.fatalClose(poolerError(poolmode.ErrServerLoginFailing))
 		return
@@ -89,10 +100,10 @@ func (c *client) checkStartup(welcome []byte) {
 // took.
 func (c *client) startupChecked(s *server) {
 	l := c.px.loop
-	c.pool.noteChecked(c.startupKey, nil)
+	c.pool.noteChecked(c.check.key, nil)
 	c.checking = false
-	l.send(&c.sk, c.welcome)
-	c.welcome = nil
+	l.send(&c.sk, c.check.welcome)
+	c.check = nil
 	if c.pool.mode != poolmode.Session {
 		c.unlink(s)
 		c.pool.release(s)

@@ -176,16 +176,10 @@ func (p *pool) state(now time.Time) poolState {
 	return st
 }
 
-// poolCounters adds up a pool's counters: the clients that have left and
-// the ones still connected. It runs on the loop.
+// poolCounters is a pool's counters, its clients' connected or gone. It
+// runs on the loop.
 func (p *Proxy) poolCounters(pl *pool) counters {
-	st := pl.retired
-	for _, c := range p.clientList() {
-		if c.pool == pl {
-			st.add(&c.st)
-		}
-	}
-	return st
+	return pl.counts
 }
 
 // statsState is what SHOW STATS averages over: PgBouncer takes a snapshot

@@ -143,7 +143,8 @@ func (p *Proxy) adoptClient(pl *pool, r *fdRow, fd int) (*client, error) {
 	if sa, err := syscall.Getsockname(fd); err == nil {
 		c.local = addrPort(sockaddrNet(sa))
 	}
-	c.want = varsFrom(r.vars)
+	v := varsFrom(r.vars)
+	c.want = p.internVars(&v)
 	c.requestTime = c.connectTime
 	c.counted = true
 	p.conns.mu.Lock()

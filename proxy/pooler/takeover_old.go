@@ -197,7 +197,7 @@ func (p *Proxy) fdTable(pass bool) (*table, []int, error) {
 			}
 			socks = append(socks, &c.sk)
 			row := []any{c.sk.fd, "client", c.pool.key.user, c.pool.key.db, addr, port, cancelKey(c.pid, c.secret), link}
-			row = append(row, varsRow(&c.want)...)
+			row = append(row, varsRow(c.want)...)
 			t.row(append(row, p.fdAuth(c.pool)...)...) // password, scram keys (serverauth.go)
 		}
 		for _, pl := range p.poolList() {

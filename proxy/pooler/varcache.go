@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"reflect"
 	"strings"
 )
 
@@ -20,9 +21,10 @@ var trackedParams = [...]string{"client_encoding", "DateStyle", "TimeZone", "sta
 // vars holds one value per tracked setting; "" is unknown or not asked for.
 type vars [len(trackedParams)]string
 
-// get returns the value of a tracked setting (any case).
+// get returns the value of a tracked setting (any case); "" from a nil
+// set.
 func (v *vars) get(name string) string {
-	if i := trackedIndex(name); i >= 0 {
+	if i := trackedIndex(name); v != nil && i >= 0 {
 		return v[i]
 	}
 	return ""
@@ -89,14 +91,15 @@ func (v *vars) noteParameterStatus(px *Proxy, body []byte) {
 }
 
 // setTracked appends to sql a SET for each tracked setting whose value on
-// a server with values have differs from the client's want.
+// a server with values have differs from the client's want (nil: none).
+// Both hold interned values, so an equal pair is one string and its
+// comparison a pointer's.
 func setTracked(sql *strings.Builder, want, have *vars) {
+	if want == nil {
+		return
+	}
 	for i, w := range want {
-		if w == "" {
-			continue
-		}
-		if w == have[i] {
-			want[i] = have[i] // one string: the next comparison is a pointer's
+		if w == "" || w == have[i] {
 			continue
 		}
 		sql.WriteString("SET ")
@@ -139,4 +142,79 @@ func welcomeFor(params map[string]string, want *vars, extra settings) []byte {
 		}
 	}
 	return encodeWelcome(own)
+}
+
+// maxVarSets bounds the proxy's interned sets of tracked settings
+// (clients choose them): past it the memory starts again, and the sets
+// handed out stay valid.
+const maxVarSets = 1024
+
+// internVars returns the proxy's one copy of the tracked settings v
+// (nil: none asked for), with interned values: clients with the same
+// settings share it, so an idle client carries a pointer, not five
+// strings. The copy is never changed; a client whose settings change gets
+// another (noteParameterStatus). It runs on the loop.
+func (px *Proxy) internVars(v *vars) *vars {
+	if v == nil {
+		v = &vars{}
+	}
+	if p, ok := px.varSets[*v]; ok {
+		return p
+	}
+	if px.varSets == nil || len(px.varSets) >= maxVarSets {
+		px.varSets = map[vars]*vars{}
+	}
+	p := new(vars) // only here: a hit allocates nothing
+	*p = *v
+	px.internAll(p)
+	px.varSets[*p] = p
+	return p
+}
+
+// noteParameterStatus records a ParameterStatus message body (name,
+// value) the server sent while linked to the client in the client's
+// tracked settings, if the setting is tracked and its value changed.
+func (c *client) noteParameterStatus(body []byte) {
+	var v vars
+	if c.want != nil {
+		v = *c.want
+	}
+	v.noteParameterStatus(c.px, body)
+	if c.want == nil || v != *c.want {
+		c.want = c.px.internVars(&v)
+	}
+}
+
+// welcomeCache is a pool's ParameterStatus set (params) encoded once, for
+// the logins of clients whose settings change none of it: most clients,
+// whose login then builds no map and encodes no message for it.
+type welcomeCache struct {
+	params map[string]string
+	b      []byte
+}
+
+// welcomeFor is welcomeFor(params, want, extra), from the pool's cache
+// when the client's settings change nothing in params. It runs on the
+// login goroutines; the cache is rebuilt when params is another map than
+// the one it was made from (the pool's welcome was dropped and taken
+// again).
+func (p *pool) welcomeFor(params map[string]string, want *vars, extra settings) []byte {
+	for i, w := range want {
+		if w != params[trackedParams[i]] {
+			return welcomeFor(params, want, extra)
+		}
+	}
+	for _, s := range extra {
+		for k := range params {
+			if strings.EqualFold(k, s.name) {
+				return welcomeFor(params, want, extra)
+			}
+		}
+	}
+	if w := p.welcome.Load(); w != nil && reflect.ValueOf(w.params).UnsafePointer() == reflect.ValueOf(params).UnsafePointer() {
+		return w.b
+	}
+	w := &welcomeCache{params: params, b: encodeWelcome(params)}
+	p.welcome.Store(w)
+	return w.b
 }
