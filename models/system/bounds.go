@@ -112,8 +112,8 @@ func (c Config) boundOf(cl Class) classBound {
 			per = min(per, c.share(c.Pooler.MaxDBConnections))
 		}
 		servers, name = min(per*c.Pooler.Processes, usable), "the pool's servers"
-		if c.Multi() {
-			name = "the servers of pool " + c.PoolList()[max(c.poolOf(cl), 0)].Name
+		if p := c.PoolList()[max(c.poolOf(cl), 0)]; c.Multi() && p.Name != "" {
+			name = "the servers of pool " + p.Name
 		}
 	}
 	if cl.AppPool.Mode == NoAppPool {

@@ -35,8 +35,12 @@ func explainClasses(c Config, m Metrics, cms []Metrics) []Paragraph {
 				continue
 			}
 			pm := cms[first] // a class's pooler figures are its pool's
-			name := fmt.Sprintf("The wait queue of pool %s (%s, pool_size %d: clients of %s waiting for a server connection)",
-				p.Name, p.Mode, p.Size, strings.Join(who, " and "))
+			pool := "The wait queue of pool " + p.Name
+			if p.Name == "" { // classes without pools: the pooler's one
+				pool = "The pooler's wait queue"
+			}
+			name := fmt.Sprintf("%s (%s, pool_size %d: clients of %s waiting for a server connection)",
+				pool, p.Mode, p.Size, strings.Join(who, " and "))
 			out = append(out, edges(little(name, "departures (assignments and query_wait_timeout disconnects)", pm.WaitL, pm.WaitLambda, pm.WaitW), m))
 		}
 		for k, cl := range classes {

@@ -91,6 +91,15 @@ classes:
 sweep:
   pools.shared.size: [4, 8]
 `,
+	"class-one-pool": `name: class-one-pool
+seed: 8
+workload: {query: {dist: exp, mean: 1ms}, think: {dist: exp, mean: 2ms}, txns_per_session: 20}
+pooler: {mode: transaction, default_pool_size: 4, hop: 20us}
+server: {max_connections: 40, cores: 2}
+classes:
+  a: {workload: {clients: 10, cpu: {dist: exp, mean: 200us}}}
+  b: {workload: {clients: 5, stmts_per_txn: 3, cpu: 500us}}
+`,
 	"class-app-pools": `name: class-app-pools
 seed: 7
 workload: {query: {dist: exp, mean: 1ms}, cpu: {dist: exp, mean: 200us}, stmts_per_txn: 2}
@@ -256,7 +265,7 @@ func classWorkloads(t *testing.T) []*scenarios.Scenario {
 	}
 	twice.Name = "rails-app at twice the traffic"
 	all = append(all, twice)
-	for _, name := range []string{"classes", "class-workers", "class-app-pools"} {
+	for _, name := range []string{"classes", "class-workers", "class-app-pools", "class-one-pool"} {
 		sc, err := scenarios.Parse([]byte(boundWorkloads[name]), name+".yaml")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -298,7 +307,11 @@ func TestExplainClassLaws(t *testing.T) {
 				for _, cl := range c.Classes {
 					used = used || cl.Pool == p.Name
 				}
-				if used && p.Mode.Pooled() {
+				switch {
+				case !used || !p.Mode.Pooled():
+				case p.Name == "":
+					wantLittle["The pooler's wait queue"] = true
+				default:
 					wantLittle["The wait queue of pool "+p.Name] = true
 				}
 			}
@@ -317,7 +330,11 @@ func TestExplainClassLaws(t *testing.T) {
 						p = q
 					}
 				}
-				if !strings.Contains(r.Title, cl.Name+": pool "+p.Name+" ("+p.Mode.String()) {
+				want := cl.Name + ": pool " + p.Name + " (" + p.Mode.String()
+				if p.Name == "" {
+					want = cl.Name + ": " + p.Mode.String()
+				}
+				if !strings.Contains(r.Title, want) {
 					t.Errorf("%s: the title %q does not name class %s's pool %s (%v)", sc.Name, r.Title, cl.Name, p.Name, p.Mode)
 				}
 			}
