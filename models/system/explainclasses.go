@@ -152,19 +152,19 @@ func (c Config) specLimit(p PoolSpec) int {
 	return n
 }
 
-// ClassDemand is one class's part of the CPU law: its statements'
+// classDemand is one class's part of the CPU law: its statements'
 // completion rate X and mean CPU each D (configured).
-type ClassDemand struct {
+type classDemand struct {
 	Name string
 	X, D float64
 }
 
-// CPUDemand is the CPU law's demand over the classes (c.ClassList(),
+// cpuDemand is the CPU law's demand over the classes (c.ClassList(),
 // cms their metrics): each class's statements completed per second - over
 // the steady window for an open run, the run's wall for a closed one, as
 // the utilisation is measured - and their mean CPU. U = Σ X·D / cores.
-func CPUDemand(c Config, m Metrics, cms []Metrics) []ClassDemand {
-	var out []ClassDemand
+func cpuDemand(c Config, m Metrics, cms []Metrics) []classDemand {
+	var out []classDemand
 	wall := m.WallMs / 1000
 	for k, cl := range c.ClassList() {
 		w := cl.Workload
@@ -175,7 +175,7 @@ func CPUDemand(c Config, m Metrics, cms []Metrics) []ClassDemand {
 		case wall > 0:
 			x = float64(cms[k].OKTxns) * float64(w.StmtsPerTxn) / wall
 		}
-		out = append(out, ClassDemand{Name: cl.Name, X: x, D: w.CPU.MeanValue().Seconds()})
+		out = append(out, classDemand{Name: cl.Name, X: x, D: w.CPU.MeanValue().Seconds()})
 	}
 	return out
 }
@@ -186,7 +186,7 @@ func cpuClasses(c Config, m Metrics, cms []Metrics) Paragraph {
 	var x, xd float64
 	var parts []string
 	p.Inputs = []Value{{"cores", "", float64(c.Server.Cores)}}
-	for _, d := range CPUDemand(c, m, cms) {
+	for _, d := range cpuDemand(c, m, cms) {
 		x += d.X
 		xd += d.X * d.D
 		parts = append(parts, fmt.Sprintf("%s at %.6g/s needing %s of CPU each", d.Name, d.X, fmtSec(d.D)))
