@@ -29,11 +29,15 @@ func TestRunGolden(t *testing.T) {
 
 // TestRunExplainGolden holds --explain's text and JSON: issue 54's request
 // workload, whose run is at its closed-system bound (not 488.9 % of it),
-// and erlang-c's Little's law and Erlang C.
+// erlang-c's Little's law and Erlang C, and two scenarios with classes
+// explained per pool and per class: web-and-report (closed, a pool each)
+// and rails-app (three workers classes).
 func TestRunExplainGolden(t *testing.T) {
 	checkGolden(t, "request-bound.explain", "run", "testdata/request-bound.yaml", "--explain")
 	checkGolden(t, "request-bound.explain.json", "run", "testdata/request-bound.yaml", "--explain", "--format", "json")
 	checkGolden(t, "erlang-c.explain", "run", "erlang-c", "--explain")
+	checkGolden(t, "web-and-report.explain", "run", "web-and-report", "--explain")
+	checkGolden(t, "rails-app.explain", "run", "rails-app", "--explain")
 	_, out, _ := runCmd("run", "testdata/request-bound.yaml", "--explain")
 	if !strings.Contains(strings.Join(strings.Fields(out), " "), "The simulation ran at 222.222/s (100.0% of the bound)") {
 		t.Errorf("the issue's run is not at its bound:\n%s", out)

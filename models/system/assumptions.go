@@ -63,7 +63,7 @@ func Assumptions(c Config) []string {
 		}
 		switch {
 		case w.Persistent():
-			out = append(out, fmt.Sprintf("%s%d workers hold one connection each from t = 0 (connecting as closed clients do); requests arrive for %v (Poisson, %g/s) and queue in the application, FIFO, for the longest-idle worker; request latency counts that queue; a connection closed under a worker fails its request and the worker reconnects at its next; the figures are the steady window up to the end of arrivals", who, w.Workers, w.Duration, w.ArrivalRate))
+			out = append(out, fmt.Sprintf("%s%s from t = 0 (connecting as closed clients do); requests arrive for %v (Poisson, %g/s) and queue in the application, FIFO, for the longest-idle worker; request latency counts that queue; a connection closed under a worker fails its request and the worker reconnects at its next; the figures are the steady window up to the end of arrivals", who, verb(w.Workers, "worker", "holds one connection", "hold one connection each"), w.Duration, w.ArrivalRate))
 		case w.Open():
 			warm := fmt.Sprintf("a %v warm-up", w.Warmup)
 			if w.WarmupAuto {
@@ -71,10 +71,10 @@ func Assumptions(c Config) []string {
 			}
 			out = append(out, fmt.Sprintf("%sarrivals for %v (Poisson, %g sessions/s); the figures are the steady window after %s, up to the end of arrivals", who, w.Duration, w.ArrivalRate, warm))
 		case w.RequestLevel():
-			out = append(out, fmt.Sprintf("%s%d clients each run %d requests of %.4g transactions on average, waiting workload.think before each (the first too, so they start spread out); tps_steady covers the time while every client still runs, tps the whole run",
-				who, w.Clients, w.RequestsPerSession, w.MeanTxnsPerSession()/float64(w.RequestsPerSession)))
+			out = append(out, fmt.Sprintf("%s%s %s of %s on average, waiting workload.think before each (the first too, so they start spread out); tps_steady covers the time while every client still runs, tps the whole run",
+				who, verb(w.Clients, "client", "runs", "each run"), count(w.RequestsPerSession, "request"), countOf(w.MeanTxnsPerSession()/float64(w.RequestsPerSession), "transaction")))
 		default:
-			out = append(out, fmt.Sprintf("%s%d clients connect at t = 0 and each runs %.4g transactions; tps_steady covers the time while every client still runs, tps the whole run", who, w.Clients, w.MeanTxnsPerSession()))
+			out = append(out, fmt.Sprintf("%s%s at t = 0 and %s %s; tps_steady covers the time while every client still runs, tps the whole run", who, verb(w.Clients, "client", "connects", "connect"), eachRuns(w.Clients), countOf(w.MeanTxnsPerSession(), "transaction")))
 		}
 	}
 	if n := c.mostSamples(); n > sim.ExactLimit {
@@ -115,4 +115,21 @@ func grouped[T int | int64](n T) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// verb is n clients (workers, ...) and the verb agreeing with them: "1
+// client runs", "2 clients each run".
+func verb(n int, noun, one, many string) string {
+	if n == 1 {
+		return "1 " + noun + " " + one
+	}
+	return fmt.Sprintf("%d %ss %s", n, noun, many)
+}
+
+// eachRuns is "runs" for one client, "each runs" for several.
+func eachRuns(n int) string {
+	if n == 1 {
+		return "runs"
+	}
+	return "each runs"
 }

@@ -112,6 +112,9 @@ func (c Config) boundOf(cl Class) classBound {
 			per = min(per, c.share(c.Pooler.MaxDBConnections))
 		}
 		servers, name = min(per*c.Pooler.Processes, usable), "the pool's servers"
+		if p := c.PoolList()[max(c.poolOf(cl), 0)]; c.Multi() && p.Name != "" {
+			name = "the servers of pool " + p.Name
+		}
 	}
 	if cl.AppPool.Mode == NoAppPool {
 		// Each client holds its own connection: only so many connect.
@@ -177,28 +180,28 @@ func closedBounds(c Config, m Metrics) (Paragraph, bool) {
 		{"D_max", "s", dmax}, {"X_max", "/s", xMax}, {"N*", "", knee}}
 	var s string
 	if b.request {
-		s = fmt.Sprintf("Bounds for a closed system: %d clients, each cycling through requests of %.4g transactions on average: "+
+		s = fmt.Sprintf("Bounds for a closed system: %s, each cycling through requests of %s on average: "+
 			"a request takes at least R0 = %s with nobody waiting and is preceded by Z = %s of think time; "+
 			"the bottleneck is %s, needing %s per transaction (D_max). Throughput is at most min(N·T/(R0+Z), 1/D_max) = %.6g "+
 			"transactions/s, and the knee, where adding clients stops adding throughput, is N* = (R0+Z)/(T·D_max) = %.4g clients.",
-			b.clients, b.txns, fmtSec(b.r0), fmtSec(b.z), name, fmtSec(dmax), xMax, knee)
+			count(b.clients, "client"), countOf(b.txns, "transaction"), fmtSec(b.r0), fmtSec(b.z), name, fmtSec(dmax), xMax, knee)
 	} else {
-		s = fmt.Sprintf("Bounds for a closed system: %d clients, each transaction taking at least R0 = %s with nobody waiting and followed by Z = %s of think time; "+
+		s = fmt.Sprintf("Bounds for a closed system: %s, each transaction taking at least R0 = %s with nobody waiting and followed by Z = %s of think time; "+
 			"the bottleneck is %s, needing %s per transaction (D_max). Throughput is at most min(N/(R0+Z), 1/D_max) = %.6g/s, and the knee, "+
 			"where adding clients stops adding throughput, is N* = (R0+Z)/D_max = %.4g clients.",
-			b.clients, fmtSec(b.r0), fmtSec(b.z), name, fmtSec(dmax), xMax, knee)
+			count(b.clients, "client"), fmtSec(b.r0), fmtSec(b.z), name, fmtSec(dmax), xMax, knee)
 	}
 	law := "min(N·T/(R0+Z), 1/D_max)"
 	switch {
 	case fin <= xMax*(1+1e-9):
 	case b.request:
 		law = "min(N·K·T/(K·R0+(K-1)·Z), 1/D_max)"
-		s += fmt.Sprintf(" Each client runs only K = %.4g requests and tps = ok/wall counts from the first attempt, so only K-1 "+
-			"think times fall in the run: over it the bound is %s = %.6g/s.", b.units, law, fin)
+		s += fmt.Sprintf(" Each client runs only K = %s and tps = ok/wall counts from the first attempt, so only K-1 "+
+			"think times fall in the run: over it the bound is %s = %.6g/s.", countOf(b.units, "request"), law, fin)
 	default:
 		law = "min(N·K/(K·R0+(K-1)·Z), 1/D_max)"
-		s += fmt.Sprintf(" Each client runs only K = %.4g transactions and thinks only between them, so over the whole run (tps = ok/wall) "+
-			"the bound is %s = %.6g/s.", b.units, law, fin)
+		s += fmt.Sprintf(" Each client runs only K = %s and thinks only between them, so over the whole run (tps = ok/wall) "+
+			"the bound is %s = %.6g/s.", countOf(b.units, "transaction"), law, fin)
 	}
 	p.Checks = []Check{bounded("X", "/s", law, fin, m.TPS)}
 	p.Text = s + fmt.Sprintf(" The simulation ran at %.6g/s (%.1f%% of the bound).", m.TPS, 100*m.TPS/fin)
@@ -219,10 +222,10 @@ func multiBounds(c Config, m Metrics, classes []Class, p Paragraph) Paragraph {
 		cpu = math.Max(cpu, 1/b.dCPU) // +Inf when the class needs no CPU
 		unit := "transactions"
 		if b.request {
-			unit = fmt.Sprintf("requests of T = %.4g transactions", b.txns)
+			unit = "requests of T = " + countOf(b.txns, "transaction")
 		}
-		parts = append(parts, fmt.Sprintf("%s: %d clients, %s taking at least R0 = %s with nobody waiting and Z = %s of think time, "+
-			"%s needing %s per transaction, at most %.6g/s", b.name, b.clients, unit, fmtSec(b.r0), fmtSec(b.z), b.pool, fmtSec(b.dPool), x))
+		parts = append(parts, fmt.Sprintf("%s: %s, %s taking at least R0 = %s with nobody waiting and Z = %s of think time, "+
+			"%s needing %s per transaction, at most %.6g/s", b.name, count(b.clients, "client"), unit, fmtSec(b.r0), fmtSec(b.z), b.pool, fmtSec(b.dPool), x))
 		p.Inputs = append(p.Inputs, Value{b.name + ".N", "", float64(b.clients)}, Value{b.name + ".R0", "s", b.r0},
 			Value{b.name + ".Z", "s", b.z}, Value{b.name + ".X_max", "/s", x})
 	}

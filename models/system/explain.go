@@ -108,7 +108,14 @@ func (p Paragraph) Finite() Paragraph {
 // Little's law L = λW with its error, and, where an analytic result
 // applies, the formula's value beside the simulated one. Each paragraph's
 // Text is plain sentences.
-func Explain(c Config, m Metrics) []Paragraph {
+//
+// With classes, classes holds each class's metrics in c.Classes' order
+// (nil without classes): the queues, the CPU law and the application
+// queues' Erlang C are then each pool's and each class's (classes.go).
+func Explain(c Config, m Metrics, classes []Metrics) []Paragraph {
+	if c.Multi() {
+		return explainClasses(c, m, classes)
+	}
 	out := []Paragraph{steadyWords(c, m)}
 	if c.Pooler.PoolMode.Pooled() {
 		out = append(out, little("The pooler's wait queue (clients waiting for a server connection)",
@@ -142,8 +149,8 @@ func Explain(c Config, m Metrics) []Paragraph {
 func steadyWords(c Config, m Metrics) Paragraph {
 	p := Paragraph{Kind: KindSteady, Title: "Steady state", Inputs: []Value{
 		{"tps", "/s", m.TPS}, {"tps_steady", "/s", m.TPSSteady}, {"warmup", "s", m.WarmupMs / 1000}, {"steady", "s", m.SteadyMs / 1000}}}
-	w := c.Workload
-	if w.Open() {
+	w := c.ClassList()[0].Workload // the run's window is cut by the first class's warm-up
+	if c.Open() {
 		p.Inputs = append(p.Inputs, Value{"offered", "/s", m.OfferedTPS}, Value{"drain", "s", m.DrainMs / 1000})
 		how := fmt.Sprintf("set by workload.warmup (%v)", w.Warmup)
 		if w.WarmupAuto {
@@ -253,7 +260,7 @@ func cpuLaw(c Config, m Metrics) Paragraph {
 func erlang(c Config, m Metrics) (Paragraph, bool) {
 	w := c.Workload
 	if w.Persistent() {
-		return workersErlang(c, m), true
+		return workersErlang(c, "", w, c.Pooler.PoolMode, c.poolLimit(), m), true
 	}
 	if !w.Open() || !c.Pooler.PoolMode.Pooled() || c.AppPool.Mode != NoAppPool || c.Server.Cores > 0 {
 		return Paragraph{}, false
@@ -274,8 +281,8 @@ func erlang(c Config, m Metrics) (Paragraph, bool) {
 	}
 	p := Paragraph{Kind: KindErlangC, Title: "Analytic check: M/M/c (Erlang C)",
 		Inputs: []Value{{"λ", "/s", lambda}, {"c", "", float64(servers)}, {"S", "s", s}, {"A", "", a}, {"ρ", "", a / float64(servers)}}}
-	head := fmt.Sprintf("Analytic check: sessions arrive as a Poisson stream at λ = %.6g/s and each holds one of c = %d servers for %s on average (offered load A = λS = %.4g Erlangs, ρ = %.3f); the holding time is %s.",
-		lambda, servers, fmtSec(s), a, a/float64(servers), kind)
+	head := fmt.Sprintf("Analytic check: sessions arrive as a Poisson stream at λ = %.6g/s and each holds one of c = %s for %s on average (offered load A = λS = %.4g Erlangs, ρ = %.3f); the holding time is %s.",
+		lambda, count(servers, "server"), fmtSec(s), a, a/float64(servers), kind)
 	if t := c.Pooler.QueryWaitTimeout; t > 0 {
 		pt, ws := queueing.MMcD(servers, lambda, s, t.Seconds())
 		simP := float64(m.WaitTimeouts) / math.Max(1, float64(m.Sessions))
@@ -307,12 +314,14 @@ func fmtSec(s float64) string {
 // exponential statement with no hop and no app time and the pool never
 // makes a worker wait. A session pool smaller than the workers is said
 // to starve the rest instead.
-func workersErlang(c Config, m Metrics) Paragraph {
-	w := c.Workload
+//
+// class names the class ("" without classes), whose workload w goes
+// through a pool of mode mode and pool servers per pooler process.
+func workersErlang(c Config, class string, w Workload, mode poolmode.Mode, pool int, m Metrics) Paragraph {
 	n := w.Workers
 	q := w.Query.MeanValue().Seconds() + w.CPU.MeanValue().Seconds()
 	hop := 0.0
-	if c.Pooler.PoolMode.Pooled() {
+	if mode.Pooled() {
 		hop = 2 * c.Pooler.Hop.Seconds()
 	}
 	stmts := float64(w.StmtsPerTxn)
@@ -320,14 +329,21 @@ func workersErlang(c Config, m Metrics) Paragraph {
 	app := w.AppPause().MeanValue().Seconds()
 	s := txns*(stmts*(q+hop)+(stmts-1)*app) + (txns-1)*app
 	lambda := w.ArrivalRate
-	p := Paragraph{Kind: KindErlangC, Title: "Analytic check: the application queue as M/M/N (Erlang C)",
+	title, who := "the application queue", "requests"
+	if class != "" {
+		title, who = "the application queue of class "+class, "the requests of class "+class
+	}
+	p := Paragraph{Kind: KindErlangC, Title: "Analytic check: " + title + " as M/M/N (Erlang C)",
 		Inputs: []Value{{"λ", "/s", lambda}, {"N", "", float64(n)}, {"S", "s", s}, {"A", "", lambda * s}, {"ρ", "", lambda * s / float64(n)}}}
-	head := fmt.Sprintf("Analytic check: requests arrive as a Poisson stream at λ = %.6g/s and each keeps one of N = %d workers busy for S = %s on average with nobody waiting for a server (offered load A = λS = %.4g Erlangs, ρ = %.3f).",
-		lambda, n, fmtSec(s), lambda*s, lambda*s/float64(n))
-	if pool := c.poolLimit(); c.Pooler.PoolMode == poolmode.Session && pool < n {
+	head := fmt.Sprintf("Analytic check: %s arrive as a Poisson stream at λ = %.6g/s and each keeps one of N = %s busy for S = %s on average with nobody waiting for a server (offered load A = λS = %.4g Erlangs, ρ = %.3f).",
+		who, lambda, count(n, "worker"), fmtSec(s), lambda*s, lambda*s/float64(n))
+	if mode == poolmode.Session && pool < n {
 		p.Title = "Analytic check: a session pool smaller than the workers"
-		p.Text = head + fmt.Sprintf(" But the pool is in session mode with %d servers for %d workers that never disconnect: a worker keeps the server it first gets, so %d workers can never get one and every request they take waits for query_wait_timeout (%s; the simulation counted %d timeouts) - transaction pooling, or a pool of %d, serves them.",
-			pool, n, n-pool, c.Pooler.QueryWaitTimeout, m.WaitTimeouts, n)
+		if class != "" {
+			p.Title += " of class " + class
+		}
+		p.Text = head + fmt.Sprintf(" But the pool is in session mode with %s for %s that never disconnect: a worker keeps the server it first gets, so %s can never get one and every request they take waits for query_wait_timeout (%s; the simulation counted %s) - transaction pooling, or a pool of %d, serves them.",
+			count(pool, "server"), count(n, "worker"), count(n-pool, "worker"), c.Pooler.QueryWaitTimeout, count(m.WaitTimeouts, "timeout"), n)
 		return p
 	}
 	kind := "not one exponential statement, so M/M/N is an approximation"
@@ -344,4 +360,21 @@ func workersErlang(c Config, m Metrics) Paragraph {
 	p.Text = head + fmt.Sprintf(" The request's time is %s. Erlang C gives P(wait) = %.4f and Wq = %s for the application queue; the simulation gave W = %s.",
 		kind, pw, fmtSec(wq), fmtSec(m.AppWaitW))
 	return p
+}
+
+// count is n and noun, the noun in the plural unless n is 1: "1 client",
+// "2 clients".
+func count[T int | int64](n T, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// countOf is count for a mean (%.4g): "1 transaction", "2.5 transactions".
+func countOf(x float64, noun string) string {
+	if x == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%.4g %ss", x, noun)
 }

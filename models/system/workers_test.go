@@ -344,7 +344,7 @@ func TestWorkersInvalid(t *testing.T) {
 // starvation in words.
 func TestWorkersExplain(t *testing.T) {
 	c := workersCfg(poolmode.Transaction, 10, 80, 2000*sim.Second, sim.ExpDist(100*sim.Millisecond), 1)
-	text := explainText(Explain(c, Run(c).Metrics))
+	text := explainText(Explain(c, Run(c).Metrics, nil))
 	for _, want := range []string{"The application queue (requests waiting for a free worker)", "exactly M/M/N", "Erlang C gives P(wait) = 0.4092"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("explain lacks %q:\n%s", want, text)
@@ -352,7 +352,7 @@ func TestWorkersExplain(t *testing.T) {
 	}
 	c = workersCfg(poolmode.Session, 12, 20, 20*sim.Second, sim.ConstDist(10*sim.Millisecond), 1)
 	c.Pooler.DefaultPoolSize, c.Pooler.QueryWaitTimeout = 8, 2*time.Second
-	if text := explainText(Explain(c, Run(c).Metrics)); !strings.Contains(text, "so 4 workers can never get one") {
+	if text := explainText(Explain(c, Run(c).Metrics, nil)); !strings.Contains(text, "so 4 workers can never get one") {
 		t.Errorf("explain of a starving session pool:\n%s", text)
 	}
 }

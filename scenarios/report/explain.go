@@ -43,12 +43,19 @@ func Explain(rows []scenarios.Row) Explanation {
 	for i := range rows {
 		x := &rows[i]
 		title := x.Config.Pooler.PoolMode.String()
+		if x.Config.Multi() {
+			title = classesTitle(x.Config)
+		}
 		for _, p := range x.Params {
 			if p.Key != "pooler.mode" {
 				title += ", " + p.Key + "=" + p.Value
 			}
 		}
-		r := RowExplanation{Title: title, Params: Params(x.Params), Paragraphs: system.Explain(x.Config, x.Metrics)}
+		var cms []system.Metrics
+		for _, cr := range x.Classes {
+			cms = append(cms, cr.Metrics)
+		}
+		r := RowExplanation{Title: title, Params: Params(x.Params), Paragraphs: system.Explain(x.Config, x.Metrics, cms)}
 		if r.Params == nil {
 			r.Params = Params{}
 		}
@@ -58,6 +65,33 @@ func Explain(rows []scenarios.Row) Explanation {
 		e.Rows = append(e.Rows, r)
 	}
 	return e
+}
+
+// classesTitle names a row with classes by what it is: each class and
+// the pool it goes through, with the pool's mode and size ("web: pool web
+// (transaction, pool_size 40); report: pool report (session, pool_size
+// 3)"; direct, no pooler, has no size).
+func classesTitle(c system.Config) string {
+	pools := c.PoolList()
+	var parts []string
+	for _, cl := range c.Classes {
+		p := pools[0]
+		for _, q := range pools {
+			if q.Name == cl.Pool {
+				p = q
+			}
+		}
+		what := p.Mode.String()
+		if p.Mode.Pooled() {
+			what += fmt.Sprintf(", pool_size %d", p.Size)
+		}
+		if p.Name == "" {
+			parts = append(parts, fmt.Sprintf("%s: %s", cl.Name, what))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s: pool %s (%s)", cl.Name, p.Name, what))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // replications says what the figures above are over replications, and

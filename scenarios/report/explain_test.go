@@ -76,6 +76,48 @@ classes:
     pool: report
     workload: {clients: 3, requests_per_session: 2, stmts_per_txn: 6, think: 30ms, cpu: 1ms}
 `,
+	"class-workers": `name: class-workers
+seed: 6
+workload: {duration: 20s, query: {dist: exp, mean: 2ms}, cpu: {dist: exp, mean: 300us}, stmts_per_txn: 2}
+pooler: {hop: 50us, max_client_conn: 2000}
+server: {max_connections: 80, cores: 4}
+pools:
+  shared: {mode: transaction, size: 8}
+  jobs: {mode: session, size: 6}
+classes:
+  web: {pool: shared, workload: {workers: 16, arrival_rate: 800/s}}
+  api: {pool: shared, workload: {workers: 8, arrival_rate: 300/s, stmts_per_txn: 1, cpu: {dist: exp, mean: 1ms}}}
+  jobs: {pool: jobs, workload: {workers: 6, arrival_rate: 40/s, txns_per_request: 3}}
+sweep:
+  pools.shared.size: [4, 8]
+`,
+	"class-one-pool": `name: class-one-pool
+seed: 8
+workload: {query: {dist: exp, mean: 1ms}, think: {dist: exp, mean: 2ms}, txns_per_session: 20}
+pooler: {mode: transaction, default_pool_size: 4, hop: 20us}
+server: {max_connections: 40, cores: 2}
+classes:
+  a: {workload: {clients: 10, cpu: {dist: exp, mean: 200us}}}
+  b: {workload: {clients: 5, stmts_per_txn: 3, cpu: 500us}}
+`,
+	"class-app-pools": `name: class-app-pools
+seed: 7
+workload: {query: {dist: exp, mean: 1ms}, cpu: {dist: exp, mean: 200us}, stmts_per_txn: 2}
+pooler: {hop: 50us, max_client_conn: 2000}
+server: {max_connections: 60, cores: 2, connect: 1ms}
+pools:
+  web: {mode: transaction, size: 6}
+  batch: {mode: direct}
+classes:
+  web:
+    pool: web
+    workload: {clients: 40, requests_per_session: 10, txns_per_request: 2, think: {dist: exp, mean: 5ms}, app: 100us}
+    app_pool: {mode: queue, size: 5, max_overflow: 1, timeout: 10s}
+  batch:
+    pool: batch
+    workload: {clients: 4, txns_per_session: 20, think: 2ms, stmts_per_txn: 5, cpu: {dist: exp, mean: 1ms}}
+    app_pool: {mode: null}
+`,
 }
 
 // tolerance is how far above its bound a run may measure: none beyond
@@ -194,5 +236,248 @@ func TestWrap(t *testing.T) {
 	}
 	if strings.Contains(Wrap("  x  y ", 80), "  ") {
 		t.Error("Wrap keeps runs of spaces")
+	}
+}
+
+// classWorkloads are the built-ins with classes and the class workloads
+// above, with rails-app at twice its traffic (the README's worked
+// example) beside it.
+func classWorkloads(t *testing.T) []*scenarios.Scenario {
+	t.Helper()
+	var all []*scenarios.Scenario
+	for _, b := range scenarios.Builtins() {
+		sc, err := scenarios.Builtin(b.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sc.Base.Classes) > 0 {
+			all = append(all, sc)
+		}
+	}
+	twice, err := scenarios.Builtin("rails-app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{{"classes.web.workload.arrival_rate", "1000/s"}, {"classes.jobs.workload.arrival_rate", "120/s"}} {
+		if err := twice.Set(kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	twice.Name = "rails-app at twice the traffic"
+	all = append(all, twice)
+	for _, name := range []string{"classes", "class-workers", "class-app-pools", "class-one-pool"} {
+		sc, err := scenarios.Parse([]byte(boundWorkloads[name]), name+".yaml")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		all = append(all, sc)
+	}
+	if len(all) < 6 {
+		t.Fatalf("only %d scenarios with classes", len(all))
+	}
+	return all
+}
+
+// TestExplainClassLaws: with classes, the explanation is each pool's and
+// each class's, and its laws hold on the figures it quotes: a Little
+// paragraph for every pooled pool's wait queue and every workers class's
+// application queue (and queue application pool's), each with L = λW
+// within 1% (as TestBuiltinsHoldLittleAndConservation holds the run's);
+// the CPU law's U = Σ X·D / cores over every class's own statements and
+// CPU, computed here from the class figures and within its statistical
+// tolerance of the measured utilisation; an Erlang C paragraph for each
+// workers class at its own arrival rate; and a title naming every class's
+// pool and mode.
+func TestExplainClassLaws(t *testing.T) {
+	overloaded := 0
+	for _, sc := range classWorkloads(t) {
+		points, err := sc.Points()
+		if err != nil {
+			t.Fatalf("%s: %v", sc.Name, err)
+		}
+		rows := scenarios.Run(points, 1)
+		e := Explain(rows)
+		for i, r := range e.Rows {
+			x := &rows[i]
+			c := x.Config
+			pools := c.PoolList()
+			wantLittle := map[string]bool{}
+			for _, p := range pools {
+				used := false
+				for _, cl := range c.Classes {
+					used = used || cl.Pool == p.Name
+				}
+				switch {
+				case !used || !p.Mode.Pooled():
+				case p.Name == "":
+					wantLittle["The pooler's wait queue"] = true
+				default:
+					wantLittle["The wait queue of pool "+p.Name] = true
+				}
+			}
+			wantErlang := map[string]float64{}
+			for _, cl := range c.Classes {
+				if cl.Workload.Persistent() {
+					wantLittle["The application queue of class "+cl.Name] = true
+					wantErlang[cl.Name] = cl.Workload.ArrivalRate
+				}
+				if cl.AppPool.Mode == system.QueuePool {
+					wantLittle["The application pool of class "+cl.Name] = true
+				}
+				p := pools[0]
+				for _, q := range pools {
+					if q.Name == cl.Pool {
+						p = q
+					}
+				}
+				want := cl.Name + ": pool " + p.Name + " (" + p.Mode.String()
+				if p.Name == "" {
+					want = cl.Name + ": " + p.Mode.String()
+				}
+				if !strings.Contains(r.Title, want) {
+					t.Errorf("%s: the title %q does not name class %s's pool %s (%v)", sc.Name, r.Title, cl.Name, p.Name, p.Mode)
+				}
+			}
+			cpu := 0
+			for _, p := range r.Paragraphs {
+				switch p.Kind {
+				case system.KindLittle:
+					if !wantLittle[p.Title] {
+						t.Errorf("%s, %s: an unexpected Little paragraph %q (want %v)", sc.Name, r.Title, p.Title, wantLittle)
+						continue
+					}
+					delete(wantLittle, p.Title)
+					for _, ch := range p.Checks {
+						checkLittle(t, sc.Name+", "+r.Title, x, p, ch)
+					}
+				case system.KindCPU:
+					cpu++
+					checkClassCPU(t, sc.Name+", "+r.Title, x, p)
+				case system.KindErlangC:
+					for name, lambda := range wantErlang {
+						if strings.HasSuffix(p.Title, " of class "+name+" as M/M/N (Erlang C)") || strings.HasSuffix(p.Title, " of class "+name) {
+							if len(p.Inputs) == 0 || p.Inputs[0].Name != "λ" || p.Inputs[0].Value != lambda {
+								t.Errorf("%s, %s: %s: λ %v, want the class's %v/s", sc.Name, r.Title, p.Title, p.Inputs, lambda)
+							}
+							delete(wantErlang, name)
+						}
+					}
+					overloaded += checkPoolLoad(t, sc.Name+", "+r.Title, p)
+				}
+			}
+			if len(wantLittle) > 0 || len(wantErlang) > 0 {
+				t.Errorf("%s, %s: no Little paragraph for %v, no Erlang C for %v", sc.Name, r.Title, wantLittle, wantErlang)
+			}
+			if want := min(c.Server.Cores, 1); cpu != want {
+				t.Errorf("%s, %s: %d CPU paragraphs, want %d", sc.Name, r.Title, cpu, want)
+			}
+		}
+	}
+	if overloaded == 0 {
+		t.Error("no workers class's pool was overloaded: rails-app at twice the traffic's web pool is")
+	}
+}
+
+// checkPoolLoad: a workers class's Erlang paragraph says its pool cannot
+// keep up exactly when the load offered to the pool (A_pool) is at or
+// above its servers (c_pool), and then the application queue's measured
+// wait is far above M/M/N's; it returns 1 when the paragraph says so.
+func checkPoolLoad(t *testing.T, where string, p system.Paragraph) int {
+	t.Helper()
+	in := map[string]float64{}
+	for _, v := range p.Inputs {
+		in[v.Name] = v.Value
+	}
+	a, ok := in["A_pool"]
+	says := strings.Contains(p.Text, "cannot keep up")
+	if !ok {
+		if says {
+			t.Errorf("%s: %s says the pool cannot keep up without its load:\n%s", where, p.Title, p.Text)
+		}
+		return 0
+	}
+	if over := a >= in["c_pool"]; over != says {
+		t.Errorf("%s: %s: A_pool %.4g, c_pool %g, and the text says:\n%s", where, p.Title, a, in["c_pool"], p.Text)
+	}
+	if !says {
+		return 0
+	}
+	for _, ch := range p.Checks {
+		if ch.Name == "Wq" && ch.Measured < 100*ch.Computed {
+			t.Errorf("%s: %s: the pool cannot keep up, yet the application queue waited %.6g s against M/M/N's %.6g s", where, p.Title, ch.Measured, ch.Computed)
+		}
+	}
+	return 1
+}
+
+// checkClassCPU checks the CPU law of a row with classes: U = Σ X·D /
+// cores with each class's statements completed (over the steady window
+// when open, the wall when closed) and its own mean CPU, as computed here
+// from the class figures; and that the measured utilisation is within the
+// law's tolerance: three standard errors of the mean CPU over the
+// statements completed and the statements across the span's ends, with
+// backend start-ups (CPU work too, at most the
+// connections opened, the servers at peak and those evicted) allowed on
+// top.
+func checkClassCPU(t *testing.T, where string, x *scenarios.Row, p system.Paragraph) {
+	t.Helper()
+	c, m := x.Config, x.Metrics
+	span, open := m.WallMs/1000, c.Open()
+	if open {
+		span = m.SteadyMs / 1000
+	}
+	var xd, n, scv, dmax float64
+	for k, cl := range c.Classes {
+		cm := x.Classes[k].Metrics
+		stmts := float64(cm.OKTxns) * float64(cl.Workload.StmtsPerTxn) / (m.WallMs / 1000)
+		if open {
+			stmts = cm.TPSSteady * float64(cl.Workload.StmtsPerTxn)
+		}
+		xd += stmts * cl.Workload.CPU.MeanValue().Seconds()
+		n += stmts * span
+		scv = math.Max(scv, cl.Workload.CPU.SCV())
+		dmax = math.Max(dmax, cl.Workload.CPU.MeanValue().Seconds())
+	}
+	cores := float64(c.Server.Cores)
+	want := xd / cores
+	if len(p.Checks) != 1 || p.Checks[0].Name != "U" {
+		t.Errorf("%s: the CPU paragraph checks %+v, want U", where, p.Checks)
+		return
+	}
+	u := p.Checks[0]
+	if math.Abs(u.Computed-want) > 1e-9*want {
+		t.Errorf("%s: the CPU law gives U = %.6g, want Σ X·D / cores = %.6g:\n%s", where, u.Computed, want, p.Text)
+	}
+	startups := float64(m.ConnsOpened+m.ServerConns+m.ServersEvicted) * c.Server.Connect.MeanValue().Seconds() / (span * cores)
+	// A statement running across either end of the span is counted in
+	// one figure and not the other: at most every server connection's.
+	edge := 2 * float64(m.ServerConns) * dmax / (span * cores)
+	tol := 3*math.Sqrt(scv/math.Max(1, n))*want + edge
+	t.Logf("%s: U law %.4f, measured %.4f (%+.2f%%), tolerance -%.4f +%.4f", where, want, u.Measured, 100*(u.Measured-want)/want, tol, tol+startups)
+	if u.Measured < want-tol || u.Measured > want+tol+startups {
+		t.Errorf("%s: the CPU law predicts U = %.4f, the run measured %.4f (tolerance -%.4f, +%.4f):\n%s", where, want, u.Measured, tol, tol+startups, p.Text)
+	}
+}
+
+// checkLittle: L = λW within system.LittleSlack of L, or the paragraph
+// says which end of the window the queue's waits straddle, and the run
+// had a backlog at that end: at its close when L is the larger (a queue
+// growing through the window), at its opening when λW is.
+func checkLittle(t *testing.T, where string, x *scenarios.Row, p system.Paragraph, ch system.Check) {
+	t.Helper()
+	lw, L := ch.Computed, ch.Measured
+	switch {
+	case math.Abs(lw-L) <= system.LittleSlack*L+1e-12:
+		if strings.Contains(p.Text, "the window closed") || strings.Contains(p.Text, "the window opened") {
+			t.Errorf("%s: %s: L = λW within %g%%, yet the text explains a difference:\n%s", where, p.Title, 100*system.LittleSlack, p.Text)
+		}
+	case L > lw:
+		if !strings.Contains(p.Text, "had not emptied when the window closed") || x.Metrics.BacklogEnd == 0 {
+			t.Errorf("%s: %s: L = %.6g above λW = %.6g, backlog_end %d, and the text says:\n%s", where, p.Title, L, lw, x.Metrics.BacklogEnd, p.Text)
+		}
+	default:
+		if !strings.Contains(p.Text, "when the window opened") || x.Metrics.BacklogStart == 0 {
+			t.Errorf("%s: %s: λW = %.6g above L = %.6g, backlog_start %d, and the text says:\n%s", where, p.Title, lw, L, x.Metrics.BacklogStart, p.Text)
+		}
 	}
 }
