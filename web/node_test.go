@@ -6,7 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/poolsim/poolsim/web/api"
@@ -40,7 +40,11 @@ func nodeCall(t *testing.T, op string, req any) []byte {
 	if err := os.WriteFile(reqFile, body, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	execNode := filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec_node.js")
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
+	execNode := filepath.Join(strings.TrimSpace(string(goroot)), "lib", "wasm", "wasm_exec_node.js")
 	script, err := filepath.Abs(filepath.Join("testdata", "call.js"))
 	if err != nil {
 		t.Fatal(err)
