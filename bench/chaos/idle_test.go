@@ -41,12 +41,27 @@ func loginIdle(t *testing.T, tg *target, n int) []net.Conn {
 	return conns
 }
 
-// heapDump saves the proxy's heap profile (with the runtime's memory
-// statistics) as stage under POOLSIM_CHAOS_HEAP, when that names a
-// folder: where an idle client's bytes go.
+// heapDump saves the proxy's /proc smaps and status as stage under
+// POOLSIM_CHAOS_SMAPS or POOLSIM_CHAOS_HEAP, when either names a folder
+// (which mappings grew: the heap's arena, the runtime's own, the binary's
+// pages); under POOLSIM_CHAOS_HEAP also its heap profile (with the
+// runtime's memory statistics): where an idle client's bytes go. Serving a
+// profile allocates and touches code in the proxy, so the RSS measured
+// after a stage that saved one is not that of an undisturbed process;
+// POOLSIM_CHAOS_SMAPS asks nothing of it.
 func heapDump(t *testing.T, tg *target, stage string) {
-	dir := os.Getenv("POOLSIM_CHAOS_HEAP")
+	dir, profile := os.Getenv("POOLSIM_CHAOS_HEAP"), true
+	if dir == "" {
+		dir, profile = os.Getenv("POOLSIM_CHAOS_SMAPS"), false
+	}
 	if dir == "" || tg.pprof == "" {
+		return
+	}
+	for _, f := range []string{"status", "smaps"} {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", tg.pid, f))
+		_ = os.WriteFile(filepath.Join(dir, stage+"."+f), b, 0o644)
+	}
+	if !profile {
 		return
 	}
 	cl := http.Client{Timeout: 10 * time.Second}
@@ -68,8 +83,6 @@ func heapDump(t *testing.T, tg *target, stage string) {
 			t.Logf("heap profile %s: %v", stage, err)
 		}
 	}
-	st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", tg.pid))
-	_ = os.WriteFile(filepath.Join(dir, stage+".status"), st, 0o644)
 }
 
 // idleClientsRound measures one round of n idle clients on tg. With
