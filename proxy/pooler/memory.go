@@ -35,36 +35,53 @@ const (
 // would otherwise keep its garbage resident. A busy proxy collects on its
 // own and is not interrupted.
 func returnMemory(ctx context.Context) {
-	sample := []metrics.Sample{
-		{Name: "/memory/classes/heap/free:bytes"},
-		{Name: "/memory/classes/heap/objects:bytes"}, // live and not yet reclaimed
-		{Name: "/gc/heap/live:bytes"},                // live at the last collection
-		{Name: "/gc/cycles/total:gc-cycles"},
-	}
 	t := time.NewTicker(memoryCheck)
 	defer t.Stop()
-	var lastCycles uint64
+	var m memoryChecker
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		metrics.Read(sample)
-		v := func(i int) uint64 {
-			if sample[i].Value.Kind() != metrics.KindUint64 {
-				return 0
-			}
-			return sample[i].Value.Uint64()
-		}
-		idle := v(0)
-		if cycles := v(3); cycles == lastCycles && v(1) > v(2) {
-			idle += v(1) - v(2)
-		}
-		if idle > memoryIdleMax {
-			debug.FreeOSMemory()
-		}
-		metrics.Read(sample[3:])
-		lastCycles = v(3)
+		m.check()
 	}
+}
+
+// memoryChecker is returnMemory's state between two checks.
+type memoryChecker struct {
+	sample     []metrics.Sample
+	lastCycles uint64
+}
+
+// check gives the idle heap memory back when it is more than
+// memoryIdleMax, and reports whether it did.
+func (m *memoryChecker) check() bool {
+	if m.sample == nil {
+		m.sample = []metrics.Sample{
+			{Name: "/memory/classes/heap/free:bytes"},
+			{Name: "/memory/classes/heap/objects:bytes"}, // live and not yet reclaimed
+			{Name: "/gc/heap/live:bytes"},                // live at the last collection
+			{Name: "/gc/cycles/total:gc-cycles"},
+		}
+	}
+	sample := m.sample
+	metrics.Read(sample)
+	v := func(i int) uint64 {
+		if sample[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return sample[i].Value.Uint64()
+	}
+	idle := v(0)
+	if cycles := v(3); cycles == m.lastCycles && v(1) > v(2) {
+		idle += v(1) - v(2)
+	}
+	returned := idle > memoryIdleMax
+	if returned {
+		debug.FreeOSMemory()
+	}
+	metrics.Read(sample[3:])
+	m.lastCycles = v(3)
+	return returned
 }
