@@ -325,7 +325,7 @@ func clientRow(c *client, state string, now time.Time) ([]any, [7]int) {
 		user, db = c.pool.key.user, c.pool.key.db
 	}
 	return []any{"C", user, db, state, addr, port, laddr, lport, c.connectTime.time().Format(adminTime),
-		req.time().Format(adminTime), us / 1e6, us % 1e6, 0, ptr(c.id), link, c.peerPID, c.tlsInfo(),
+		req.time().Format(adminTime), us / 1e6, us % 1e6, 0, ptr(c.id), link, int(c.peerPID), c.tlsInfo(),
 		c.want.get("application_name")}, sockPos(&c.sk, c.fwdLeft)
 }
 
@@ -354,7 +354,7 @@ func consoleRow(cc *consoleConn, state string) ([]any, [7]int) {
 	addr, port := clientAddr(c, c.remote)
 	laddr, lport := clientAddr(c, c.localAddr())
 	return []any{"C", cc.u.name, adminDB, state, addr, port, laddr, lport, c.connectTime.time().Format(adminTime),
-		cc.since.Format(adminTime), 0, 0, 0, ptr(c.id), "", c.peerPID, c.tlsInfo(), c.lg.appName}, [7]int{}
+		cc.since.Format(adminTime), 0, 0, 0, ptr(c.id), "", int(c.peerPID), c.tlsInfo(), c.lg.appName}, [7]int{}
 }
 
 // sockPos is SHOW SOCKETS' buffer columns for a loop socket: recv_pos
