@@ -25,15 +25,18 @@ type client struct {
 	lg          *loginIO // login and console only; nil once the loop has the client
 	connectTime stamp
 	remote      netip.AddrPort // zero for a non-TCP connection
-	local       netip.AddrPort
-	pid         uint32 // BackendKeyData the proxy gave the client
+	pid         uint32         // BackendKeyData the proxy gave the client
 	secret      uint32
 
-	// unix: the client came over the Unix socket; peerUID and peerPID are
-	// its process's (SO_PEERCRED; -1 and 0 when unknown), for peer
-	// authentication, SHOW CLIENTS' remote_pid and the log.
-	unix             bool
-	peerUID, peerPID int
+	// local is the proxy's end, one of a few addresses every client
+	// shares (Proxy.locals; nil for a non-TCP connection).
+	local *netip.AddrPort
+
+	// peerUID and peerPID are the process's at the other end of a Unix
+	// socket (SO_PEERCRED; -1 and 0 when unknown), for peer
+	// authentication, SHOW CLIENTS' remote_pid and the log (a uid_t and a
+	// pid_t: 32 bits).
+	peerUID, peerPID int32
 
 	// Owned by the loop once the client is adopted.
 	sk          sock
@@ -49,15 +52,15 @@ type client struct {
 	// want is the client's tracked settings (varcache.go): once the loop
 	// has the client, the proxy's one copy of them (Proxy.internVars),
 	// shared with every client that has the same; extra the other
-	// settings it asked for at login (startup.go).
+	// settings it asked for at login (startup.go), nil when none (most
+	// clients).
 	want  *vars
-	extra settings
+	extra *settings
 
 	// The startup settings' check (startup_check.go): checking while they
 	// are tried on a server, check what it needs (nil when none is due or
 	// once it is over).
-	checking bool
-	check    *startupCheck
+	check *startupCheck
 	// idleTx is when the server last said the client is idle in a
 	// transaction (ReadyForQuery T or E, nothing pending), 0 when not:
 	// idle_transaction_timeout counts from it (janitor.go).
@@ -80,6 +83,10 @@ type client struct {
 	stalled    bool // the server's output is full: not read until it drains
 	queued     bool // waiting for a server; the request stays in sk's buffer
 	gone       bool // finish has run
+	// unix: the client came over the Unix socket.
+	unix bool
+	// checking: its startup settings are being tried (check above).
+	checking bool
 }
 
 // loginIO is what a client needs only while it logs in (and on the
@@ -103,6 +110,24 @@ func stampOf(t time.Time) stamp { return stamp(t.UnixNano()) }
 func (s stamp) time() time.Time { return time.Unix(0, int64(s)) }
 
 var clientIDs atomic.Uint64
+
+// extraSettings is what the client asked for at login besides its tracked
+// settings (nil for none).
+func (c *client) extraSettings() settings {
+	if c.extra == nil {
+		return nil
+	}
+	return *c.extra
+}
+
+// localAddr is the proxy's end of the client's TCP connection (zero for
+// none).
+func (c *client) localAddr() netip.AddrPort {
+	if c.local == nil {
+		return netip.AddrPort{}
+	}
+	return *c.local
+}
 
 // adopt takes a logged-in client into the loop: fd is its connection's
 // descriptor, buffered what was read past the login. welcome, when not
@@ -387,9 +412,9 @@ func (c *client) link(s *server) {
 	}
 	var sql strings.Builder
 	setTracked(&sql, c.want, &s.have)
-	if !sameSettings(c.extra, s.extra) {
-		applySettings(&sql, c.extra, s.extra)
-		s.extra = c.extra
+	if extra := c.extraSettings(); !sameSettings(extra, s.extra) {
+		applySettings(&sql, extra, s.extra)
+		s.extra = extra
 	}
 	if sql.Len() > 0 {
 		s.sk.out, _ = (&pgproto3.Query{String: sql.String()}).Encode(s.sk.out)

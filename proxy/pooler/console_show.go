@@ -315,7 +315,7 @@ func clientRow(c *client, state string, now time.Time) ([]any, [7]int) {
 		req = c.requestTime
 	}
 	addr, port := clientAddr(c, c.remote)
-	laddr, lport := clientAddr(c, c.local)
+	laddr, lport := clientAddr(c, c.localAddr())
 	link := ""
 	if c.server != nil {
 		link = ptr(c.server.id)
@@ -325,7 +325,7 @@ func clientRow(c *client, state string, now time.Time) ([]any, [7]int) {
 		user, db = c.pool.key.user, c.pool.key.db
 	}
 	return []any{"C", user, db, state, addr, port, laddr, lport, c.connectTime.time().Format(adminTime),
-		req.time().Format(adminTime), us / 1e6, us % 1e6, 0, ptr(c.id), link, c.peerPID, c.tlsInfo(),
+		req.time().Format(adminTime), us / 1e6, us % 1e6, 0, ptr(c.id), link, int(c.peerPID), c.tlsInfo(),
 		c.want.get("application_name")}, sockPos(&c.sk, c.fwdLeft)
 }
 
@@ -352,9 +352,9 @@ func serverRow(s *server, state string) ([]any, [7]int) {
 func consoleRow(cc *consoleConn, state string) ([]any, [7]int) {
 	c := cc.c
 	addr, port := clientAddr(c, c.remote)
-	laddr, lport := clientAddr(c, c.local)
+	laddr, lport := clientAddr(c, c.localAddr())
 	return []any{"C", cc.u.name, adminDB, state, addr, port, laddr, lport, c.connectTime.time().Format(adminTime),
-		cc.since.Format(adminTime), 0, 0, 0, ptr(c.id), "", c.peerPID, c.tlsInfo(), c.lg.appName}, [7]int{}
+		cc.since.Format(adminTime), 0, 0, 0, ptr(c.id), "", int(c.peerPID), c.tlsInfo(), c.lg.appName}, [7]int{}
 }
 
 // sockPos is SHOW SOCKETS' buffer columns for a loop socket: recv_pos

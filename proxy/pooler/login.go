@@ -100,7 +100,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 	}
 	if c.unix {
 		if uid, pid, ok := peerCred(conn); ok {
-			c.peerUID, c.peerPID = uid, pid
+			c.peerUID, c.peerPID = int32(uid), int32(pid)
 		}
 	}
 	var deadline time.Time
@@ -173,7 +173,7 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		p.refuseLogin(c, poolerError(string(refuse)))
 		return
 	}
-	c.remote, c.local = addrPort(conn.RemoteAddr()), addrPort(conn.LocalAddr())
+	c.remote, c.local = addrPort(conn.RemoteAddr()), p.locals.intern(addrPort(conn.LocalAddr()))
 	if db == adminDB {
 		p.enterConsole(c)
 	} else if consoleOnly && !p.waitForFD() { // admission.go
@@ -265,8 +265,10 @@ func (p *Proxy) handle(c *client, consoleOnly bool) {
 		}
 	}
 	c.want = &own // the loop's adopt puts the proxy's shared copy in its place
-	c.extra = extra
-	ps := pl.welcomeFor(params, c.want, c.extra)
+	if len(extra) > 0 {
+		c.extra = &extra
+	}
+	ps := pl.welcomeFor(params, c.want, extra)
 	b := make([]byte, 0, 9+len(ps)+13+6) // AuthenticationOk, ParameterStatus set, BackendKeyData, ReadyForQuery
 	b, _ = (&pgproto3.AuthenticationOk{}).Encode(b)
 	b = append(b, ps...)

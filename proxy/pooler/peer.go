@@ -19,7 +19,7 @@ const AuthPeer = "peer"
 // uid, is an admin without a password, whatever admin_users and auth_type
 // say. PgBouncer's own test suite reaches its console this way.
 func (p *Proxy) ownConsoleUser(c *client, db, user string) bool {
-	return db == adminDB && user == adminDB && c.unix && c.tlsVersion == 0 && c.peerUID >= 0 && c.peerUID == os.Getuid()
+	return db == adminDB && user == adminDB && c.unix && c.tlsVersion == 0 && c.fromOwnUser()
 }
 
 // consoleAsOwnUser logs c in to the console as ownConsoleUser allows.
@@ -37,12 +37,25 @@ var errPeerRejected = errors.New("unix socket login rejected")
 // says the user is in auth_file (PgBouncer refuses a user it does not
 // know, when there is an auth_file).
 func (p *Proxy) peerLogin(c *client, user string, known bool) error {
-	if !c.unix || c.peerUID < 0 || (!known && p.conf().AuthFile != "") {
+	uid, ok := c.peerUser()
+	if !c.unix || !ok || (!known && p.conf().AuthFile != "") {
 		return errPeerRejected
 	}
-	u, err := osuser.LookupId(strconv.Itoa(c.peerUID))
+	u, err := osuser.LookupId(strconv.Itoa(uid))
 	if err != nil || u.Username != user {
 		return errPeerRejected
 	}
 	return nil
+}
+
+// peerUser is the uid of the process at the other end of c's Unix socket
+// (peerUID keeps a uid_t's 32 bits; -1, an invalid uid_t, is unknown).
+func (c *client) peerUser() (uid int, ok bool) {
+	return int(uint32(c.peerUID)), c.peerUID != -1
+}
+
+// fromOwnUser reports whether c came from a process of the proxy's own uid.
+func (c *client) fromOwnUser() bool {
+	uid, ok := c.peerUser()
+	return ok && uid == os.Getuid()
 }

@@ -69,7 +69,7 @@ func keyPeerID(pid uint32) int { return int(pid>>24) | int(pid>>16&0xff)<<8 }
 func (p *Proxy) forwardCancel(c *client, to int, pid, secret uint32) {
 	conf := p.conf()
 	if lg := c.lg; lg != nil && lg.conn != nil { // for the log line, as a login has them
-		c.remote, c.local = addrPort(lg.conn.RemoteAddr()), addrPort(lg.conn.LocalAddr())
+		c.remote, c.local = addrPort(lg.conn.RemoteAddr()), p.locals.intern(addrPort(lg.conn.LocalAddr()))
 	}
 	closing := func(reason string) {
 		p.clientLogf(c, "closing because: %s (age=%ds)", reason, int64(time.Since(c.connectTime.time()).Seconds()))

@@ -76,6 +76,10 @@ type Proxy struct {
 	fds   fdReserve // descriptors kept for when the process runs out (fdreserve.go)
 	login sync.Pool // *loginBufs of PktBuf bytes, reused across logins
 
+	// locals: the proxy's ends of client connections, shared by its
+	// clients (localaddr.go).
+	locals localAddrs
+
 	stats proxyStats
 
 	// peerPools: cancel requests forwarded to each [peers] entry (peering.go).

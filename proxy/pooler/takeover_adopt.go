@@ -141,7 +141,7 @@ func (p *Proxy) adoptClient(pl *pool, r *fdRow, fd int) (*client, error) {
 		}
 	}
 	if sa, err := syscall.Getsockname(fd); err == nil {
-		c.local = addrPort(sockaddrNet(sa))
+		c.local = p.locals.intern(addrPort(sockaddrNet(sa)))
 	}
 	v := varsFrom(r.vars)
 	c.want = p.internVars(&v)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -108,7 +107,7 @@ func (p *Proxy) acceptHeld(err error) bool {
 // descriptors: a Unix socket connection, without TLS, from a process of the
 // proxy's own OS user (PgBouncer's own_user).
 func canPassFDs(c *client) bool {
-	if c.lg == nil || c.tlsVersion != 0 || !c.unix || c.peerUID < 0 || c.peerUID != os.Getuid() {
+	if c.lg == nil || c.tlsVersion != 0 || !c.unix || !c.fromOwnUser() {
 		return false
 	}
 	_, ok := c.lg.conn.(*net.UnixConn)
