@@ -159,8 +159,9 @@ func idleClientsRound(t *testing.T, tg *target, n int, stage string, settle bool
 // of 320 bytes, free memory given back past 256 KB): fresh 0.76-0.84 KB
 // right after, 0.66-0.69 KB settled; warm 0.56-0.58 KB / 0.41-0.44 KB;
 // PgBouncer 0.81-0.83 KB. The short run allows 1.25x after the warm-up and
-// 1.75x from the fresh process, where the one-time growth is spread over
-// 3,000 clients and nothing settles (1.07 KB against 0.75 KB). Before
+// 2.5x from the fresh process, where the one-time growth is spread over
+// 3,000 clients and nothing settles (1.07 KB against 0.75 KB on a quiet
+// machine, 1.44x). Before
 // the proxy's idle client shrank and its collector ran at GOGC 25 it
 // measured 1.15-1.31 KB right after the warm round's logins, 1.4-1.6x;
 // with a 384-byte client, 0.94-0.99 KB from the fresh process.
@@ -220,7 +221,12 @@ func TestIdleClients(t *testing.T) {
 		p.warm.perRight(), b.warm.perRight(), p.warm.perSettled(), b.warm.perSettled())
 	warmBound, freshRightBound, freshBound := 1.0, 1.15, 1.0
 	if !full {
-		warmBound, freshRightBound, freshBound = 1.25, 1.75, 1.75
+		// The fresh round's right-after figure holds the logins' garbage
+		// until a collection runs; beside CI's race run the collector lags
+		// (1394 B against 695 B once, 2.0x, with a 384-byte client): the
+		// short run's fresh bound only catches a gross regression (3.2x
+		// before the idle client shrank), the warm one is the real check.
+		warmBound, freshRightBound, freshBound = 1.25, 2.5, 2.5
 	}
 	for _, c := range []struct {
 		what      string
