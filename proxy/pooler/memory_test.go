@@ -10,8 +10,8 @@ import (
 var memorySink [][]byte
 
 // TestMemoryCheck: free heap memory past memoryIdleMax (640 KB of it here)
-// goes back to the system at the next check (the released bytes grow), and the check after
-// that, with nothing freed since, finds nothing to give back.
+// goes back to the system at the next check (the released bytes grow), and the checks after
+// that, with nothing freed since, soon find nothing to give back.
 func TestMemoryCheck(t *testing.T) {
 	var m memoryChecker
 	m.check() // whatever the tests before left
@@ -32,7 +32,15 @@ func TestMemoryCheck(t *testing.T) {
 	if after := released[0].Value.Uint64(); after < before+memoryIdleMax {
 		t.Errorf("released heap %d B -> %d B, want at least %d B more", before, after, memoryIdleMax)
 	}
-	if m.check() {
-		t.Error("given back again with nothing freed since")
+	// With nothing freed since, a check finds nothing to give back: it does
+	// not give memory back on every turn. The package's other goroutines
+	// (a cluster's log reader, a closing test's last frees) may free a
+	// little meanwhile on a busy machine, so one of a few checks in a row
+	// must find nothing (one in a row failed once in CI's busy-CPU rerun).
+	for i := 0; m.check(); i++ {
+		if i == 4 {
+			t.Error("given back at five checks in a row with nothing freed by this test since")
+			break
+		}
 	}
 }
