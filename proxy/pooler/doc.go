@@ -14,7 +14,16 @@
 // scram-sha-256, cert, hba or peer against a PgBouncer auth_file that may
 // mix plain, md5 and SCRAM secrets (auth.go, authfile.go, hba.go, peer.go),
 // with auth_user/auth_query/auth_dbname for users not in it
-// (authquery.go);
+// (authquery.go); an unknown user's login looks like a real one's - a mock
+// SCRAM verifier salted from the name and a per-process nonce, as
+// PostgreSQL's scram_mock_salt, kept verifiers for plain passwords, and the
+// md5/plain mock rules (scrammock.go); a start-up packet asking for
+// protocol 3.1+ or carrying _pq_. options is answered with
+// NegotiateProtocolVersion as PostgreSQL does (negotiate.go); a client that
+// hangs up while its login waits for the pool's first server is closed at
+// its EOF (hangup.go), so nothing is tried for it, and a server login
+// refused with 57P03 (starting up, shutting down) fails no client logging
+// in (startingup.go, PgBouncer 1.21's rule);
 // the proxy answers with the ParameterStatus messages cached from its
 // pool's first server connection (one is opened at a pool's first login),
 // a random BackendKeyData of its own and ReadyForQuery. Each (database,
@@ -256,6 +265,12 @@
 // gets its next query while its backend is still awake.
 //
 // # Ownership and shutdown
+//
+// An idle client holds no buffer: the loop lends read and output buffers
+// while bytes wait and drops free buffers unused for 10 s; its record is
+// 320 bytes (TestIdleClientSize), its tracked settings and local address
+// shared copies (Proxy.internVars, localaddr.go), its statistics counted in
+// its pool; free heap past 256 KB goes back to the system (memory.go).
 //
 // Every goroutine is started by the Proxy and counted in one WaitGroup:
 // the loop, one accept loop per listener, the one that gives free heap back to the
