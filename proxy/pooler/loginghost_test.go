@@ -74,22 +74,7 @@ func TestLoginRetryClientsGaveUp(t *testing.T) {
 		}
 		before[i] = tg.logCount(logConnectFailed)
 	}
-	// Nothing to wait on: what is checked is that nothing happens.
-	select {
-	case <-time.After(windows * retry):
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
-	for i, tg := range tgs {
-		tries := tg.logCount(logConnectFailed) - before[i]
-		switch {
-		case tg.name == "proxy" && tries != 0:
-			t.Errorf("%s: %d server connections tried in %d windows after every client had gone, want none", tg.name, tries, windows)
-		case tg.name != "proxy" && (tries < windows-1 || tries > windows+1):
-			t.Errorf("%s: %d server connections tried in %d windows for the clients it still counts waiting, want one a window", tg.name, tries, windows)
-		}
-		t.Logf("%s: %d server connections tried in the %d windows after the clients gave up", tg.name, tries, windows)
-	}
+	triesWhileGone(ctx, t, tgs, before, windows, retry, "every client had gone")
 	if err := tc.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -153,8 +138,18 @@ func TestLoginRetryQueryWaiterGaveUp(t *testing.T) {
 		}
 		before[i] = tg.logCount(logConnectFailed)
 	}
+	triesWhileGone(ctx, t, tgs, before, windows, retry, "the waiting client had gone")
+}
+
+// triesWhileGone lets windows login retry windows pass - nothing to wait
+// on: what is checked is that nothing happens - and then checks the
+// server connections each target tried since before (its count of
+// logConnectFailed lines) once its clients had gone: none by the proxy,
+// one a window by PgBouncer 1.18, which still counts them waiting.
+func triesWhileGone(ctx context.Context, t *testing.T, tgs []srvTarget, before []int, windows int, retry time.Duration, gone string) {
+	t.Helper()
 	select {
-	case <-time.After(windows * retry):
+	case <-time.After(time.Duration(windows) * retry):
 	case <-ctx.Done():
 		t.Fatal(ctx.Err())
 	}
@@ -162,10 +157,10 @@ func TestLoginRetryQueryWaiterGaveUp(t *testing.T) {
 		tries := tg.logCount(logConnectFailed) - before[i]
 		switch {
 		case tg.name == "proxy" && tries != 0:
-			t.Errorf("%s: %d server connections tried in %d windows after the waiting client had gone, want none", tg.name, tries, windows)
+			t.Errorf("%s: %d server connections tried in %d windows after %s, want none", tg.name, tries, windows, gone)
 		case tg.name != "proxy" && (tries < windows-1 || tries > windows+1):
-			t.Errorf("%s: %d server connections tried in %d windows for the client it still counts waiting, want one a window", tg.name, tries, windows)
+			t.Errorf("%s: %d server connections tried in %d windows after %s (it still counts them waiting), want one a window", tg.name, tries, windows, gone)
 		}
-		t.Logf("%s: %d server connections tried in the %d windows after the waiting client closed", tg.name, tries, windows)
+		t.Logf("%s: %d server connections tried in the %d windows after %s", tg.name, tries, windows, gone)
 	}
 }
