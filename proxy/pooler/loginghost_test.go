@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/poolsim/poolsim/lab/pgcluster"
-	"github.com/poolsim/poolsim/lab/pgcluster/pgclustertest"
 	"github.com/poolsim/poolsim/models/poolmode"
 )
 
@@ -105,17 +104,7 @@ func TestLoginRetryClientsGaveUp(t *testing.T) {
 func TestLoginRetryQueryWaiterGaveUp(t *testing.T) {
 	const retry, windows = 2 * time.Second, 3
 	ctx := testCtx(t, 90*time.Second)
-	tc := pgclustertest.Start(t, pgcluster.Options{})
-	dbs := []string{fmt.Sprintf("poolsim = host=127.0.0.1 port=%d dbname=poolsim", tc.Port())}
-	tgs := srvTargetsFor(ctx, t, dbs, poolmode.Transaction, 2, map[string]string{"server_login_retry": "2"})
-	for _, tg := range tgs {
-		if err := giveUpQuery(ctx, tg.dsn("poolsim"), 10*time.Second); err != nil {
-			t.Fatalf("%s: a query while PostgreSQL is up: %v", tg.name, err)
-		}
-	}
-	if err := tc.Down(); err != nil {
-		t.Fatal(err)
-	}
+	_, tgs := servedThenDown(ctx, t, map[string]string{"server_login_retry": "2"})
 	before := make([]int, len(tgs))
 	for i, tg := range tgs {
 		tg.waitNoServer(ctx, t)

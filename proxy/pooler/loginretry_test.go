@@ -65,6 +65,26 @@ func giveUpQuery(ctx context.Context, dsn string, d time.Duration) error {
 	return err
 }
 
+// servedThenDown starts a PostgreSQL of the test's own, a proxy and a
+// PgBouncer 1.18 in front of it in transaction mode (pool size 2, with
+// settings), has each serve one query - so each knows its pool's welcome -
+// and then takes PostgreSQL down (Down); Up brings it back.
+func servedThenDown(ctx context.Context, t *testing.T, settings map[string]string) (*pgcluster.Cluster, []srvTarget) {
+	t.Helper()
+	tc := pgclustertest.Start(t, pgcluster.Options{})
+	dbs := []string{fmt.Sprintf("poolsim = host=127.0.0.1 port=%d dbname=poolsim", tc.Port())}
+	tgs := srvTargetsFor(ctx, t, dbs, poolmode.Transaction, 2, settings)
+	for _, tg := range tgs {
+		if err := giveUpQuery(ctx, tg.dsn("poolsim"), 10*time.Second); err != nil {
+			t.Fatalf("%s: a query while PostgreSQL is up: %v", tg.name, err)
+		}
+	}
+	if err := tc.Down(); err != nil {
+		t.Fatal(err)
+	}
+	return tc, tgs
+}
+
 // logCount is how many times the target's log holds s.
 func (tg srvTarget) logCount(s string) int { return strings.Count(tg.log(), s) }
 
@@ -181,18 +201,8 @@ func pgErr(err error) *pgconn.PgError {
 func TestLoginRetryWindowWhileDown(t *testing.T) {
 	const retry, wait = time.Second, 5 * time.Second
 	ctx := testCtx(t, 90*time.Second)
-	tc := pgclustertest.Start(t, pgcluster.Options{})
-	dbs := []string{fmt.Sprintf("poolsim = host=127.0.0.1 port=%d dbname=poolsim", tc.Port())}
-	tgs := srvTargetsFor(ctx, t, dbs, poolmode.Transaction, 2, map[string]string{
+	_, tgs := servedThenDown(ctx, t, map[string]string{
 		"server_login_retry": "1", "query_wait_timeout": "5"})
-	for _, tg := range tgs {
-		if err := giveUpQuery(ctx, tg.dsn("poolsim"), 10*time.Second); err != nil {
-			t.Fatalf("%s: a query while PostgreSQL is up: %v", tg.name, err)
-		}
-	}
-	if err := tc.Down(); err != nil {
-		t.Fatal(err)
-	}
 	type result struct {
 		err       error
 		took      time.Duration
@@ -303,17 +313,7 @@ func TestLoginRetryWrongServerPassword(t *testing.T) {
 // after the last) serves the waiting clients.
 func TestLoginRetryPaused(t *testing.T) {
 	ctx := testCtx(t, 90*time.Second)
-	tc := pgclustertest.Start(t, pgcluster.Options{})
-	dbs := []string{fmt.Sprintf("poolsim = host=127.0.0.1 port=%d dbname=poolsim", tc.Port())}
-	tgs := srvTargetsFor(ctx, t, dbs, poolmode.Transaction, 2, map[string]string{"server_login_retry": "1"})
-	for _, tg := range tgs {
-		if err := giveUpQuery(ctx, tg.dsn("poolsim"), 10*time.Second); err != nil {
-			t.Fatalf("%s: a query while PostgreSQL is up: %v", tg.name, err)
-		}
-	}
-	if err := tc.Down(); err != nil {
-		t.Fatal(err)
-	}
+	tc, tgs := servedThenDown(ctx, t, map[string]string{"server_login_retry": "1"})
 	var waiters [][]<-chan done
 	for _, tg := range tgs {
 		tg.waitNoServer(ctx, t)
